@@ -1,0 +1,36 @@
+"""spmdlab: MATLAB's spmd programming model for Python, over MPI.
+
+Run ``mpiexec -n 4 python script.py``: every process runs the whole script as one worker
+(worker k is MPI rank k-1) and gets MATLAB's primitives. Run as plain ``python
+script.py`` it is one worker and every collective returns its input.
+"""
+
+from .collectives import (spmd_barrier, spmd_broadcast, spmd_cat, spmd_index, spmd_plus,
+                          spmd_reduce, spmd_size)
+from .errors import (SpmdError, SpmdMismatchError, SpmdPeerError, SpmdTimeoutError,
+                     SpmdTypeError, SpmdValueError)
+from .p2p import spmd_probe, spmd_receive, spmd_send, spmd_send_receive
+from .region import spmd
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "SpmdError",
+    "SpmdMismatchError",
+    "SpmdPeerError",
+    "SpmdTimeoutError",
+    "SpmdTypeError",
+    "SpmdValueError",
+    "spmd",
+    "spmd_barrier",
+    "spmd_broadcast",
+    "spmd_cat",
+    "spmd_index",
+    "spmd_plus",
+    "spmd_probe",
+    "spmd_receive",
+    "spmd_reduce",
+    "spmd_send",
+    "spmd_send_receive",
+    "spmd_size",
+]

@@ -1,0 +1,155 @@
+"""The agreement step every collective starts with.
+
+Each worker contributes a fixed-size record and one ``Allgather`` gives every worker all
+records. A record holds the call's *key* (a digest of the call, its options and the
+value's signature, which must be equal everywhere), an *exact* layout digest, this
+worker's payload size, flags, and the payload itself when it is small. So:
+
+- mismatched calls, shapes, dtypes or structures are seen by every worker at once, and
+  every worker raises the same error (a second, pickled exchange gathers the readable
+  descriptions for the message; it runs only on that error path);
+- a worker whose input failed local validation still takes part, flagged, so the others
+  raise too instead of waiting for it;
+- a small value (up to ``SPMDLAB_INLINE_BYTES``, at most 64 bytes) travels inside the
+  record: a scalar ``spmd_plus`` is one MPI call in all, folded locally in worker order;
+- larger values know every worker's size before the bulk call (``Allgatherv`` counts).
+
+Because the record has the same size on every worker, the exchange itself can never be
+mismatched at the MPI level, whatever the workers passed.
+"""
+
+import struct
+
+import numpy as np
+from mpi4py import MPI
+
+from . import _env, _world
+from .errors import SpmdMismatchError
+
+RECORD = 96
+HEADER = 32  # int64 key, int64 exact, int64 nbytes, int64 flags
+CAPACITY = RECORD - HEADER
+INLINE = max(0, min(_env.INLINE_BYTES, CAPACITY))
+
+FLAG_ERROR = 1
+FLAG_INLINE = 2
+
+_HEAD = struct.Struct("<qqqq")
+
+
+class Exchange:
+    """Persistent ``Allgather`` of one record per worker on a scope's communicator."""
+
+    def __init__(self, comm):
+        self.size = comm.Get_size()
+        self.send = bytearray(RECORD)
+        self.recv = bytearray(RECORD * self.size)
+        self.view = memoryview(self.recv)
+        self.words = self.view.cast("q")
+        self.comm = comm
+        try:
+            self.request = comm.Allgather_init(self.send, self.recv)
+        except (NotImplementedError, MPI.Exception):  # MPI < 4: no persistent collectives
+            self.request = None
+
+    def run(self, scope, call):
+        if self.request is not None:
+            self.request.Start()
+            _world.wait(self.request, scope, call)
+        else:
+            _world.wait(self.comm.Iallgather(self.send, self.recv), scope, call)
+
+    def check(self, scope, call, key, flags, error, describe):
+        """Raise on every worker unless all keys agree and nobody failed; see ``agree``."""
+        words = self.words
+        step = RECORD // 8
+        same_exact = inline = True
+        exact = words[scope.rank * step + 1]
+        for i in range(0, step * self.size, step):
+            if words[i] != key or words[i + 3] & FLAG_ERROR:
+                _raise_everywhere(scope, call, error, describe)
+            if words[i + 1] != exact:
+                same_exact = False
+            if not words[i + 3] & FLAG_INLINE:
+                inline = False
+        return self, same_exact, inline
+
+    def field(self, worker, index):
+        """Header field ``index`` (0 key, 1 exact, 2 nbytes, 3 flags) of a 0-based worker."""
+        return self.words[worker * (RECORD // 8) + index]
+
+    def payload(self, worker, nbytes):
+        start = worker * RECORD + HEADER
+        return self.view[start:start + nbytes]
+
+    def sizes(self):
+        step = RECORD // 8
+        return [self.words[k * step + 2] for k in range(self.size)]
+
+
+def agree(scope, call, key, *, exact=0, nbytes=0, payload=None, error=None,
+          describe=None):
+    """Collective: exchange records and raise the same error on every worker if needed.
+
+    ``payload`` (bytes-like, at most ``INLINE`` bytes) rides in the record. ``error`` is
+    this worker's local validation failure (an exception), reported by every worker.
+    ``describe()`` gives a readable account of this worker's call for mismatch messages.
+
+    Returns ``(exchange, same_exact, inline)``: whether every worker's exact digest is
+    equal, and whether every worker's payload rode in its record.
+    """
+    ex = scope.exchange
+    flags = 0
+    if error is not None:
+        flags = FLAG_ERROR
+        key = exact = nbytes = 0
+    elif payload is not None:
+        flags = FLAG_INLINE
+        ex.send[HEADER:HEADER + len(payload)] = payload
+    _HEAD.pack_into(ex.send, 0, key, exact, nbytes, flags)
+    ex.run(scope, call)
+    if ex.size == 1:
+        if error is not None:
+            raise error
+        return ex, True, payload is not None
+    return ex.check(scope, call, key, flags, error, describe)
+
+
+def _raise_everywhere(scope, call, error, describe):
+    """Every worker gets here together: gather what each saw and raise one error."""
+    mine = (None if error is None else (type(error), str(error)),
+            describe() if describe is not None else call)
+    reports = scope.comm.allgather(mine)
+    failed = [(k + 1, err) for k, (err, _) in enumerate(reports) if err is not None]
+    if failed:
+        kind = failed[0][1][0]
+        if error is not None:
+            raise error
+        lines = "; ".join(f"worker {k}: {msg}" for k, (_, msg) in failed)
+        raise kind(f"{call} ({scope.who()}): failed on another worker: {lines}")
+    groups = {}
+    for k, (_, text) in enumerate(reports, 1):
+        groups.setdefault(text, []).append(k)
+    parts = [f"{_workers(ks)}: {text}" for text, ks in groups.items()]
+    raise SpmdMismatchError(
+        f"{call} ({scope.who()}): workers passed values that cannot be combined: "
+        + "; ".join(parts))
+
+
+def _workers(ks):
+    """'worker 3', 'workers 1-4', 'workers 1, 3'."""
+    if len(ks) == 1:
+        return f"worker {ks[0]}"
+    if ks == list(range(ks[0], ks[-1] + 1)):
+        return f"workers {ks[0]}-{ks[-1]}"
+    return "workers " + ", ".join(map(str, ks))
+
+
+def inline_ok(nbytes):
+    return nbytes <= INLINE
+
+
+def gather_sizes_displs(sizes):
+    displs = np.zeros(len(sizes), dtype=np.int64)
+    np.cumsum(sizes[:-1], out=displs[1:])
+    return displs

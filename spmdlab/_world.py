@@ -1,0 +1,214 @@
+"""The workers: communicators, the current scope, waiting, and ending the job cleanly.
+
+spmdlab never talks on a communicator the user can see: collectives and point-to-point
+use a private duplicate of COMM_WORLD, and a second duplicate carries the notices that a
+worker has reached the end of the program. Every blocking wait goes through ``wait``,
+which notices when a worker the call needs has already left (so a collective that can
+never complete raises instead of hanging) and honours ``SPMDLAB_TIMEOUT``.
+
+An uncaught exception on any worker prints the worker's number and traceback and aborts
+the whole MPI job, so the other workers never hang at a later collective or at exit.
+"""
+
+import atexit
+import os
+import socket
+import sys
+import time
+import traceback
+
+from mpi4py import MPI
+
+from . import _env
+from .errors import SpmdPeerError, SpmdTimeoutError
+
+_EXIT_TAG = 1
+
+
+class Scope:
+    """The workers collectives run over: the world, or a region on its first n workers."""
+
+    def __init__(self, comm, world_ranks):
+        self.comm = comm
+        self.rank = comm.Get_rank()
+        self.size = comm.Get_size()
+        self.index = self.rank + 1
+        self.world_ranks = world_ranks  # scope rank -> world rank
+        self.regions = {}  # n -> Scope on this scope's first n workers (None: not a member)
+        self._exchange = None
+
+    @property
+    def exchange(self):
+        if self._exchange is None:
+            from ._agree import Exchange
+
+            self._exchange = Exchange(self.comm)
+        return self._exchange
+
+    def who(self):
+        return f"worker {self.index} of {self.size}"
+
+
+_world_comm = MPI.COMM_WORLD
+RANK = _world_comm.Get_rank()
+SIZE = _world_comm.Get_size()
+WORLD = Scope(_world_comm.Dup(), list(range(SIZE)))
+_ctl = _world_comm.Dup()
+_stack = [WORLD]
+_exited = set()  # world ranks known to have reached the end of the program
+_pending_sends = []  # (request, buffer, destination scope, world rank): kept alive until done
+
+
+def current():
+    """The innermost scope (a ``spmd(n)`` region, else the world)."""
+    return _stack[-1]
+
+
+def push(scope):
+    _stack.append(scope)
+
+
+def pop(scope):
+    if _stack[-1] is not scope:  # pragma: no cover - guarded by region's try/finally
+        raise RuntimeError("spmdlab: region scopes closed out of order")
+    _stack.pop()
+
+
+def _poll_exits():
+    while True:
+        status = MPI.Status()
+        if not _ctl.Iprobe(MPI.ANY_SOURCE, _EXIT_TAG, status):
+            return
+        _ctl.Recv(bytearray(0), status.Get_source(), _EXIT_TAG)
+        _exited.add(status.Get_source())
+
+
+def _check(scope, call, needed, started, any_of):
+    _poll_exits()
+    gone = [r for r in needed if r in _exited]
+    if gone and (not any_of or len(gone) == len(needed)):
+        workers = ", ".join(str(scope.world_ranks.index(r) + 1) for r in gone)
+        plural = "s" if len(gone) > 1 else ""
+        raise SpmdPeerError(
+            f"{call} ({scope.who()}): worker{plural} {workers} finished the program "
+            f"without making the matching call, so this call can never complete; every "
+            f"worker must make the same spmdlab calls in the same order")
+    if _env.TIMEOUT is not None and time.monotonic() - started > _env.TIMEOUT:
+        raise SpmdTimeoutError(
+            f"{call} ({scope.who()}): no answer from the other workers after "
+            f"SPMDLAB_TIMEOUT={_env.TIMEOUT:g} s")
+
+
+def wait(request, scope, call):
+    """Wait for ``request`` of a collective over ``scope``; raise if it can never complete."""
+    test = request.Test
+    for _ in range(64):  # most collectives finish within a few microseconds
+        if test():
+            return
+    spin(test, scope, call)
+
+
+def spin(done, scope, call, needed=None, any_of=False):
+    """Call ``done()`` until it returns something true, checking on the other workers.
+
+    Raises SpmdPeerError when a worker in ``needed`` (world ranks; default: the rest of
+    the scope) has finished the program (with ``any_of``: when all of them have), and
+    SpmdTimeoutError after ``SPMDLAB_TIMEOUT`` seconds.
+    """
+    started = time.monotonic()
+    spins = 0
+    while True:
+        result = done()
+        if result:
+            return result
+        spins += 1
+        if spins % 256 == 0:
+            if needed is None:
+                needed = [r for r in scope.world_ranks if r != RANK]
+            try:
+                _check(scope, call, needed, started, any_of)
+            except SpmdPeerError:
+                result = done()  # a message sent just before its sender left
+                if result:
+                    return result
+                raise
+            if spins >= 4096:
+                time.sleep(0.0002 if spins < 65536 else 0.001)
+            else:
+                os.sched_yield()
+
+
+# -- point-to-point sends still in flight ------------------------------------------------
+
+
+def track_send(request, buf, world_rank):
+    """Keep a nonblocking send's buffer alive until the send completes."""
+    if _pending_sends:
+        _pending_sends[:] = [p for p in _pending_sends if not p[0].Test()]
+    if not request.Test():
+        _pending_sends.append((request, buf, world_rank))
+
+
+def _flush_sends():
+    while _pending_sends:
+        _poll_exits()
+        still = []
+        for entry in _pending_sends:
+            request, _, world_rank = entry
+            if request.Test():
+                continue
+            if world_rank in _exited:
+                sys.stderr.write(
+                    f"spmdlab: worker {RANK + 1} of {SIZE}: a message sent to worker "
+                    f"{world_rank + 1} with spmd_send was never received (that worker "
+                    f"has finished)\n")
+                continue
+            still.append(entry)
+        _pending_sends[:] = still
+        if still:
+            time.sleep(0.0005)
+
+
+# -- ending the job -----------------------------------------------------------------------
+
+_hooks_at_exit = []
+
+
+def at_exit(fn):
+    """Run ``fn()`` at the end of the program, before the exit handshake (LIFO)."""
+    _hooks_at_exit.append(fn)
+    return fn
+
+
+def _at_exit():
+    for fn in reversed(_hooks_at_exit):
+        fn()
+    _flush_sends()
+    if SIZE == 1:
+        return
+    # Tell everyone this worker is done (a worker blocked in a collective that this worker
+    # will never join then raises instead of hanging), then wait for the others' notices so
+    # that every message is matched before MPI finalizes.
+    requests = [_ctl.Isend(bytearray(0), r, _EXIT_TAG) for r in range(SIZE) if r != RANK]
+    while len(_exited) < SIZE - 1:
+        _poll_exits()
+        if len(_exited) < SIZE - 1:
+            time.sleep(0.001)
+    MPI.Request.Waitall(requests)
+
+
+def _excepthook(etype, value, tb):
+    header = (f"### spmdlab: worker {RANK + 1} of {SIZE} ({socket.gethostname()}, pid "
+              f"{os.getpid()}) failed; ending the job\n")
+    try:
+        text = "".join(traceback.format_exception(etype, value, tb))
+        sys.stderr.write(header + text)
+        sys.stderr.flush()
+        sys.stdout.flush()
+    finally:
+        _world_comm.Abort(1)
+
+
+atexit.register(_at_exit)
+if SIZE > 1 and _env.ABORT_ON_ERROR is not False:
+    sys.excepthook = _excepthook

@@ -1,0 +1,142 @@
+"""Point-to-point messages between workers of the current scope.
+
+Any value spmdlab knows (numbers, arrays, tensors, nested dicts / lists / tuples) or any
+picklable object travels as one byte buffer: a small pickled layout followed by the
+arrays' raw bytes. Worker numbers are 1-based; tags are non-negative ints.
+"""
+
+import numpy as np
+from mpi4py import MPI
+
+from . import _pack, _world
+from .collectives import check_worker
+from .errors import SpmdTypeError, SpmdValueError
+
+__all__ = ["spmd_probe", "spmd_receive", "spmd_send", "spmd_send_receive"]
+
+_TAG_UB = MPI.COMM_WORLD.Get_attr(MPI.TAG_UB) or 32767
+
+
+def _check_tag(call, scope, tag, *, none_ok):
+    if tag is None and none_ok:
+        return
+    if isinstance(tag, bool) or not isinstance(tag, (int, np.integer)):
+        raise SpmdTypeError(f"{call} ({scope.who()}): 'tag' must be an int from 0 to "
+                            f"{_TAG_UB} (got {tag!r} that is a {type(tag).__name__})")
+    if not 0 <= tag <= _TAG_UB:
+        raise SpmdValueError(f"{call} ({scope.who()}): 'tag' must be from 0 to {_TAG_UB} "
+                             f"(got {tag})")
+
+
+def _check(call, scope, name, worker, *, none_ok):
+    error = check_worker(call, scope, name, worker, none_ok=none_ok)
+    if error is not None:
+        raise error
+
+
+def _destinations(call, scope, destination):
+    many = isinstance(destination, (list, tuple, range, np.ndarray))
+    targets = list(destination) if many else [destination]
+    if not targets:
+        raise SpmdValueError(f"{call} ({scope.who()}): 'destination' is an empty list")
+    for d in targets:
+        _check(call, scope, "destination", d, none_ok=False)
+    return targets
+
+
+def spmd_send(x, destination, tag=0):
+    """Send ``x`` to worker ``destination`` (or to each of a list of workers).
+
+    Returns at once, without waiting for the receiver (MATLAB ``spmdSend``, ``labSend``);
+    the message is kept until it is received, and delivered before the program ends.
+    """
+    call = "spmd_send"
+    scope = _world.current()
+    targets = _destinations(call, scope, destination)
+    _check_tag(call, scope, tag, none_ok=False)
+    buf = _pack.pack(*_pack.flatten(x), call)
+    for d in targets:
+        request = scope.comm.Isend([buf, MPI.BYTE], d - 1, tag)
+        _world.track_send(request, buf, scope.world_ranks[d - 1])
+
+
+def _match(call, scope, source, tag):
+    """Wait for a matching message; returns ``(mpi message, status)``."""
+    status = MPI.Status()
+    src = MPI.ANY_SOURCE if source is None else source - 1
+    mpi_tag = MPI.ANY_TAG if tag is None else tag
+    comm = scope.comm
+
+    def probe():
+        return comm.Improbe(src, mpi_tag, status)
+
+    if source is None:
+        needed = [r for r in scope.world_ranks if r != _world.RANK]
+        message = _world.spin(probe, scope, call, needed, any_of=True)
+    else:
+        message = _world.spin(probe, scope, call, [scope.world_ranks[source - 1]])
+    return message, status
+
+
+def spmd_receive(source=None, tag=None, *, status=False):
+    """Wait for a message and return its value (MATLAB ``spmdReceive``, ``labReceive``).
+
+    ``source`` and ``tag`` None match any worker and any tag. With ``status=True`` the
+    result is ``(value, source, tag)``. Raises SpmdPeerError instead of waiting forever
+    when the worker(s) that could send have finished the program.
+    """
+    call = "spmd_receive"
+    scope = _world.current()
+    _check(call, scope, "source", source, none_ok=True)
+    _check_tag(call, scope, tag, none_ok=True)
+    message, st = _match(call, scope, source, tag)
+    buf = np.empty(st.Get_count(MPI.BYTE), dtype=np.uint8)
+    message.Recv([buf, MPI.BYTE])
+    treedef, _, values = _pack.unpack(buf)
+    value = _pack.unflatten(treedef, values)
+    if status:
+        return value, st.Get_source() + 1, st.Get_tag()
+    return value
+
+
+def spmd_probe(source=None, tag=None, *, status=False):
+    """Whether a message from ``source`` with ``tag`` is waiting; consumes nothing.
+
+    MATLAB ``spmdProbe`` / ``labProbe``. None matches any. With ``status=True`` the result
+    is ``(found, source, tag)`` (source and tag None when nothing is waiting).
+    """
+    call = "spmd_probe"
+    scope = _world.current()
+    _check(call, scope, "source", source, none_ok=True)
+    _check_tag(call, scope, tag, none_ok=True)
+    st = MPI.Status()
+    src = MPI.ANY_SOURCE if source is None else source - 1
+    found = scope.comm.Iprobe(src, MPI.ANY_TAG if tag is None else tag, st)
+    if status:
+        return (True, st.Get_source() + 1, st.Get_tag()) if found else (False, None, None)
+    return found
+
+
+def spmd_send_receive(destination, source, x, tag=0):
+    """Send ``x`` to ``destination`` and receive from ``source`` in one deadlock-free step.
+
+    MATLAB ``spmdSendReceive`` / ``labSendReceive``: every worker of a ring can call it at
+    once. ``destination`` None sends nothing; ``source`` None receives nothing and
+    returns None.
+    """
+    call = "spmd_send_receive"
+    scope = _world.current()
+    _check(call, scope, "destination", destination, none_ok=True)
+    _check(call, scope, "source", source, none_ok=True)
+    _check_tag(call, scope, tag, none_ok=False)
+    if destination is not None:
+        buf = _pack.pack(*_pack.flatten(x), call)
+        request = scope.comm.Isend([buf, MPI.BYTE], destination - 1, tag)
+        _world.track_send(request, buf, scope.world_ranks[destination - 1])
+    if source is None:
+        return None
+    message, st = _match(call, scope, source, tag)
+    buf = np.empty(st.Get_count(MPI.BYTE), dtype=np.uint8)
+    message.Recv([buf, MPI.BYTE])
+    treedef, _, values = _pack.unpack(buf)
+    return _pack.unflatten(treedef, values)

@@ -1,0 +1,32 @@
+"""pytest plugin, registered on install: under mpiexec, a failure on one worker ends the job.
+
+Without it, a worker whose assert fails moves on to the next test while the others wait
+forever in a collective the failed test never reached. With it, the failing worker prints
+the test's report under a header naming the worker, then aborts every worker, so the job
+ends at once with a non-zero status. It does nothing in single-process runs, or when
+``SPMDLAB_ABORT_ON_ERROR=0``.
+"""
+
+import sys
+
+import pytest
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    if not report.failed:
+        return
+    world = sys.modules.get("spmdlab._world")
+    if world is None or world.SIZE == 1:
+        return
+    from spmdlab import _env
+
+    if _env.ABORT_ON_ERROR is False:
+        return
+    sys.stderr.write(f"\n### spmdlab: {item.nodeid} failed ({report.when}) on worker "
+                     f"{world.RANK + 1} of {world.SIZE}; ending the job\n")
+    sys.stderr.write(report.longreprtext + "\n")
+    sys.stderr.flush()
+    world._world_comm.Abort(1)

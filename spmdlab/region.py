@@ -1,0 +1,78 @@
+"""``spmd(n)``: a block that runs on the first n workers only (MATLAB ``spmd(n) ... end``).
+
+    for _ in spmd(2):                      # MATLAB:  spmd(2)
+        total = spmd_plus(spmd_index())    #              total = spmdPlus(spmdIndex);
+                                           #          end
+Inside the block ``spmd_index()``, ``spmd_size()`` and every collective and message are
+scoped to those n workers; the other workers skip the block without waiting for it.
+"""
+
+import numpy as np
+from mpi4py import MPI
+
+from . import _world
+from ._agree import agree
+from ._pack import digest
+from .errors import SpmdTypeError, SpmdValueError
+
+__all__ = ["spmd"]
+
+
+def spmd(n=None):
+    """Run the body of a ``for _ in spmd(n):`` loop once on workers 1..n, never elsewhere.
+
+    Collective on entry: every worker of the current scope must reach the same
+    ``spmd(n)`` (the others then skip the body at once). ``n`` None means every worker.
+    ``spmd(n).run(fn, *args)`` calls ``fn`` inside the region and returns its result
+    (None on workers outside it).
+    """
+    scope = _world.current()
+    call = "spmd"
+    error = None
+    if n is None:
+        n = scope.size
+    elif isinstance(n, bool) or not isinstance(n, (int, np.integer)):
+        error = SpmdTypeError(f"{call} ({scope.who()}): 'n' must be an int from 1 to "
+                              f"{scope.size} (got {n!r} that is a {type(n).__name__})")
+    elif not 1 <= n <= scope.size:
+        error = SpmdValueError(f"{call} ({scope.who()}): 'n' must be from 1 to "
+                               f"{scope.size}, the number of workers (got {n})")
+    agree(scope, call, digest((call, int(n) if error is None else None)), error=error,
+          describe=lambda: f"spmd({n!r})")
+    n = int(n)
+    if n not in scope.regions:
+        if n == scope.size:
+            scope.regions[n] = scope
+        else:
+            color = 0 if scope.rank < n else MPI.UNDEFINED
+            comm = scope.comm.Split(color, scope.rank)
+            scope.regions[n] = (None if comm == MPI.COMM_NULL
+                                else _world.Scope(comm, scope.world_ranks[:n]))
+    return Region(scope.regions[n])
+
+
+class Region:
+    """The value of ``spmd(n)``: iterate it once (members) or not at all (the others)."""
+
+    def __init__(self, scope):
+        self.scope = scope
+
+    @property
+    def member(self):
+        """Whether this worker runs the block."""
+        return self.scope is not None
+
+    def __iter__(self):
+        if self.scope is None:
+            return
+        _world.push(self.scope)
+        try:
+            yield self.scope.index
+        finally:
+            _world.pop(self.scope)
+
+    def run(self, fn, *args, **kwargs):
+        """``fn(*args, **kwargs)`` inside the region; None on workers outside it."""
+        for _ in self:
+            return fn(*args, **kwargs)
+        return None

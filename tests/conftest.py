@@ -1,0 +1,117 @@
+"""Shared test helpers: array backends looped over, and jobs run under mpiexec."""
+
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+import time
+
+import numpy as np
+import pytest
+
+try:
+    import torch
+except ImportError:  # torch is an optional extra
+    torch = None
+try:
+    import cupy
+except Exception:  # CuPy is importable only where CUDA is
+    cupy = None
+
+HAVE_CUDA = torch is not None and torch.cuda.is_available()
+HAVE_CUPY = cupy is not None and cupy.cuda.runtime.getDeviceCount() > 0 if cupy else False
+
+
+class Backend:
+    """How to make an array of one family from numpy data and read it back."""
+
+    def __init__(self, name, make, read, available=True):
+        self.name = name
+        self.make = make
+        self.read = read
+        self.available = available
+
+    def __repr__(self):
+        return self.name
+
+
+def _torch_make(device):
+    return lambda a: torch.from_numpy(np.array(a, copy=True)).to(device)
+
+
+BACKENDS = [
+    Backend("numpy", lambda a: np.array(a), np.asarray),
+    Backend("torch", _torch_make("cpu") if torch else None,
+            lambda t: t.cpu().numpy(), torch is not None),
+    Backend("torch-cuda", _torch_make("cuda") if HAVE_CUDA else None,
+            lambda t: t.cpu().numpy(), HAVE_CUDA),
+    Backend("cupy", (lambda a: cupy.asarray(a)) if HAVE_CUPY else None,
+            (lambda c: cupy.asnumpy(c)) if HAVE_CUPY else None, HAVE_CUPY),
+]
+
+
+@pytest.fixture(params=BACKENDS, ids=repr)
+def backend(request):
+    b = request.param
+    if not b.available:
+        pytest.skip(f"{b.name} is not available here")
+    return b
+
+
+def same_family(result, like):
+    """The result has the input's type, dtype and device."""
+    assert type(result) is type(like)
+    if torch is not None and isinstance(like, torch.Tensor):
+        assert result.dtype == like.dtype and result.device == like.device
+    elif hasattr(like, "dtype"):
+        assert result.dtype == like.dtype
+
+
+# -- jobs under mpiexec, for crash and hang tests ------------------------------------------
+
+MPIEXEC = shutil.which("mpiexec", path=os.path.dirname(sys.executable)) or \
+    shutil.which("mpiexec")
+
+
+def mpiexec_args(n):
+    args = [MPIEXEC, "-n", str(n)]
+    if _is_open_mpi():
+        args[1:1] = ["--oversubscribe"]
+    return args
+
+
+def _is_open_mpi():
+    from mpi4py import MPI
+
+    return MPI.Get_library_version().startswith("Open MPI")
+
+
+class Job:
+    def __init__(self, returncode, stdout, stderr, seconds):
+        self.returncode = returncode
+        self.stdout = stdout
+        self.stderr = stderr
+        self.seconds = seconds
+
+
+def run_job(source, n, *, timeout=60, env=None):
+    """Run ``source`` as a script under ``mpiexec -n n``; a hang fails after ``timeout``."""
+    import tempfile
+
+    with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as f:
+        f.write(textwrap.dedent(source))
+        path = f.name
+    full_env = dict(os.environ, PYTHONUNBUFFERED="1", **(env or {}))
+    full_env.setdefault("OMPI_ALLOW_RUN_AS_ROOT", "1")
+    full_env.setdefault("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+    start = time.monotonic()
+    try:
+        proc = subprocess.run(mpiexec_args(n) + [sys.executable, path], env=full_env,
+                              capture_output=True, text=True, timeout=timeout,
+                              start_new_session=True)
+    except subprocess.TimeoutExpired as exc:
+        pytest.fail(f"job hung for {timeout} s; output so far:\n{exc.stdout}\n{exc.stderr}")
+    finally:
+        os.unlink(path)
+    return Job(proc.returncode, proc.stdout, proc.stderr, time.monotonic() - start)

@@ -1,0 +1,346 @@
+"""Collectives at any worker count, over every array backend and dtype.
+
+Run with ``mpiexec -n N python -m pytest --with-mpi`` (N = 1, 2, 3, 4): every worker
+runs every test and asserts on its own result.
+"""
+
+import operator
+
+import numpy as np
+import pytest
+
+import spmdlab
+from spmdlab import (spmd_barrier, spmd_broadcast, spmd_cat, spmd_index, spmd_plus,
+                     spmd_reduce, spmd_size)
+
+from conftest import same_family, torch
+
+pytestmark = pytest.mark.mpi
+
+DTYPES = [np.float32, np.float64, np.float16, np.int8, np.int32, np.int64, np.uint8,
+          np.complex128]
+
+
+def local(shape, dtype, k=None):
+    """Worker k's data: different on every worker, exactly representable sums."""
+    k = spmd_index() if k is None else k
+    n = int(np.prod(shape))
+    data = (np.arange(n) % 5 + k).reshape(shape)
+    return data.astype(dtype)
+
+
+def expected_sum(shape, dtype):
+    return sum(local(shape, dtype, k).astype(np.float64) for k in range(1, spmd_size() + 1))
+
+
+def test_index_and_size():
+    from mpi4py import MPI
+
+    assert spmd_size() == MPI.COMM_WORLD.Get_size()
+    assert spmd_index() == MPI.COMM_WORLD.Get_rank() + 1
+
+
+# -- spmd_plus ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("shape", [(), (3,), (2, 5), (40, 1000)], ids=str)
+def test_plus_arrays(backend, dtype, shape):
+    data = local(shape, dtype)
+    x = backend.make(data)
+    before = backend.read(x).copy()
+    result = spmd_plus(x)
+    same_family(result, x)
+    assert tuple(result.shape) == shape
+    np.testing.assert_array_equal(backend.read(result).astype(np.float64),
+                                  expected_sum(shape, dtype))
+    np.testing.assert_array_equal(backend.read(x), before)  # input unmodified
+
+
+def test_plus_python_scalars():
+    n = spmd_size()
+    k = spmd_index()
+    total = spmd_plus(1.5)
+    assert type(total) is float and total == 1.5 * n
+    total = spmd_plus(k)
+    assert type(total) is int and total == n * (n + 1) // 2
+    count = spmd_plus(k % 2 == 1)
+    assert type(count) is int and count == (n + 1) // 2
+    z = spmd_plus(1 + 2j)
+    assert type(z) is complex and z == n * (1 + 2j)
+    assert spmd_plus(2 ** 40) == n * 2 ** 40
+
+
+@pytest.mark.parametrize("scalar", [np.float64, np.float32, np.int64, np.int32, np.int16,
+                                    np.uint64], ids=lambda t: t.__name__)
+def test_plus_numpy_scalars(scalar):
+    result = spmd_plus(scalar(spmd_index()))
+    assert type(result) is scalar
+    assert result == scalar(spmd_size() * (spmd_size() + 1) // 2)
+
+
+def test_plus_float32_scalar_rounds_in_float32():
+    # every worker adds 0.1f: the sum is the float32 fold, not the float64 one
+    n = spmd_size()
+    expected = np.float32(0.1)
+    for _ in range(n - 1):
+        expected = expected + np.float32(0.1)
+    assert spmd_plus(np.float32(0.1)) == expected
+
+
+def test_plus_nested_structure_keeps_types(backend):
+    k = spmd_index()
+    n = spmd_size()
+    value = {
+        "w": backend.make(np.full((3, 4), k, np.float32)),
+        "b": backend.make(np.full(4, k, np.float64)),
+        "steps": k,
+        "loss": float(k),
+        "pair": (np.int32(k), [np.ones(2, np.int64) * k]),
+    }
+    result = spmd_plus(value)
+    s = n * (n + 1) // 2
+    assert set(result) == set(value)
+    same_family(result["w"], value["w"])
+    same_family(result["b"], value["b"])
+    assert (backend.read(result["w"]) == s).all() and (backend.read(result["b"]) == s).all()
+    assert type(result["steps"]) is int and result["steps"] == s
+    assert type(result["loss"]) is float and result["loss"] == s
+    assert type(result["pair"]) is tuple and type(result["pair"][1]) is list
+    assert type(result["pair"][0]) is np.int32 and result["pair"][0] == s
+    assert (result["pair"][1][0] == s).all() and result["pair"][1][0].dtype == np.int64
+
+
+def test_plus_dict_keys_in_any_order():
+    k = spmd_index()
+    value = {"a": float(k), "b": 10.0 * k} if k % 2 else {"b": 10.0 * k, "a": float(k)}
+    result = spmd_plus(value)
+    s = spmd_size() * (spmd_size() + 1) / 2
+    assert result == {"a": s, "b": 10 * s}
+
+
+def test_plus_many_arrays_of_one_dtype():
+    k = spmd_index()
+    grads = {f"layer{i}": np.full((i + 1, 7), k * (i + 1), np.float32) for i in range(50)}
+    result = spmd_plus(grads)
+    s = spmd_size() * (spmd_size() + 1) // 2
+    for i in range(50):
+        assert result[f"layer{i}"].shape == (i + 1, 7)
+        assert (result[f"layer{i}"] == s * (i + 1)).all()
+
+
+def test_plus_destination():
+    n = spmd_size()
+    for dest in range(1, n + 1):
+        scalar = spmd_plus(2.0, destination=dest)
+        big = spmd_plus(np.ones(100000, np.float32), destination=dest)
+        nested = spmd_plus({"a": np.ones(3)}, destination=dest)
+        if spmd_index() == dest:
+            assert scalar == 2.0 * n
+            assert big.dtype == np.float32 and (big == n).all()
+            assert (nested["a"] == n).all()
+        else:
+            assert scalar is None and big is None and nested is None
+
+
+def test_plus_results_never_share_memory():
+    x = np.ones(1 << 16, np.float32) * spmd_index()
+    first = spmd_plus(x)
+    keep = first[:10]  # a view keeps the first result's buffer alive
+    del first
+    second = spmd_plus(x * 2)
+    third = spmd_plus(x * 3)
+    s = spmd_size() * (spmd_size() + 1) // 2
+    assert (keep == s).all() and (second == 2 * s).all() and (third == 3 * s).all()
+
+
+def test_plus_identical_on_every_worker():
+    rng = np.random.default_rng(spmd_index())
+    x = rng.standard_normal(10000).astype(np.float32)
+    result = spmd_plus(x)
+    everyone = spmd_cat(result[None, :])
+    for row in everyone:
+        assert np.array_equal(row.view(np.uint32), result.view(np.uint32))
+
+
+def test_plus_empty_array():
+    result = spmd_plus(np.zeros((0, 3), np.float32))
+    assert result.shape == (0, 3) and result.dtype == np.float32
+
+
+# -- spmd_reduce ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("fcn", [operator.add, np.add, max, np.maximum, min, np.minimum,
+                                 operator.mul], ids=lambda f: getattr(f, "__name__", f))
+def test_reduce_known_functions_on_arrays(backend, fcn):
+    k = spmd_index()
+    n = spmd_size()
+    x = backend.make(np.array([k, -k, 2], np.float64))
+    result = spmd_reduce(fcn, x)
+    same_family(result, x)
+    values = [np.array([j, -j, 2], np.float64) for j in range(1, n + 1)]
+    expected = values[0]
+    for v in values[1:]:
+        expected = {max: np.maximum, min: np.minimum}.get(fcn, fcn)(expected, v)
+    np.testing.assert_array_equal(backend.read(result), expected)
+
+
+def test_reduce_logical_and_of_has_data():
+    k = spmd_index()
+    assert spmd_reduce(operator.and_, True) is True
+    assert spmd_reduce(operator.and_, k != 1) is (spmd_size() == 0)
+    assert spmd_reduce(operator.or_, k == spmd_size()) is True
+    flags = np.array([True, k == 1])
+    np.testing.assert_array_equal(spmd_reduce(np.logical_and, flags),
+                                  [True, spmd_size() == 1])
+
+
+def test_reduce_bitwise_on_ints():
+    k = spmd_index()
+    assert spmd_reduce(operator.or_, 1 << (k - 1)) == (1 << spmd_size()) - 1
+    assert spmd_reduce(np.bitwise_and, np.int32(7)) == 7
+
+
+def test_reduce_custom_function_in_worker_order():
+    # string concatenation is associative but not commutative: order must be 1..N
+    result = spmd_reduce(lambda a, b: a + b, str(spmd_index()))
+    assert result == "".join(str(k) for k in range(1, spmd_size() + 1))
+    lists = spmd_reduce(operator.add, [spmd_index()])
+    assert lists == list(range(1, spmd_size() + 1))
+
+
+def test_reduce_custom_function_on_arrays_and_destination():
+    def longer(a, b):
+        return a if len(a) >= len(b) else b
+
+    x = np.arange(spmd_index())
+    for dest in (None, spmd_size()):
+        result = spmd_reduce(longer, x, destination=dest)
+        if dest is None or spmd_index() == dest:
+            np.testing.assert_array_equal(result, np.arange(spmd_size()))
+        else:
+            assert result is None
+
+
+def test_reduce_max_of_python_floats():
+    assert spmd_reduce(max, float(spmd_index())) == float(spmd_size())
+    assert spmd_reduce(min, spmd_index()) == 1
+
+
+# -- spmd_cat ------------------------------------------------------------------------------
+
+
+def test_cat_scalars_give_1d_array():
+    n = spmd_size()
+    result = spmd_cat(spmd_index())
+    assert isinstance(result, np.ndarray) and result.tolist() == list(range(1, n + 1))
+    result = spmd_cat(float(spmd_index()))
+    assert result.dtype == np.float64 and result.shape == (n,)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int64, np.uint8], ids=lambda d: d.__name__)
+def test_cat_sizes_differ_along_axis(backend, dtype):
+    k = spmd_index()
+    n = spmd_size()
+    x = backend.make(np.full((k, 3), k, dtype))
+    before = backend.read(x).copy()
+    result = spmd_cat(x)
+    same_family(result, x)
+    expected = np.concatenate([np.full((j, 3), j, dtype) for j in range(1, n + 1)])
+    np.testing.assert_array_equal(backend.read(result), expected)
+    np.testing.assert_array_equal(backend.read(x), before)
+
+
+def test_cat_other_axis_and_negative_axis():
+    k = spmd_index()
+    n = spmd_size()
+    x = np.full((2, k, 2), k, np.float64)
+    expected = np.concatenate([np.full((2, j, 2), j, np.float64) for j in range(1, n + 1)],
+                              axis=1)
+    np.testing.assert_array_equal(spmd_cat(x, axis=1), expected)
+    y = np.full((2, 3), k, np.int32)
+    np.testing.assert_array_equal(spmd_cat(y, axis=-1),
+                                  np.concatenate([np.full((2, 3), j, np.int32)
+                                                  for j in range(1, n + 1)], axis=1))
+
+
+def test_cat_large_arrays():
+    k = spmd_index()
+    x = np.full((1000 * k, 20), k, np.float32)
+    result = spmd_cat(x)
+    assert result.shape == (1000 * spmd_size() * (spmd_size() + 1) // 2, 20)
+    assert result[0, 0] == 1 and result[-1, -1] == spmd_size()
+
+
+def test_cat_dicts_objects_lists():
+    k = spmd_index()
+    n = spmd_size()
+    assert spmd_cat({"worker": k, "w": np.ones(2) * k}) is not None
+    structs = spmd_cat({"worker": k, "w": np.ones(2) * k})
+    assert [s["worker"] for s in structs] == list(range(1, n + 1))
+    assert all((s["w"] == s["worker"]).all() for s in structs)
+    assert spmd_cat(f"w{k}") == [f"w{j}" for j in range(1, n + 1)]
+    assert spmd_cat([k, k]) == [j for j in range(1, n + 1) for _ in range(2)]
+    assert spmd_cat((k,)) == tuple(range(1, n + 1))
+    assert spmd_cat(None) == [None] * n
+
+
+def test_cat_destination():
+    for dest in range(1, spmd_size() + 1):
+        result = spmd_cat(np.array([spmd_index()]), destination=dest)
+        if spmd_index() == dest:
+            assert result.tolist() == list(range(1, spmd_size() + 1))
+        else:
+            assert result is None
+
+
+# -- spmd_broadcast and spmd_barrier --------------------------------------------------------
+
+
+def test_broadcast_any_value(backend):
+    n = spmd_size()
+    for source in range(1, n + 1):
+        payload = {"x": backend.make(np.arange(6, dtype=np.float32).reshape(2, 3) * source),
+                   "name": f"from {source}", "n": source}
+        x = payload if spmd_index() == source else None
+        result = spmd_broadcast(source, x)
+        assert result["name"] == f"from {source}" and result["n"] == source
+        same_family(result["x"], payload["x"])
+        np.testing.assert_array_equal(backend.read(result["x"]),
+                                      np.arange(6).reshape(2, 3) * source)
+
+
+def test_broadcast_result_is_a_copy_on_the_source():
+    x = np.zeros(4)
+    result = spmd_broadcast(1, x)
+    result[0] = 5.0
+    assert x[0] == 0.0
+
+
+def test_broadcast_large_array():
+    x = np.arange(3_000_000, dtype=np.float64) if spmd_index() == 1 else None
+    result = spmd_broadcast(1, x)
+    assert result.shape == (3_000_000,) and result[-1] == 2_999_999
+
+
+def test_barrier():
+    spmd_barrier()
+    spmd_barrier()
+
+
+def test_many_calls_in_sequence_stay_matched():
+    total = 0.0
+    for i in range(300):
+        total += spmd_plus(float(i))
+    assert total == spmd_size() * sum(range(300))
+
+
+@pytest.mark.skipif(torch is None, reason="torch not installed")
+def test_torch_bfloat16_moves_but_does_not_sum():
+    x = torch.ones(3, dtype=torch.bfloat16) * spmd_index()
+    result = spmd_cat(x)
+    assert result.dtype == torch.bfloat16 and result.shape == (3 * spmd_size(),)
+    assert spmd_broadcast(1, x).dtype == torch.bfloat16
+    with pytest.raises(spmdlab.SpmdTypeError, match="bfloat16"):
+        spmd_plus(x)

@@ -1,0 +1,49 @@
+"""The public API is pinned: adding or removing a name is a deliberate change."""
+
+import pytest
+
+import spmdlab
+import spmdlab.matlab
+
+
+def test_public_names():
+    assert spmdlab.__all__ == sorted(spmdlab.__all__)
+    assert spmdlab.__all__ == [
+        "SpmdError", "SpmdMismatchError", "SpmdPeerError", "SpmdTimeoutError",
+        "SpmdTypeError", "SpmdValueError", "spmd", "spmd_barrier", "spmd_broadcast",
+        "spmd_cat", "spmd_index", "spmd_plus", "spmd_probe", "spmd_receive",
+        "spmd_reduce", "spmd_send", "spmd_send_receive", "spmd_size",
+    ]
+    for name in spmdlab.__all__:
+        assert hasattr(spmdlab, name)
+
+
+def test_matlab_names():
+    expected = {"spmdIndex", "spmdSize", "spmdPlus", "spmdCat", "spmdReduce",
+                "spmdBroadcast", "spmdSend", "spmdReceive", "spmdSendReceive",
+                "spmdProbe", "spmdBarrier", "labindex", "numlabs", "gplus", "gcat", "gop",
+                "labBroadcast", "labSend", "labReceive", "labSendReceive", "labProbe",
+                "labBarrier"}
+    assert set(spmdlab.matlab.__all__) == expected
+    for name in expected:
+        assert callable(getattr(spmdlab.matlab, name))
+
+
+def test_errors_subclass_builtins():
+    assert issubclass(spmdlab.SpmdMismatchError, ValueError)
+    assert issubclass(spmdlab.SpmdTypeError, TypeError)
+    assert issubclass(spmdlab.SpmdValueError, ValueError)
+    assert issubclass(spmdlab.SpmdPeerError, RuntimeError)
+    assert issubclass(spmdlab.SpmdTimeoutError, TimeoutError)
+    for name in spmdlab.__all__:
+        if name.startswith("Spmd"):
+            assert issubclass(getattr(spmdlab, name), spmdlab.SpmdError)
+
+
+@pytest.mark.mpi_skip
+def test_single_process_collectives_return_their_input():
+    # plain `pytest` is one worker: collectives are the identity
+    assert spmdlab.spmd_index() == 1 and spmdlab.spmd_size() == 1
+    assert spmdlab.spmd_plus(2.5) == 2.5
+    assert spmdlab.spmd_cat(3).tolist() == [3]
+    assert spmdlab.spmd_broadcast(1, {"a": 1}) == {"a": 1}
