@@ -533,7 +533,7 @@ def _gather(call, scope, x, treedef, leaves, destination, what):
     buf = None
     if error is None:
         try:
-            buf = _pack.pack(treedef, leaves, call)
+            buf = _pack.pack(treedef, leaves, f"{call} ({scope.who()})")
         except SpmdTypeError as exc:
             error = exc
     key = digest((call, what, destination))
@@ -566,7 +566,7 @@ def spmd_broadcast(source, x=None):
     if error is None and source == scope.index:
         try:
             treedef, leaves = _pack.flatten(x)
-            buf = _pack.pack(treedef, leaves, call)
+            buf = _pack.pack(treedef, leaves, f"{call} ({scope.who()})")
         except SpmdTypeError as exc:
             error = exc
     key = digest((call, source if error is None else None))

@@ -94,9 +94,7 @@ def spmdCat(X, dim=2, destination=None):
                                   destination=destination)
     if result is None:
         return None
-    if ndim < 2 and dim > 2 and tuple(result.shape[:2]) == (1, 1):
-        return result
-    if ndim < 2 and result.shape[0] == 1 and len(result.shape) == 2:
+    if ndim < 2 and dim == 2:  # a 1xM row, as MATLAB returns it, is a 1-D array here
         return result.reshape(-1)
     return result
 

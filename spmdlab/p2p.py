@@ -54,7 +54,7 @@ def spmd_send(x, destination, tag=0):
     scope = _world.current()
     targets = _destinations(call, scope, destination)
     _check_tag(call, scope, tag, none_ok=False)
-    buf = _pack.pack(*_pack.flatten(x), call)
+    buf = _pack.pack(*_pack.flatten(x), f"{call} ({scope.who()})")
     for d in targets:
         request = scope.comm.Isend([buf, MPI.BYTE], d - 1, tag)
         _world.track_send(request, buf, scope.world_ranks[d - 1])
@@ -130,7 +130,7 @@ def spmd_send_receive(destination, source, x, tag=0):
     _check(call, scope, "source", source, none_ok=True)
     _check_tag(call, scope, tag, none_ok=False)
     if destination is not None:
-        buf = _pack.pack(*_pack.flatten(x), call)
+        buf = _pack.pack(*_pack.flatten(x), f"{call} ({scope.who()})")
         request = scope.comm.Isend([buf, MPI.BYTE], destination - 1, tag)
         _world.track_send(request, buf, scope.world_ranks[destination - 1])
     if source is None:

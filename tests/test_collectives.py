@@ -30,7 +30,7 @@ def local(shape, dtype, k=None):
 
 
 def expected_sum(shape, dtype):
-    return sum(local(shape, dtype, k).astype(np.float64) for k in range(1, spmd_size() + 1))
+    return sum(local(shape, dtype, k).astype(np.complex128) for k in range(1, spmd_size() + 1))
 
 
 def test_index_and_size():
@@ -52,7 +52,7 @@ def test_plus_arrays(backend, dtype, shape):
     result = spmd_plus(x)
     same_family(result, x)
     assert tuple(result.shape) == shape
-    np.testing.assert_array_equal(backend.read(result).astype(np.float64),
+    np.testing.assert_array_equal(backend.read(result).astype(np.complex128),
                                   expected_sum(shape, dtype))
     np.testing.assert_array_equal(backend.read(x), before)  # input unmodified
 

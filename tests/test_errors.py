@@ -1,0 +1,151 @@
+"""Bad input raises a clear error on every worker, and the next call still works.
+
+Each test makes the workers disagree (or one worker pass something invalid) and checks
+that every worker raises, naming the call, the workers and the values; then that a
+following collective gives the right answer (nothing is left half-matched).
+"""
+
+import numpy as np
+import pytest
+
+from spmdlab import (SpmdMismatchError, SpmdTypeError, SpmdValueError, spmd_barrier,
+                     spmd_broadcast, spmd_cat, spmd_index, spmd_plus, spmd_receive,
+                     spmd_reduce, spmd_send, spmd_send_receive, spmd_size, spmd_probe)
+
+pytestmark = pytest.mark.mpi
+
+needs2 = pytest.mark.skipif("spmd_size() < 2", reason="needs two or more workers")
+
+
+@pytest.fixture(autouse=True)
+def still_in_step():
+    yield
+    assert spmd_plus(1) == spmd_size()  # every worker left the failed call together
+
+
+@needs2
+def test_shapes_differ():
+    with pytest.raises(SpmdMismatchError) as info:
+        spmd_plus(np.ones(spmd_index(), np.float32))
+    msg = str(info.value)
+    assert msg.startswith(f"spmd_plus (worker {spmd_index()} of {spmd_size()})")
+    assert "worker 1: spmd_plus(float32 (1,) numpy)" in msg
+    assert "worker 2: spmd_plus(float32 (2,) numpy)" in msg
+
+
+@needs2
+def test_dtypes_differ():
+    dtype = np.float32 if spmd_index() == 1 else np.float64
+    with pytest.raises(SpmdMismatchError, match=r"worker 1: .*float32.*; workers? 2.*float64"):
+        spmd_plus(np.ones(3, dtype))
+
+
+@needs2
+def test_large_arrays_that_differ_never_reach_mpi():
+    n = 100_000 + spmd_index()
+    with pytest.raises(SpmdMismatchError, match="cannot be combined"):
+        spmd_plus(np.ones(n))
+
+
+@needs2
+def test_structures_differ():
+    value = {"a": 1.0} if spmd_index() == 1 else {"a": 1.0, "b": 2.0}
+    with pytest.raises(SpmdMismatchError, match="dict of float64 scalar py-float"):
+        spmd_plus(value)
+
+
+@needs2
+def test_different_calls():
+    with pytest.raises(SpmdMismatchError) as info:
+        if spmd_index() == 1:
+            spmd_plus(1.0)
+        else:
+            spmd_cat(1.0)
+    assert "worker 1: spmd_plus(" in str(info.value)
+    assert "spmd_cat(" in str(info.value)
+
+
+@needs2
+def test_cat_sizes_differ_outside_axis():
+    with pytest.raises(SpmdMismatchError, match="spmd_cat"):
+        spmd_cat(np.ones((2, spmd_index())), axis=0)
+
+
+def test_destination_out_of_range_everywhere():
+    with pytest.raises(SpmdValueError, match=rf"'destination' must be a worker number from 1 "
+                                             rf"to {spmd_size()} \(got 0\); worker numbers "
+                                             rf"are 1-based"):
+        spmd_plus(1.0, destination=0)
+
+
+@needs2
+def test_destination_out_of_range_on_one_worker():
+    dest = spmd_size() + 1 if spmd_index() == 2 else 1
+    with pytest.raises(SpmdValueError) as info:
+        spmd_plus(np.ones(3), destination=dest)
+    assert "worker 2" in str(info.value) and f"got {spmd_size() + 1}" in str(info.value)
+
+
+def test_destination_wrong_type():
+    with pytest.raises(SpmdTypeError, match="'destination' must be a worker number.*str"):
+        spmd_cat(1, destination="1")
+
+
+def test_broadcast_source_out_of_range():
+    with pytest.raises(SpmdValueError, match="spmd_broadcast.*'source'.*got 0"):
+        spmd_broadcast(0, 1)
+    with pytest.raises(SpmdTypeError, match="spmd_broadcast.*'source'.*None"):
+        spmd_broadcast(None, 1)
+
+
+@needs2
+def test_value_that_cannot_be_summed_on_one_worker():
+    value = "abc" if spmd_index() == 2 else 1.0
+    with pytest.raises(SpmdTypeError) as info:
+        spmd_plus(value)
+    assert "cannot sum a value of type str" in str(info.value)
+    assert "worker 2" in str(info.value)
+
+
+def test_value_that_cannot_be_summed_everywhere():
+    with pytest.raises(SpmdTypeError, match="spmd_plus.*cannot sum a value of type dict_keys"):
+        spmd_plus({"a": {}.keys()})
+    with pytest.raises(SpmdTypeError, match="cannot sum bool values.*astype"):
+        spmd_plus(np.array([True, False]))
+    with pytest.raises(SpmdTypeError, match="spmd_reduce.*'fcn' must be callable"):
+        spmd_reduce("plus", 1)
+
+
+@needs2
+def test_unpicklable_object_in_a_collective():
+    value = (lambda: 0) if spmd_index() == spmd_size() else 1
+    with pytest.raises(SpmdTypeError) as info:
+        spmd_cat(value)
+    assert f"worker {spmd_size()}" in str(info.value)
+    assert "cannot be pickled" in str(info.value)
+    with pytest.raises(SpmdTypeError, match="cannot be pickled"):
+        spmd_broadcast(spmd_size(), value)
+
+
+def test_axis_out_of_range():
+    with pytest.raises(SpmdValueError, match="spmd_cat.*axis 2 is out of range"):
+        spmd_cat(np.ones((2, 2)), axis=2)
+
+
+def test_point_to_point_bad_arguments():
+    # not collective: only the calling worker raises, and nothing is sent
+    with pytest.raises(SpmdValueError, match="spmd_send.*'destination'.*got 0"):
+        spmd_send(1, 0)
+    with pytest.raises(SpmdValueError, match=r"spmd_send.*'tag' must be from 0.*got -1"):
+        spmd_send(1, 1, tag=-1)
+    with pytest.raises(SpmdValueError, match="spmd_receive.*'source'.*got 99"):
+        spmd_receive(99)
+    with pytest.raises(SpmdValueError, match="spmd_receive.*'tag'.*got -5"):
+        spmd_receive(1, -5)
+    with pytest.raises(SpmdTypeError, match="spmd_probe.*'source'.*str"):
+        spmd_probe("any")
+    with pytest.raises(SpmdValueError, match="spmd_send_receive.*'destination'"):
+        spmd_send_receive(spmd_size() + 1, 1, 0)
+    with pytest.raises(SpmdValueError, match="'destination' is an empty list"):
+        spmd_send(1, [])
+    spmd_barrier()

@@ -1,0 +1,130 @@
+"""Crashes, early exits and waits that can never end: whole jobs under mpiexec.
+
+Each job must end by itself well inside its timeout, with a non-zero status and a
+message that names the failing worker, instead of hanging.
+"""
+
+import re
+
+import pytest
+
+from conftest import run_job
+
+pytestmark = pytest.mark.mpi_skip  # these tests launch mpiexec themselves
+
+PROLOGUE = "import sys, time\nimport numpy as np\nfrom spmdlab import *\n"
+
+
+def test_uncaught_exception_ends_the_job():
+    job = run_job(PROLOGUE + """
+if spmd_index() == 2:
+    time.sleep(0.5)
+    raise KeyError("boom on two")
+spmd_plus(1.0)   # workers 1 and 3 wait here for worker 2
+print("never reached")
+""", 3)
+    assert job.returncode != 0
+    assert "### spmdlab: worker 2 of 3" in job.stderr
+    assert "KeyError: 'boom on two'" in job.stderr and "Traceback" in job.stderr
+    assert "never reached" not in job.stdout
+    assert job.seconds < 20
+
+
+def test_exception_after_the_others_finished():
+    job = run_job(PROLOGUE + """
+if spmd_index() == 1:
+    time.sleep(0.5)
+    raise RuntimeError("late failure")
+""", 2)
+    assert job.returncode != 0 and "worker 1 of 2" in job.stderr
+    assert "RuntimeError: late failure" in job.stderr and job.seconds < 20
+
+
+def test_worker_that_leaves_early_ends_a_waiting_collective():
+    job = run_job(PROLOGUE + """
+if spmd_index() != 1:
+    spmd_plus(np.ones(5))   # worker 1 never calls it
+""", 3)
+    assert job.returncode != 0
+    assert "SpmdPeerError" in job.stderr
+    assert "worker 1 finished the program without making the matching call" in job.stderr
+    assert job.seconds < 20
+
+
+def test_sys_exit_on_one_worker_ends_a_waiting_collective():
+    job = run_job(PROLOGUE + """
+if spmd_index() == 2:
+    sys.exit(3)
+spmd_barrier()
+""", 2)
+    assert job.returncode != 0 and "SpmdPeerError" in job.stderr and job.seconds < 20
+
+
+def test_receive_from_a_finished_worker():
+    job = run_job(PROLOGUE + """
+if spmd_index() == 1:
+    spmd_receive(2)
+""", 2)
+    assert job.returncode != 0
+    assert "spmd_receive (worker 1 of 2): worker 2 finished the program" in job.stderr
+
+
+def test_mismatch_uncaught_ends_the_job_with_the_same_message_everywhere():
+    job = run_job(PROLOGUE + """
+spmd_plus(np.ones(spmd_index()))
+""", 3)
+    assert job.returncode != 0
+    assert "SpmdMismatchError: spmd_plus" in job.stderr
+    assert "worker 3: spmd_plus(float64 (3,) numpy)" in job.stderr
+
+
+def test_timeout_turns_a_deadlock_into_an_error():
+    job = run_job(PROLOGUE + """
+spmd_receive()   # every worker waits for a message nobody sends
+""", 2, env={"SPMDLAB_TIMEOUT": "2"})
+    assert job.returncode != 0
+    assert "SpmdTimeoutError" in job.stderr and "SPMDLAB_TIMEOUT=2 s" in job.stderr
+    assert job.seconds < 20
+
+
+def test_messages_sent_at_the_end_are_delivered():
+    job = run_job(PROLOGUE + """
+if spmd_index() == 2:
+    spmd_send(np.arange(2_000_000), 1)   # large: completes only once received
+    spmd_send("last words", 1)
+else:
+    time.sleep(1.0)
+    print("got", spmd_receive(2).sum(), spmd_receive(2))
+""", 2)
+    assert job.returncode == 0, job.stderr
+    assert f"got {sum(range(2_000_000))} last words" in job.stdout
+
+
+def test_unreceived_message_warns_and_exits():
+    job = run_job(PROLOGUE + """
+if spmd_index() == 1:
+    spmd_send(np.arange(2_000_000), 2)
+""", 2)
+    assert job.returncode == 0
+    assert "was never received" in job.stderr and job.seconds < 20
+
+
+def test_clean_run_exits_zero_quickly():
+    job = run_job(PROLOGUE + """
+x = spmd_plus(np.ones(10))
+assert (x == spmd_size()).all()
+print(f"ok{spmd_index()}")
+""", 4)
+    assert job.returncode == 0, job.stderr
+    assert sorted(re.findall(r"ok(\d)", job.stdout)) == ["1", "2", "3", "4"]
+
+
+def test_plain_python_is_one_worker():
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", "from spmdlab import *; "
+                          "print(spmd_index(), spmd_size(), spmd_plus(3.0), spmd_cat(2))"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["1", "1", "3.0", "[2]"]

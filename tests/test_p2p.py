@@ -1,0 +1,99 @@
+"""Point-to-point messages at any worker count."""
+
+import numpy as np
+import pytest
+
+from spmdlab import (spmd_barrier, spmd_index, spmd_probe, spmd_receive, spmd_send,
+                     spmd_send_receive, spmd_size)
+
+from conftest import same_family
+
+pytestmark = pytest.mark.mpi
+
+
+def right():
+    return spmd_index() % spmd_size() + 1
+
+
+def left():
+    return (spmd_index() - 2) % spmd_size() + 1
+
+
+def test_ring_send_receive_with_status(backend):
+    x = backend.make(np.full((2, 3), spmd_index(), np.float32))
+    spmd_send({"x": x, "from": spmd_index()}, right(), tag=7)
+    value, source, tag = spmd_receive(left(), 7, status=True)
+    assert source == left() and tag == 7 and value["from"] == left()
+    same_family(value["x"], x)
+    assert (backend.read(value["x"]) == left()).all()
+    assert (backend.read(x) == spmd_index()).all()  # input unmodified
+
+
+def test_receive_any_source_and_tag():
+    if spmd_index() != 1:
+        spmd_send(spmd_index(), 1, tag=spmd_index())
+    if spmd_index() == 1:
+        got = sorted(spmd_receive(status=True) for _ in range(spmd_size() - 1))
+        assert got == [(k, k, k) for k in range(2, spmd_size() + 1)]
+    spmd_barrier()
+
+
+def test_send_to_a_list_of_workers():
+    if spmd_index() == 1:
+        spmd_send("hello", list(range(1, spmd_size() + 1)), tag=3)
+    assert spmd_receive(1, 3) == "hello"
+
+
+def test_messages_from_one_sender_arrive_in_order():
+    if spmd_index() == 1:
+        for i in range(200):
+            spmd_send(i, spmd_size(), tag=1)
+    if spmd_index() == spmd_size():
+        assert [spmd_receive(1, 1) for _ in range(200)] == list(range(200))
+    spmd_barrier()
+
+
+def test_large_message_does_not_block_the_sender():
+    # both workers send 8 MB first and receive after: only works if sends never block
+    data = np.full(1_000_000, spmd_index(), np.float64)
+    spmd_send(data, right(), tag=2)
+    got = spmd_receive(left(), 2)
+    assert got.shape == data.shape and (got == left()).all()
+
+
+def test_probe_consumes_nothing():
+    spmd_barrier()
+    assert spmd_probe(tag=9) is False
+    assert spmd_probe(status=True) == (False, None, None)
+    spmd_barrier()  # nobody sends before everyone has probed
+    spmd_send([1, 2], right(), tag=9)
+    while not spmd_probe(left(), 9):
+        pass
+    assert spmd_probe(status=True) == (True, left(), 9)
+    assert spmd_receive(left(), 9) == [1, 2]
+    spmd_barrier()
+
+
+def test_send_receive_ring_is_deadlock_free():
+    for size in (10, 2_000_000):
+        x = np.full(size, spmd_index(), np.int32)
+        got = spmd_send_receive(right(), left(), x, tag=4)
+        assert got.shape == (size,) and (got == left()).all()
+
+
+def test_send_receive_with_empty_sides():
+    first, last = 1, spmd_size()
+    dest = right() if spmd_index() != last else None
+    src = left() if spmd_index() != first else None
+    got = spmd_send_receive(dest, src, spmd_index())
+    if src is None:
+        assert got is None
+    else:
+        assert got == left()
+
+
+def test_unpicklable_object_fails_on_the_sender_only():
+    from spmdlab import SpmdTypeError
+
+    with pytest.raises(SpmdTypeError, match="spmd_send.*cannot be pickled"):
+        spmd_send(lambda: 0, right())
