@@ -1,0 +1,78 @@
+"""GPU buffers: CUDA-aware detection, host staging and direct paths give CPU's answers.
+
+The CUDA tests run where torch sees a GPU (and CuPy where it is installed); elsewhere
+they skip. The detection logic is tested everywhere.
+"""
+
+import numpy as np
+import pytest
+
+from spmdlab import _backends, _env, spmd_broadcast, spmd_cat, spmd_index, spmd_plus, \
+    spmd_size
+
+from conftest import HAVE_CUDA, HAVE_CUPY, cupy, torch
+
+cuda = pytest.mark.skipif(not HAVE_CUDA, reason="no CUDA GPU visible to torch")
+
+
+@pytest.mark.parametrize("raw, value", [("auto", None), ("1", True), ("yes", True),
+                                        ("0", False), ("off", False)])
+def test_cuda_aware_setting_parses(raw, value):
+    assert _env.tristate(raw) is value
+
+
+def test_cuda_aware_setting_rejects_garbage(monkeypatch):
+    monkeypatch.setenv("SPMDLAB_CUDA_AWARE", "maybe")
+    with pytest.raises(ValueError, match="SPMDLAB_CUDA_AWARE must be one of auto, 1, 0"):
+        _env.get("CUDA_AWARE", None, cast=_env.tristate)
+
+
+def test_cuda_aware_is_a_bool_and_override_wins(monkeypatch):
+    assert isinstance(_backends.cuda_aware(), bool)
+    monkeypatch.setattr(_env, "CUDA_AWARE", True)
+    assert _backends.cuda_aware() is True
+    monkeypatch.setattr(_env, "CUDA_AWARE", False)
+    assert _backends.cuda_aware() is False
+
+
+@cuda
+@pytest.mark.mpi
+@pytest.mark.parametrize("aware", [False, True], ids=["staged", "direct"])
+def test_torch_cuda_same_answer_as_cpu(monkeypatch, aware):
+    if aware and not _backends._query_cuda_support():
+        pytest.skip("this MPI library is not CUDA-aware")
+    monkeypatch.setattr(_env, "CUDA_AWARE", aware)
+    torch.cuda.set_device(0)
+    rng = np.random.default_rng(spmd_index())
+    host = rng.standard_normal((257, 33)).astype(np.float32)
+    stream = torch.cuda.Stream()
+    with torch.cuda.stream(stream):  # written on a side stream: spmdlab must wait for it
+        x = torch.from_numpy(host).cuda() * 2 + 1
+        grads = {"a": x, "b": x[:, :5].contiguous().double(), "n": 3}
+        on_gpu = spmd_plus(grads)
+    on_cpu = spmd_plus({"a": torch.from_numpy(host) * 2 + 1,
+                        "b": (torch.from_numpy(host) * 2 + 1)[:, :5].double(), "n": 3})
+    assert on_gpu["a"].is_cuda and on_gpu["a"].dtype == torch.float32
+    assert on_gpu["b"].is_cuda and on_gpu["b"].dtype == torch.float64
+    assert torch.equal(on_gpu["a"].cpu(), on_cpu["a"])
+    assert torch.equal(on_gpu["b"].cpu(), on_cpu["b"])
+    assert on_gpu["n"] == 3 * spmd_size()
+
+
+@cuda
+@pytest.mark.mpi
+def test_torch_cuda_cat_and_broadcast_keep_device():
+    x = torch.full((spmd_index(), 2), float(spmd_index()), device="cuda")
+    cat = spmd_cat(x)
+    assert cat.is_cuda and cat.shape[0] == spmd_size() * (spmd_size() + 1) // 2
+    b = spmd_broadcast(1, x if spmd_index() == 1 else None)
+    assert b.is_cuda and torch.equal(b.cpu(), torch.ones(1, 2))
+
+
+@pytest.mark.skipif(not HAVE_CUPY, reason="CuPy with a GPU is not available")
+@pytest.mark.mpi
+def test_cupy_same_answer_as_numpy():
+    host = np.arange(1000, dtype=np.float32) * spmd_index()
+    result = spmd_plus(cupy.asarray(host))
+    assert isinstance(result, cupy.ndarray)
+    np.testing.assert_array_equal(cupy.asnumpy(result), spmd_plus(host))
