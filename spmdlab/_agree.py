@@ -26,15 +26,15 @@ from mpi4py import MPI
 from . import _env, _world
 from .errors import SpmdMismatchError
 
-RECORD = 96
-HEADER = 32  # int64 key, int64 exact, int64 nbytes, int64 flags
+RECORD = 104
+HEADER = 40  # int64 key, exact, nbytes, flags, aux
 CAPACITY = RECORD - HEADER
 INLINE = max(0, min(_env.INLINE_BYTES, CAPACITY))
 
 FLAG_ERROR = 1
 FLAG_INLINE = 2
 
-_HEAD = struct.Struct("<qqqq")
+_HEAD = struct.Struct("<qqqqq")
 
 
 class Exchange:
@@ -75,7 +75,7 @@ class Exchange:
         return self, same_exact, inline
 
     def field(self, worker, index):
-        """Header field ``index`` (0 key, 1 exact, 2 nbytes, 3 flags) of a 0-based worker."""
+        """Header field ``index`` (0 key, 1 exact, 2 nbytes, 3 flags, 4 aux) of a worker."""
         return self.words[worker * (RECORD // 8) + index]
 
     def payload(self, worker, nbytes):
@@ -88,12 +88,14 @@ class Exchange:
 
 
 def agree(scope, call, key, *, exact=0, nbytes=0, payload=None, error=None,
-          describe=None):
+          describe=None, aux=0):
     """Collective: exchange records and raise the same error on every worker if needed.
 
     ``payload`` (bytes-like, at most ``INLINE`` bytes) rides in the record. ``error`` is
     this worker's local validation failure (an exception), reported by every worker.
     ``describe()`` gives a readable account of this worker's call for mismatch messages.
+    ``aux`` is a free word every worker can read back (``_shm`` says there how it can
+    take part in a shared-memory reduction).
 
     Returns ``(exchange, same_exact, inline)``: whether every worker's exact digest is
     equal, and whether every worker's payload rode in its record.
@@ -106,7 +108,7 @@ def agree(scope, call, key, *, exact=0, nbytes=0, payload=None, error=None,
     elif payload is not None:
         flags = FLAG_INLINE
         ex.send[HEADER:HEADER + len(payload)] = payload
-    _HEAD.pack_into(ex.send, 0, key, exact, nbytes, flags)
+    _HEAD.pack_into(ex.send, 0, key, exact, nbytes, flags, aux)
     ex.run(scope, call)
     if ex.size == 1:
         if error is not None:

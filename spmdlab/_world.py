@@ -36,6 +36,7 @@ class Scope:
         self.world_ranks = world_ranks  # scope rank -> world rank
         self.regions = {}  # n -> Scope on this scope's first n workers (None: not a member)
         self._exchange = None
+        self.arena = None  # shared-memory windows, made on first use (see _shm)
 
     @property
     def exchange(self):
@@ -54,6 +55,25 @@ RANK = _world_comm.Get_rank()
 SIZE = _world_comm.Get_size()
 WORLD = Scope(_world_comm.Dup(), list(range(SIZE)))
 _ctl = _world_comm.Dup()
+
+
+def _oversubscribed():
+    """More workers on this node than cores this process may use."""
+    node = _world_comm.Split_type(MPI.COMM_TYPE_SHARED)
+    try:
+        workers = node.Get_size()
+    finally:
+        node.Free()
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        cores = os.cpu_count() or 1
+    return workers > cores
+
+
+# With more workers than cores a waiting worker must give its core away at once, or the
+# worker it waits for may not run until the scheduler's time slice ends (milliseconds).
+OVERSUBSCRIBED = SIZE > 1 and _oversubscribed()
 _stack = [WORLD]
 _exited = set()  # world ranks known to have reached the end of the program
 _pending_sends = []  # (request, buffer, destination scope, world rank): kept alive until done
@@ -74,13 +94,23 @@ def pop(scope):
     _stack.pop()
 
 
+_exit_buf = bytearray(1)
+_exit_status = MPI.Status()
+# Always one receive posted for the next exit notice, so that a blocked wait can wake on it.
+_exit_req = _ctl.Irecv(_exit_buf, MPI.ANY_SOURCE, _EXIT_TAG) if SIZE > 1 else None
+
+
+def _note_exit():
+    """Record the exit notice that ``_exit_req`` received and post the next receive."""
+    global _exit_req
+    _exited.add(_exit_status.Get_source())
+    _exit_req = _ctl.Irecv(_exit_buf, MPI.ANY_SOURCE, _EXIT_TAG) \
+        if len(_exited) < SIZE - 1 else None
+
+
 def _poll_exits():
-    while True:
-        status = MPI.Status()
-        if not _ctl.Iprobe(MPI.ANY_SOURCE, _EXIT_TAG, status):
-            return
-        _ctl.Recv(bytearray(0), status.Get_source(), _EXIT_TAG)
-        _exited.add(status.Get_source())
+    while _exit_req is not None and _exit_req.Test(_exit_status):
+        _note_exit()
 
 
 def _check(scope, call, needed, started, any_of):
@@ -102,10 +132,21 @@ def _check(scope, call, needed, started, any_of):
 def wait(request, scope, call):
     """Wait for ``request`` of a collective over ``scope``; raise if it can never complete."""
     test = request.Test
-    for _ in range(64):  # most collectives finish within a few microseconds
+    for _ in range(16):  # most collectives finish within a few microseconds
         if test():
             return
-    spin(test, scope, call)
+    if _env.TIMEOUT is not None or OVERSUBSCRIBED:
+        spin(test, scope, call)
+        return
+    # Let MPI wait (it spins and yields the core as it sees fit), waking on an exit notice.
+    needed = [r for r in scope.world_ranks if r != RANK]
+    while _exit_req is not None:
+        if MPI.Request.Waitany([request, _exit_req], _exit_status) == 0:
+            return
+        _note_exit()
+        if any(r in _exited for r in needed) and not request.Test():
+            _check(scope, call, needed, 0.0, False)
+    request.Wait()  # every other worker has left: _check above has raised already
 
 
 def spin(done, scope, call, needed=None, any_of=False):
@@ -113,7 +154,8 @@ def spin(done, scope, call, needed=None, any_of=False):
 
     Raises SpmdPeerError when a worker in ``needed`` (world ranks; default: the rest of
     the scope) has finished the program (with ``any_of``: when all of them have), and
-    SpmdTimeoutError after ``SPMDLAB_TIMEOUT`` seconds.
+    SpmdTimeoutError after ``SPMDLAB_TIMEOUT`` seconds. Waits spin, then yield the core
+    (so that more workers than cores still progress), and sleep only after a second.
     """
     started = time.monotonic()
     spins = 0
@@ -122,6 +164,9 @@ def spin(done, scope, call, needed=None, any_of=False):
         if result:
             return result
         spins += 1
+        if spins < 64 and not OVERSUBSCRIBED:
+            continue
+        os.sched_yield()
         if spins % 256 == 0:
             if needed is None:
                 needed = [r for r in scope.world_ranks if r != RANK]
@@ -132,10 +177,8 @@ def spin(done, scope, call, needed=None, any_of=False):
                 if result:
                     return result
                 raise
-            if spins >= 4096:
-                time.sleep(0.0002 if spins < 65536 else 0.001)
-            else:
-                os.sched_yield()
+            if time.monotonic() - started > 1.0:
+                time.sleep(0.0005)
 
 
 # -- point-to-point sends still in flight ------------------------------------------------
@@ -189,11 +232,10 @@ def _at_exit():
     # Tell everyone this worker is done (a worker blocked in a collective that this worker
     # will never join then raises instead of hanging), then wait for the others' notices so
     # that every message is matched before MPI finalizes.
-    requests = [_ctl.Isend(bytearray(0), r, _EXIT_TAG) for r in range(SIZE) if r != RANK]
-    while len(_exited) < SIZE - 1:
-        _poll_exits()
-        if len(_exited) < SIZE - 1:
-            time.sleep(0.001)
+    requests = [_ctl.Isend(bytearray(1), r, _EXIT_TAG) for r in range(SIZE) if r != RANK]
+    while _exit_req is not None:
+        _exit_req.Wait(_exit_status)
+        _note_exit()
     MPI.Request.Waitall(requests)
 
 

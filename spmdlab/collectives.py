@@ -12,7 +12,7 @@ import struct
 import numpy as np
 from mpi4py import MPI
 
-from . import _backends, _pack, _world
+from . import _backends, _pack, _shm, _world
 from ._agree import _HEAD, FLAG_INLINE, HEADER, INLINE, RECORD, agree
 from ._backends import Leaf
 from ._pack import Obj, digest
@@ -187,21 +187,71 @@ def reduce_op(call, x, op, destination):
     else:
         key = total = 0
         payload = None
+    aux, arrays = _shm.AUX_NO, None
+    if error is None and payload is None and destination is None:
+        aux, arrays = _shm.offer(scope, leaves, list(enumerate(offsets)), total)
     ex, _, inline = agree(scope, call, key, exact=key, nbytes=total, payload=payload,
-                          error=error, describe=lambda: _describe(call, treedef, leaves))
+                          error=error, describe=lambda: _describe(call, treedef, leaves),
+                          aux=aux)
     wanted = destination is None or destination == scope.index
     if inline:
         if not wanted:
             return None
-        out = []
-        for leaf, off in zip(leaves, offsets):
-            combine = op.pyfold if leaf.family in _SCALAR_STRUCT else op.ufunc
-            acc = _read_leaf(ex, 0, leaf, off)
-            for k in range(1, scope.size):
-                acc = combine(acc, _read_leaf(ex, k, leaf, off))
-            out.append(_wrap_scalar_or_array(leaf, acc))
+        out = [_fold_inline(ex, scope.size, leaf, off, op)
+               for leaf, off in zip(leaves, offsets)]
         return out[0] if treedef is None else _pack.unflatten(treedef, out)
+    plan = _shm.plan(ex, scope.size) if scope.size > 1 else None
+    if plan is not None:
+        return _reduce_shared(scope, treedef, leaves, arrays, offsets, total, op, plan)
+    if treedef is None and not leaves[0].on_gpu:
+        return _reduce_host_array(scope, leaves[0], op, destination, wanted)
     return _bulk_reduce(scope, treedef, leaves, op, destination, wanted)
+
+
+def _reduce_shared(scope, treedef, leaves, arrays, offsets, total, op, plan):
+    """The reduction through node shared memory (see ``_shm``); every worker gets here."""
+    if plan == "setup":
+        window = _shm.setup(scope, total)
+        if window is None:  # not one node, or over SPMDLAB_SHM_BYTES: the same everywhere
+            return _bulk_reduce(scope, treedef, leaves, op, None, True)
+        locations = [(0, 1)] * scope.size  # a new window: every slot is free
+    else:
+        window = scope.arena.windows[_shm.capacity_for(total)]
+        locations = plan
+    if arrays is None:
+        arrays = [leaf.host() for leaf in leaves]
+    layout = list(enumerate(offsets))
+    region = _shm.reduce(scope, window, locations, leaves, arrays, layout, op)
+    out = []
+    for leaf, off in zip(leaves, offsets):
+        view = region[off:off + leaf.nbytes].view(leaf.dtype).reshape(leaf.shape)
+        out.append(leaf.wrap(view))
+    return out[0] if treedef is None else _pack.unflatten(treedef, out)
+
+
+def _fold_inline(ex, size, leaf, offset, op):
+    """Fold every worker's inline copy of one leaf, in worker order."""
+    if leaf.family in _SCALAR_STRUCT:
+        acc = _read_leaf(ex, 0, leaf, offset)
+        for k in range(1, size):
+            acc = op.pyfold(acc, _read_leaf(ex, k, leaf, offset))
+        return _wrap_scalar_or_array(leaf, acc)
+    rows = np.frombuffer(ex.recv, dtype=np.uint8).reshape(size, RECORD)
+    block = rows[:, HEADER + offset:HEADER + offset + leaf.nbytes].copy()
+    block = block.view(leaf.dtype).reshape((size,) + tuple(leaf.shape))
+    return _wrap_scalar_or_array(leaf, op.ufunc.reduce(block, axis=0, dtype=leaf.dtype))
+
+
+def _reduce_host_array(scope, leaf, op, destination, wanted):
+    """One host array: reduced straight from the caller's memory into a pooled result."""
+    array = leaf.host()
+    send = array.reshape(-1) if array.flags.c_contiguous else np.ascontiguousarray(array)
+    recv = _pack.results.empty(send.dtype, send.size) if wanted else None
+    if destination is None:
+        scope.comm.Allreduce(send, recv, op.mpi)
+    else:
+        scope.comm.Reduce(send, recv, op.mpi, root=destination - 1)
+    return leaf.wrap(recv.reshape(leaf.shape)) if wanted else None
 
 
 _INT64 = np.dtype(np.int64)
@@ -210,23 +260,34 @@ _INT64_MIN, _INT64_MAX = -(2 ** 63), 2 ** 63 - 1
 
 def _reduce_scalar(scope, call, x, op, fast):
     """``reduce_op`` for one scalar: the same key and the same answer, less overhead."""
-    key, fmt, cast, element = fast
+    key, fmt, cast, element, header = fast
     ex = scope.exchange
     send = ex.send
-    _HEAD.pack_into(send, 0, key, key, fmt.size, FLAG_INLINE)
+    send[:HEADER] = header
     fmt.pack_into(send, HEADER, x if cast is None else cast(x))
-    ex.run(scope, call)
-    if scope.size > 1:
-        ex.check(scope, call, key, FLAG_INLINE, None,
-                 lambda: f"{call}({type(x).__name__} scalar)")
+    request = ex.request
+    if request is None:
+        ex.run(scope, call)
+    else:
+        request.Start()
+        if not request.Test():
+            _world.wait(request, scope, call)
+    size = scope.size
+    recv = ex.recv
+    for offset in range(0, RECORD * size, RECORD):
+        # a worker on the general path with an equal value writes the same header
+        if recv[offset:offset + HEADER] != header:
+            ex.check(scope, call, key, FLAG_INLINE, None,
+                     lambda: f"{call}({type(x).__name__} scalar)")
+            break
     view, fold = ex.view, op.pyfold
     acc = fmt.unpack_from(view, HEADER)[0]
     if element is None:  # Python numbers, and float64 (Python's float arithmetic is IEEE's)
-        for offset in range(HEADER + RECORD, RECORD * scope.size, RECORD):
+        for offset in range(HEADER + RECORD, RECORD * size, RECORD):
             acc = fold(acc, fmt.unpack_from(view, offset)[0])
         return acc if type(x) is not np.float64 else np.float64(acc)
     acc = element(acc)  # numpy scalars fold in their own dtype (float32 rounds each step)
-    for offset in range(HEADER + RECORD, RECORD * scope.size, RECORD):
+    for offset in range(HEADER + RECORD, RECORD * size, RECORD):
         acc = fold(acc, element(fmt.unpack_from(view, offset)[0]))
     return acc
 
@@ -253,11 +314,14 @@ def _fast_paths():
                 if dtype.kind not in op.kinds:
                     continue
                 key = digest((call, op.name, None, None, ((dtype.str, ()),)))
-                table[(call, op, kind)] = (key, fmt, cast, element)
+                header = _HEAD.pack(key, key, fmt.size, FLAG_INLINE, _shm.AUX_NO)
+                table[(call, op, kind)] = (key, fmt, cast, element, header)
     return table
 
 
 _FAST = _fast_paths()
+_FAST_PLUS = {kind: fast for (call, op, kind), fast in _FAST.items()
+              if call == "spmd_plus" and op is SUM}
 
 
 def _wrap_scalar_or_array(leaf, value):
@@ -385,6 +449,10 @@ def spmd_plus(x, destination=None):
     Raises SpmdMismatchError on every worker when shapes, dtypes or structures differ,
     SpmdTypeError when a value cannot be summed.
     """
+    if destination is None:
+        fast = _FAST_PLUS.get(type(x))
+        if fast is not None and (type(x) is not int or _INT64_MIN <= x <= _INT64_MAX):
+            return _reduce_scalar(_world.current(), "spmd_plus", x, SUM, fast)
     return reduce_op("spmd_plus", x, SUM, destination)
 
 

@@ -1,0 +1,231 @@
+"""spmd_plus against raw mpi4py Allreduce and torch.distributed (gloo), in one run.
+
+    python scripts/bench_collectives.py              # launches itself at 2 and 4 workers
+    python scripts/bench_collectives.py --workers 2 --quick
+
+For each worker count it measures, interleaved round by round on the same buffers:
+- a size sweep from 8 B to 64 MiB: ``spmd_plus(x)`` (agreement included, result a new
+  array each call) vs raw ``comm.Allreduce(x, out)`` into a preallocated ``out`` vs
+  ``dist.all_reduce(t)`` over gloo (in place). 8 B is one float64: ``spmd_plus`` of a
+  Python float, against a raw Allreduce of a one-element float64 array;
+- a nested dict of 214 float32 arrays (ResNet-50's parameters and batch-norm running
+  means at half width): one ``spmd_plus`` vs one raw Allreduce per array vs one gloo
+  all_reduce per array.
+Each figure is the median over rounds of the mean time per call on worker 1. Ratios:
+``spmd/raw`` throughput (>1 is faster than raw) and time.
+"""
+
+import argparse
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+
+SIZES = [8, 64, 1 << 10, 16 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20, 64 << 20]
+
+
+def resnet_like(width=0.5):
+    """A nested dict of float32 arrays shaped like ResNet-50's parameters (+ BN means)."""
+    import numpy as np
+
+    def bn(c):
+        return {"weight": np.ones(c, np.float32), "bias": np.zeros(c, np.float32),
+                "running_mean": np.zeros(c, np.float32)}
+
+    def conv(o, i, k):
+        return {"weight": np.full((o, i, k, k), 0.01, np.float32)}
+
+    w = lambda c: max(8, int(c * width))  # noqa: E731
+    net = {"stem": {"conv": conv(w(64), 3, 7), "bn": bn(w(64))}}
+    inplanes = w(64)
+    for s, (planes, blocks) in enumerate(zip((64, 128, 256, 512), (3, 4, 6, 3)), 1):
+        p = w(planes)
+        stage = {}
+        for b in range(blocks):
+            block = {"conv1": conv(p, inplanes, 1), "bn1": bn(p), "conv2": conv(p, p, 3),
+                     "bn2": bn(p), "conv3": conv(4 * p, p, 1), "bn3": bn(4 * p)}
+            if b == 0:
+                block["downsample"] = {"conv": conv(4 * p, inplanes, 1), "bn": bn(4 * p)}
+            inplanes = 4 * p
+            stage[f"block{b}"] = block
+        net[f"layer{s}"] = stage
+    net["fc"] = {"weight": np.full((1000, inplanes), 0.01, np.float32),
+                 "bias": np.zeros(1000, np.float32)}
+    return net
+
+
+def leaves(tree):
+    if isinstance(tree, dict):
+        for v in tree.values():
+            yield from leaves(v)
+    else:
+        yield tree
+
+
+def worker(args):
+    import numpy as np
+    import torch
+    import torch.distributed as dist
+    from mpi4py import MPI
+
+    import spmdlab
+
+    comm = MPI.COMM_WORLD.Dup()
+    rank, size = comm.Get_rank(), comm.Get_size()
+    port = None
+    if rank == 0:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+    port = comm.bcast(port, root=0)
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
+                            world_size=size)
+    torch.set_num_threads(1)
+    rounds = 3 if args.quick else 7
+
+    def timed(fn, reps):
+        comm.Barrier()
+        start = time.perf_counter()
+        for _ in range(reps):
+            fn()
+        return (time.perf_counter() - start) / reps
+
+    def race(methods, budget):
+        """Median seconds per call of each method, interleaved round by round."""
+        reps = {}
+        for name, fn in methods.items():
+            fn()
+            fn()
+            once = timed(fn, 1)
+            reps[name] = comm.bcast(max(2, min(5000, int(budget / max(once, 1e-7)))))
+        samples = {name: [] for name in methods}
+        for _ in range(rounds):
+            for name, fn in methods.items():
+                samples[name].append(timed(fn, reps[name]))
+        return {name: float(np.median(v)) for name, v in samples.items()}
+
+    budget = 0.02 if args.quick else 0.05
+    sweep = []
+    for nbytes in SIZES:
+        if nbytes == 8:
+            x = np.ones(1, np.float64)
+            value = 1.5
+        else:
+            x = np.ones(nbytes // 4, np.float32)
+            value = x
+        out = np.empty_like(x)
+        t = torch.zeros(x.size, dtype=torch.float64 if nbytes == 8 else torch.float32)
+        result = {}
+
+        def spmd():
+            result["r"] = spmdlab.spmd_plus(value)  # the previous result is dropped here
+
+        methods = {"raw": lambda: comm.Allreduce(x, out, MPI.SUM), "spmd": spmd}
+        if not os.environ.get("NOGLOO"):
+            methods["gloo"] = lambda: dist.all_reduce(t)
+        times = race(methods, budget)
+        times.setdefault("gloo", 1.0)
+        sweep.append({"bytes": nbytes, **times})
+        result.clear()
+
+    net = resnet_like()
+    arrays = list(leaves(net))
+    outs = [np.empty_like(a) for a in arrays]
+    tensors = [torch.zeros(a.shape) for a in arrays]
+    holder = {}
+
+    def per_array_raw():
+        for a, o in zip(arrays, outs):
+            comm.Allreduce(a, o, MPI.SUM)
+
+    def per_array_gloo():
+        for t in tensors:
+            dist.all_reduce(t)
+
+    def one_spmd():
+        holder["r"] = spmdlab.spmd_plus(net)
+
+    nested = race({"raw": per_array_raw, "spmd": one_spmd, "gloo": per_array_gloo},
+                  budget * 5)
+    nested.update(arrays=len(arrays), floats=int(sum(a.size for a in arrays)))
+    dist.destroy_process_group()
+    if rank == 0:
+        print("RESULT " + json.dumps({"workers": size, "sweep": sweep, "nested": nested}))
+
+
+def human(nbytes):
+    for unit, scale in (("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if nbytes >= scale:
+            return f"{nbytes // scale} {unit}"
+    return f"{nbytes} B"
+
+
+def us(seconds):
+    return f"{seconds * 1e6:10.1f}"
+
+
+def report(res):
+    n = res["workers"]
+    print(f"\n== {n} workers: spmd_plus vs raw Allreduce (preallocated out) vs gloo "
+          f"(times in us per call; ratio = raw time / other time, >1 is faster than raw)")
+    print(f"{'size':>8} {'raw':>10} {'spmd_plus':>10} {'gloo':>10} {'spmd/raw':>9} "
+          f"{'gloo/raw':>9}")
+    for row in res["sweep"]:
+        print(f"{human(row['bytes']):>8} {us(row['raw'])} {us(row['spmd'])} {us(row['gloo'])}"
+              f" {row['raw'] / row['spmd']:9.2f} {row['raw'] / row['gloo']:9.2f}")
+    scalar = res["sweep"][0]
+    big = next(r for r in res["sweep"] if r["bytes"] == 16 << 20)
+    nested = res["nested"]
+    print(f"scalar: spmd_plus costs {scalar['spmd'] / scalar['raw']:.2f}x a raw Allreduce "
+          f"of one float64 (agreement included)")
+    print(f"16 MiB float32: spmd_plus reaches {big['raw'] / big['spmd']:.2f}x raw "
+          f"Allreduce throughput")
+    print(f"nested dict of {nested['arrays']} float32 arrays ({nested['floats']:,} floats): "
+          f"one spmd_plus {nested['spmd'] * 1e3:.2f} ms, {nested['arrays']} raw Allreduce "
+          f"{nested['raw'] * 1e3:.2f} ms ({nested['raw'] / nested['spmd']:.2f}x), "
+          f"{nested['arrays']} gloo all_reduce {nested['gloo'] * 1e3:.2f} ms "
+          f"({nested['gloo'] / nested['spmd']:.2f}x)")
+
+
+def launch(args):
+    here = os.path.abspath(__file__)
+    mpiexec = os.path.join(os.path.dirname(sys.executable), "mpiexec")
+    if not os.path.exists(mpiexec):
+        mpiexec = "mpiexec"
+    from mpi4py import MPI
+
+    extra = ["--oversubscribe"] if MPI.Get_library_version().startswith("Open MPI") else []
+    print(f"bench_collectives: {socket.gethostname()}, {os.cpu_count()} cores, "
+          f"{MPI.Get_library_version().splitlines()[0].strip()}, "
+          f"{time.strftime('%Y-%m-%d %H:%M')}")
+    if any(n > (os.cpu_count() or 1) for n in args.workers):
+        print("note: more workers than cores is oversubscribed; latencies include "
+              "scheduling")
+    for n in args.workers:
+        cmd = [mpiexec, *extra, "-n", str(n), sys.executable, here, "--worker"]
+        if args.quick:
+            cmd.append("--quick")
+        env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=1800, env=env)
+        lines = [l for l in out.stdout.splitlines() if l.startswith("RESULT ")]
+        if out.returncode != 0 or not lines:
+            sys.exit(f"benchmark at {n} workers failed:\n{out.stdout}\n{out.stderr}")
+        report(json.loads(lines[-1][7:]))
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--workers", type=int, nargs="+", default=[2, 4])
+    parser.add_argument("--quick", action="store_true", help="fewer rounds, for a check")
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        worker(args)
+    else:
+        launch(args)
+
+
+if __name__ == "__main__":
+    main()
