@@ -122,11 +122,8 @@ def worker(args):
         def spmd():
             result["r"] = spmdlab.spmd_plus(value)  # the previous result is dropped here
 
-        methods = {"raw": lambda: comm.Allreduce(x, out, MPI.SUM), "spmd": spmd}
-        if not os.environ.get("NOGLOO"):
-            methods["gloo"] = lambda: dist.all_reduce(t)
-        times = race(methods, budget)
-        times.setdefault("gloo", 1.0)
+        times = race({"raw": lambda: comm.Allreduce(x, out, MPI.SUM), "spmd": spmd,
+                      "gloo": lambda: dist.all_reduce(t)}, budget)
         sweep.append({"bytes": nbytes, **times})
         result.clear()
 
