@@ -11,7 +11,8 @@ For each worker count it measures, interleaved round by round on the same buffer
 - a nested dict of 214 float32 arrays (ResNet-50's parameters and batch-norm running
   means at half width): one ``spmd_plus`` vs one raw Allreduce per array vs one gloo
   all_reduce per array.
-Each figure is the median over rounds of the mean time per call on worker 1. Ratios:
+Each figure is the median over rounds (the order of the methods rotates every round) of
+the mean time per call on worker 1. Ratios:
 ``spmd/raw`` throughput (>1 is faster than raw) and time.
 """
 
@@ -83,7 +84,7 @@ def worker(args):
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
                             world_size=size)
     torch.set_num_threads(1)
-    rounds = 3 if args.quick else 7
+    rounds = 3 if args.quick else 9
 
     def timed(fn, reps):
         comm.Barrier()
@@ -101,9 +102,10 @@ def worker(args):
             once = timed(fn, 1)
             reps[name] = comm.bcast(max(2, min(5000, int(budget / max(once, 1e-7)))))
         samples = {name: [] for name in methods}
-        for _ in range(rounds):
-            for name, fn in methods.items():
-                samples[name].append(timed(fn, reps[name]))
+        names = list(methods)
+        for r in range(rounds):
+            for name in names[r % len(names):] + names[:r % len(names)]:  # rotate the order
+                samples[name].append(timed(methods[name], reps[name]))
         return {name: float(np.median(v)) for name, v in samples.items()}
 
     budget = 0.02 if args.quick else 0.05

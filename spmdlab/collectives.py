@@ -167,8 +167,13 @@ def reduce_op(call, x, op, destination):
     """
     scope = _world.current()
     if destination is None:
-        fast = _FAST.get((call, op, type(x)))
-        if fast is not None and (type(x) is not int or _INT64_MIN <= x <= _INT64_MAX):
+        kind = type(x)
+        if kind is np.ndarray:
+            entry = _array_entry(call, op, x)
+            if entry is not None:
+                return _reduce_array(scope, call, x, op, entry)
+        fast = _FAST.get((call, op, kind))
+        if fast is not None and (kind is not int or _INT64_MIN <= x <= _INT64_MAX):
             return _reduce_scalar(scope, call, x, op, fast)
     treedef, leaves = _pack.flatten(x)
     error = check_worker(call, scope, "destination", destination)
@@ -236,8 +241,7 @@ def _fold_inline(ex, size, leaf, offset, op):
         for k in range(1, size):
             acc = op.pyfold(acc, _read_leaf(ex, k, leaf, offset))
         return _wrap_scalar_or_array(leaf, acc)
-    rows = np.frombuffer(ex.recv, dtype=np.uint8).reshape(size, RECORD)
-    block = rows[:, HEADER + offset:HEADER + offset + leaf.nbytes].copy()
+    block = ex.rows[:, HEADER + offset:HEADER + offset + leaf.nbytes].copy()
     block = block.view(leaf.dtype).reshape((size,) + tuple(leaf.shape))
     return _wrap_scalar_or_array(leaf, op.ufunc.reduce(block, axis=0, dtype=leaf.dtype))
 
@@ -258,13 +262,13 @@ _INT64 = np.dtype(np.int64)
 _INT64_MIN, _INT64_MAX = -(2 ** 63), 2 ** 63 - 1
 
 
-def _reduce_scalar(scope, call, x, op, fast):
-    """``reduce_op`` for one scalar: the same key and the same answer, less overhead."""
-    key, fmt, cast, element, header = fast
-    ex = scope.exchange
-    send = ex.send
-    send[:HEADER] = header
-    fmt.pack_into(send, HEADER, x if cast is None else cast(x))
+def _exchange(scope, call, ex, key, flags, header, describe):
+    """The agreement exchange for a fast path whose record header is ``header``.
+
+    A worker on the general path with an equal value writes the same header, so equal
+    headers everywhere mean agreement; anything else goes to the full check (which raises
+    on every worker).
+    """
     request = ex.request
     if request is None:
         ex.run(scope, call)
@@ -272,15 +276,23 @@ def _reduce_scalar(scope, call, x, op, fast):
         request.Start()
         if not request.Test():
             _world.wait(request, scope, call)
-    size = scope.size
     recv = ex.recv
-    for offset in range(0, RECORD * size, RECORD):
-        # a worker on the general path with an equal value writes the same header
+    for offset in range(0, RECORD * scope.size, RECORD):
         if recv[offset:offset + HEADER] != header:
-            ex.check(scope, call, key, FLAG_INLINE, None,
-                     lambda: f"{call}({type(x).__name__} scalar)")
-            break
-    view, fold = ex.view, op.pyfold
+            ex.check(scope, call, key, flags, None, describe)
+            return
+
+
+def _reduce_scalar(scope, call, x, op, fast):
+    """``reduce_op`` for one scalar: the same key and the same answer, less overhead."""
+    key, fmt, cast, element, header = fast
+    ex = scope.exchange
+    send = ex.send
+    send[:HEADER] = header
+    fmt.pack_into(send, HEADER, x if cast is None else cast(x))
+    _exchange(scope, call, ex, key, FLAG_INLINE, header,
+              lambda: f"{call}({type(x).__name__} scalar)")
+    view, fold, size = ex.view, op.pyfold, scope.size
     acc = fmt.unpack_from(view, HEADER)[0]
     if element is None:  # Python numbers, and float64 (Python's float arithmetic is IEEE's)
         for offset in range(HEADER + RECORD, RECORD * size, RECORD):
@@ -290,6 +302,47 @@ def _reduce_scalar(scope, call, x, op, fast):
     for offset in range(HEADER + RECORD, RECORD * size, RECORD):
         acc = fold(acc, element(fmt.unpack_from(view, offset)[0]))
     return acc
+
+
+_ARRAYS = {}  # (call, op, dtype, shape) -> (key, header, nbytes, inline) for _reduce_array
+
+
+def _array_entry(call, op, x):
+    """The fast-path entry for one numpy array, or None when the general path must run."""
+    k = (call, op, x.dtype, x.shape)
+    entry = _ARRAYS.get(k)
+    if entry is None:
+        dtype = x.dtype
+        if dtype.kind not in op.kinds or x.nbytes >= _shm.MIN_BYTES or dtype.hasobject:
+            return None
+        key = digest((call, op.name, None, None, ((dtype.str, x.shape),)))
+        inline = x.nbytes <= INLINE
+        header = _HEAD.pack(key, key, x.nbytes, FLAG_INLINE if inline else 0, _shm.AUX_NO)
+        if len(_ARRAYS) > 1024:
+            _ARRAYS.clear()
+        entry = _ARRAYS[k] = (key, header, x.nbytes, inline)
+    return entry
+
+
+def _reduce_array(scope, call, x, op, entry):
+    """``reduce_op`` for one small numpy array (below the shared-memory size)."""
+    key, header, nbytes, inline = entry
+    ex = scope.exchange
+    send = ex.send
+    send[:HEADER] = header
+    if not x.flags.c_contiguous:
+        x = np.ascontiguousarray(x)
+    if inline:
+        send[HEADER:HEADER + nbytes] = x.tobytes()
+    _exchange(scope, call, ex, key, FLAG_INLINE if inline else 0, header,
+              lambda: f"{call}({_pack.describe_leaf(_backends.classify(x))})")
+    if not inline:
+        result = _pack.results.empty(x.dtype, x.size)
+        scope.comm.Allreduce(x.reshape(-1), result, op.mpi)
+        return result.reshape(x.shape)
+    block = ex.rows[:, HEADER:HEADER + nbytes].copy().view(x.dtype)
+    result = op.ufunc.reduce(block, axis=0, dtype=x.dtype)
+    return np.asarray(result).reshape(x.shape)
 
 
 def _fast_paths():

@@ -344,3 +344,19 @@ def test_torch_bfloat16_moves_but_does_not_sum():
     assert spmd_broadcast(1, x).dtype == torch.bfloat16
     with pytest.raises(spmdlab.SpmdTypeError, match="bfloat16"):
         spmd_plus(x)
+
+
+def test_workers_mixing_families_agree():
+    # fast paths (Python scalars, small numpy arrays) and the general path must compute
+    # the same agreement key for the same dtype and shape
+    k = spmd_index()
+    n = spmd_size()
+    scalar = [1.0, np.float64(1.0), np.array(1.0)][k % 3]
+    assert spmd_plus(scalar) == n
+    small = np.ones(4, np.float32) if k % 2 else (
+        torch.ones(4) if torch is not None else {"x": 1}["x"] * np.ones(4, np.float32))
+    result = spmd_plus(small)
+    assert (np.asarray(result) == n).all()
+    medium = np.ones(1000, np.int64) if k % 2 else [np.ones(1000, np.int64)][0].copy()
+    assert (spmd_plus(medium) == n).all()
+    assert spmd_plus(k % 2 == 0) == n // 2
