@@ -146,13 +146,3 @@ def _workers(ks):
     if ks == list(range(ks[0], ks[-1] + 1)):
         return f"workers {ks[0]}-{ks[-1]}"
     return "workers " + ", ".join(map(str, ks))
-
-
-def inline_ok(nbytes):
-    return nbytes <= INLINE
-
-
-def gather_sizes_displs(sizes):
-    displs = np.zeros(len(sizes), dtype=np.int64)
-    np.cumsum(sizes[:-1], out=displs[1:])
-    return displs

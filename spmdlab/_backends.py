@@ -97,9 +97,6 @@ class _Numpy:
         return array
 
 
-_TORCH_BF16 = "bfloat16"
-
-
 class _Torch:
     @staticmethod
     def host(leaf):
@@ -136,10 +133,6 @@ class _Cupy:
         cupy = _cupy()
         with cupy.cuda.Device(int(info[1])):
             return cupy.asarray(array)
-
-
-class _Object:
-    """Marker family for picklable values that are not arrays."""
 
 
 FAMILIES = {"py-bool": _Python, "py-int": _Python, "py-float": _Python,

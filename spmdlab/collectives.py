@@ -600,7 +600,7 @@ def _cat_arrays(call, scope, leaf, axis, destination):
                           describe=lambda: f"{call}({_pack.describe_leaf(leaf)}, axis={axis})")
     wanted = destination is None or destination == scope.index
     lengths = [ex.field(k, 1) for k in range(scope.size)]
-    sizes = [ex.field(k, 2) for k in range(scope.size)]
+    sizes = ex.sizes()
     if inline:
         if not wanted:
             return None
@@ -660,7 +660,7 @@ def _gather(call, scope, x, treedef, leaves, destination, what):
     key = digest((call, what, destination))
     ex, _, _ = agree(scope, call, key, nbytes=0 if buf is None else buf.nbytes,
                      error=error, describe=lambda: _describe(call, treedef, leaves))
-    sizes = [ex.field(k, 2) for k in range(scope.size)]
+    sizes = ex.sizes()
     recv = _gatherv(scope, buf, sizes, destination)
     if recv is None:
         return None

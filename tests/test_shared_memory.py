@@ -16,10 +16,6 @@ pytestmark = pytest.mark.mpi
 BIG = 50_000  # float32 elements: 200 KB
 
 
-def total(k_values):
-    return sum(k_values)
-
-
 def tri():
     n = spmd_size()
     return n * (n + 1) // 2
