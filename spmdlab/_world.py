@@ -75,6 +75,7 @@ def _oversubscribed():
 # worker it waits for may not run until the scheduler's time slice ends (milliseconds).
 OVERSUBSCRIBED = SIZE > 1 and _oversubscribed()
 _stack = [WORLD]
+SCOPES = [WORLD]  # every scope made so far (regions add theirs)
 _exited = set()  # world ranks known to have reached the end of the program
 _pending_sends = []  # (request, buffer, destination scope, world rank): kept alive until done
 
@@ -193,22 +194,15 @@ def track_send(request, buf, world_rank):
 
 
 def _flush_sends():
+    """Wait until every message this worker sent has been received.
+
+    A receiver that finishes without receiving a message drains and reports it while it
+    waits for the others at exit, so this wait always ends.
+    """
     while _pending_sends:
-        _poll_exits()
-        still = []
-        for entry in _pending_sends:
-            request, _, world_rank = entry
-            if request.Test():
-                continue
-            if world_rank in _exited:
-                sys.stderr.write(
-                    f"spmdlab: worker {RANK + 1} of {SIZE}: a message sent to worker "
-                    f"{world_rank + 1} with spmd_send was never received (that worker "
-                    f"has finished)\n")
-                continue
-            still.append(entry)
-        _pending_sends[:] = still
-        if still:
+        _pending_sends[:] = [p for p in _pending_sends if not p[0].Test()]
+        if _pending_sends:
+            _drain_unreceived()  # two workers may be waiting on messages to each other
             time.sleep(0.0005)
 
 
@@ -234,9 +228,28 @@ def _at_exit():
     # that every message is matched before MPI finalizes.
     requests = [_ctl.Isend(bytearray(1), r, _EXIT_TAG) for r in range(SIZE) if r != RANK]
     while _exit_req is not None:
-        _exit_req.Wait(_exit_status)
-        _note_exit()
+        if _exit_req.Test(_exit_status):
+            _note_exit()
+            continue
+        _drain_unreceived()  # lets a sender still waiting on a message to us finish
+        time.sleep(0.0005)
+    _drain_unreceived()  # small messages sent last may land after their sender's notice
     MPI.Request.Waitall(requests)
+
+
+def _drain_unreceived():
+    """Receive and report messages sent to this worker that it never received."""
+    for scope in SCOPES:
+        status = MPI.Status()
+        while True:
+            message = scope.comm.Improbe(MPI.ANY_SOURCE, MPI.ANY_TAG, status)
+            if message is None:
+                break
+            message.Recv(bytearray(status.Get_count(MPI.BYTE)))
+            sys.stderr.write(
+                f"spmdlab: worker {scope.index} of {scope.size}: a message from worker "
+                f"{status.Get_source() + 1} (tag {status.Get_tag()}) sent with spmd_send "
+                f"was never received\n")
 
 
 def _excepthook(etype, value, tb):
@@ -247,6 +260,9 @@ def _excepthook(etype, value, tb):
         sys.stderr.write(header + text)
         sys.stderr.flush()
         sys.stdout.flush()
+        # mpiexec forwards output asynchronously and stops forwarding once the job is
+        # aborted: give it a moment, or this traceback may never reach the terminal
+        time.sleep(0.2)
     finally:
         _world_comm.Abort(1)
 

@@ -8,6 +8,7 @@ ends at once with a non-zero status. It does nothing in single-process runs, or 
 """
 
 import sys
+import time
 
 import pytest
 
@@ -29,4 +30,5 @@ def pytest_runtest_makereport(item, call):
                      f"{world.RANK + 1} of {world.SIZE}; ending the job\n")
     sys.stderr.write(report.longreprtext + "\n")
     sys.stderr.flush()
+    time.sleep(0.2)  # let mpiexec forward the report before the job is aborted
     world._world_comm.Abort(1)

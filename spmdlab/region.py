@@ -46,8 +46,11 @@ def spmd(n=None):
         else:
             color = 0 if scope.rank < n else MPI.UNDEFINED
             comm = scope.comm.Split(color, scope.rank)
-            scope.regions[n] = (None if comm == MPI.COMM_NULL
-                                else _world.Scope(comm, scope.world_ranks[:n]))
+            if comm == MPI.COMM_NULL:
+                scope.regions[n] = None
+            else:
+                scope.regions[n] = _world.Scope(comm, scope.world_ranks[:n])
+                _world.SCOPES.append(scope.regions[n])
     return Region(scope.regions[n])
 
 

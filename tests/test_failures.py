@@ -100,13 +100,16 @@ else:
     assert f"got {sum(range(2_000_000))} last words" in job.stdout
 
 
-def test_unreceived_message_warns_and_exits():
+def test_unreceived_messages_are_reported_by_the_receiver():
     job = run_job(PROLOGUE + """
 if spmd_index() == 1:
-    spmd_send(np.arange(2_000_000), 2)
+    spmd_send(np.arange(2_000_000), 2)   # large: the sender waits for it at exit
+    spmd_send("small", 2, tag=5)
 """, 2)
-    assert job.returncode == 0
-    assert "was never received" in job.stderr and job.seconds < 20
+    assert job.returncode == 0, job.stderr
+    assert ("worker 2 of 2: a message from worker 1 (tag 0) sent with spmd_send was never "
+            "received") in job.stderr
+    assert "a message from worker 1 (tag 5)" in job.stderr and job.seconds < 20
 
 
 def test_clean_run_exits_zero_quickly():
