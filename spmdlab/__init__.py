@@ -10,11 +10,15 @@ from .collectives import (spmd_barrier, spmd_broadcast, spmd_cat, spmd_index, sp
 from .errors import (SpmdError, SpmdMismatchError, SpmdPeerError, SpmdTimeoutError,
                      SpmdTypeError, SpmdValueError)
 from .p2p import spmd_probe, spmd_receive, spmd_send, spmd_send_receive
+from .queues import DataQueue, PollableDataQueue, QueueSet
 from .region import spmd
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "DataQueue",
+    "PollableDataQueue",
+    "QueueSet",
     "SpmdError",
     "SpmdMismatchError",
     "SpmdPeerError",

@@ -19,12 +19,13 @@ mismatched at the MPI level, whatever the workers passed.
 """
 
 import struct
+import threading
 
 import numpy as np
 from mpi4py import MPI
 
 from . import _env, _world
-from .errors import SpmdMismatchError
+from .errors import SpmdError, SpmdMismatchError
 
 RECORD = 104
 HEADER = 40  # int64 key, exact, nbytes, flags, aux
@@ -54,6 +55,9 @@ class Exchange:
             self.request = None
 
     def run(self, scope, call):
+        if _world.LISTENER_THREADS and threading.get_ident() in _world.LISTENER_THREADS:
+            raise SpmdError(f"{call}: collectives cannot be called from a DataQueue "
+                            f"listener (it runs beside the program, not in step with it)")
         if self.request is not None:
             self.request.Start()
             _world.wait(self.request, scope, call)

@@ -37,6 +37,7 @@ class Scope:
         self.regions = {}  # n -> Scope on this scope's first n workers (None: not a member)
         self._exchange = None
         self.arena = None  # shared-memory windows, made on first use (see _shm)
+        self.next_queue_tag = 1  # MPI tag of the next DataQueue made in this scope
 
     @property
     def exchange(self):
@@ -75,6 +76,7 @@ def _oversubscribed():
 # worker it waits for may not run until the scheduler's time slice ends (milliseconds).
 OVERSUBSCRIBED = SIZE > 1 and _oversubscribed()
 _stack = [WORLD]
+LISTENER_THREADS = set()  # threads that run DataQueue listeners: no collectives there
 SCOPES = [WORLD]  # every scope made so far (regions add theirs)
 _exited = set()  # world ranks known to have reached the end of the program
 _pending_sends = []  # (request, buffer, destination scope, world rank): kept alive until done
@@ -218,15 +220,16 @@ def at_exit(fn):
 
 
 def _at_exit():
-    for fn in reversed(_hooks_at_exit):
-        fn()
     _flush_sends()
+    if SIZE > 1:
+        # Tell everyone this worker is done: a worker blocked in a collective that this
+        # worker will never join then raises instead of hanging.
+        requests = [_ctl.Isend(bytearray(1), r, _EXIT_TAG) for r in range(SIZE) if r != RANK]
+    for fn in reversed(_hooks_at_exit):  # DataQueue: deliver every item still in flight
+        fn()
     if SIZE == 1:
         return
-    # Tell everyone this worker is done (a worker blocked in a collective that this worker
-    # will never join then raises instead of hanging), then wait for the others' notices so
-    # that every message is matched before MPI finalizes.
-    requests = [_ctl.Isend(bytearray(1), r, _EXIT_TAG) for r in range(SIZE) if r != RANK]
+    # Wait for the others' notices so that every message is matched before MPI finalizes.
     while _exit_req is not None:
         if _exit_req.Test(_exit_status):
             _note_exit()

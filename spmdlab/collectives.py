@@ -270,7 +270,7 @@ def _exchange(scope, call, ex, key, flags, header, describe):
     on every worker).
     """
     request = ex.request
-    if request is None:
+    if request is None or _world.LISTENER_THREADS:
         ex.run(scope, call)
     else:
         request.Start()

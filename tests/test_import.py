@@ -9,7 +9,7 @@ import spmdlab.matlab
 def test_public_names():
     assert spmdlab.__all__ == sorted(spmdlab.__all__)
     assert spmdlab.__all__ == [
-        "SpmdError", "SpmdMismatchError", "SpmdPeerError", "SpmdTimeoutError",
+        "DataQueue", "PollableDataQueue", "QueueSet", "SpmdError", "SpmdMismatchError", "SpmdPeerError", "SpmdTimeoutError",
         "SpmdTypeError", "SpmdValueError", "spmd", "spmd_barrier", "spmd_broadcast",
         "spmd_cat", "spmd_index", "spmd_plus", "spmd_probe", "spmd_receive",
         "spmd_reduce", "spmd_send", "spmd_send_receive", "spmd_size",

@@ -1,0 +1,335 @@
+"""DataQueue and PollableDataQueue: progress and stop channels that never lose an item.
+
+MATLAB's ``parallel.pool.DataQueue``: data sent to a queue goes to the worker that owns
+it (worker 1, the client, by default). Every worker creates a queue at the same point of
+the program, as it would an MPI communicator. ``send`` never waits for the owner; per
+sender, items arrive in the order sent; everything sent before the program ends is
+delivered before the owner exits.
+
+How: queue traffic travels on a private duplicate of the scope's communicator (one MPI
+tag per queue), so user collectives and messages never see it. A receiver thread, started
+with the first queue, takes items off the wire and runs the owner's listeners in arrival
+order, so a training loop needs to call nothing for its progress listener to run; the
+thread polls MPI (it sleeps 2 ms when idle, 50 µs while items keep coming) and holds
+the GIL only while it handles an item. At the end of the program every worker sends an
+end-of-queues marker to every other worker behind its last item and waits for everyone's
+marker, so no item is still in flight when a worker exits.
+"""
+
+import collections
+import sys
+import threading
+import time
+
+import numpy as np
+from mpi4py import MPI
+
+from . import _pack, _world
+from ._agree import agree
+from ._pack import digest
+from .collectives import check_worker
+from .errors import SpmdTypeError, SpmdValueError
+
+__all__ = ["DataQueue", "PollableDataQueue", "QueueSet"]
+
+_CTRL = 0  # tag of control messages: ("close", tag) and ("end",)
+_IDLE_SLEEP = 0.002
+_BUSY_SLEEP = 0.00005
+
+
+class _Channel:
+    """The queue traffic of one scope: its communicator, queues and end markers."""
+
+    def __init__(self, scope):
+        self.scope = scope
+        self.comm = scope.comm.Dup()
+        self.queues = {}  # tag -> queue
+        self.ended = set()  # scope ranks whose end marker has arrived
+
+
+class _Hub:
+    """Process-wide state: channels, the receiver thread, sends in flight."""
+
+    def __init__(self):
+        self.channels = {}  # id(scope) -> _Channel
+        self.lock = threading.Lock()
+        self.pending = []  # (request, buffer)
+        self.thread = None
+        self.stop = False
+        self.ident = None
+
+    def channel(self, scope):
+        chan = self.channels.get(id(scope))
+        if chan is None:
+            chan = self.channels[id(scope)] = _Channel(scope)
+        return chan
+
+    def start(self):
+        if self.thread is None:
+            self.thread = threading.Thread(target=self._run, name="spmdlab-queues",
+                                           daemon=True)
+            self.thread.start()
+            _world.at_exit(_finish)
+
+    def track(self, request, buf):
+        with self.lock:
+            if self.pending:
+                self.pending[:] = [p for p in self.pending if not p[0].Test()]
+            if not request.Test():
+                self.pending.append((request, buf))
+
+    def _run(self):
+        self.ident = threading.get_ident()
+        _world.LISTENER_THREADS.add(self.ident)
+        status = MPI.Status()
+        sleep = _IDLE_SLEEP
+        quiet_since = time.monotonic()
+        try:
+            while not self.stop:
+                got = False
+                for chan in list(self.channels.values()):
+                    while True:
+                        message = chan.comm.Improbe(MPI.ANY_SOURCE, MPI.ANY_TAG, status)
+                        if message is None:
+                            break
+                        buf = np.empty(status.Get_count(MPI.BYTE), dtype=np.uint8)
+                        message.Recv([buf, MPI.BYTE])
+                        self._deliver(chan, status.Get_source(), status.Get_tag(), buf)
+                        got = True
+                now = time.monotonic()
+                if got:
+                    sleep, quiet_since = _BUSY_SLEEP, now
+                elif now - quiet_since > 0.05:
+                    sleep = _IDLE_SLEEP
+                time.sleep(sleep)
+        except BaseException:  # a listener failed: end the job as an uncaught error would
+            _world._excepthook(*sys.exc_info())
+
+    def _deliver(self, chan, source, tag, buf):
+        treedef, _, values = _pack.unpack(buf)
+        item = _pack.unflatten(treedef, values)
+        if tag == _CTRL:
+            if item[0] == "end":
+                chan.ended.add(source)
+            elif item[0] == "close":
+                queue = chan.queues.get(item[1])
+                if queue is not None:
+                    queue._closed_by_owner = True
+            return
+        chan.queues[tag]._arrive(item)
+
+
+_hub = _Hub()
+
+
+def _finish():
+    """At exit: mark the end of this worker's items and wait for everyone's markers."""
+    for chan in list(_hub.channels.values()):
+        buf = _pack.pack(None, [_pack.Obj(("end",))], "DataQueue")
+        for rank in range(chan.scope.size):
+            if rank != chan.scope.rank:
+                _hub.track(chan.comm.Isend([buf, MPI.BYTE], rank, _CTRL), buf)
+    for chan in list(_hub.channels.values()):
+        while len(chan.ended) < chan.scope.size - 1:
+            time.sleep(0.0005)
+    while _hub.pending:
+        with _hub.lock:
+            _hub.pending[:] = [p for p in _hub.pending if not p[0].Test()]
+        time.sleep(0.0005)
+    _hub.stop = True
+    if _hub.thread is not None and _hub.thread is not threading.current_thread():
+        _hub.thread.join()
+
+
+class _Queue:
+    """What DataQueue and PollableDataQueue share: creation, send, length, close."""
+
+    _kind = "DataQueue"
+
+    def __init__(self, owner=1, *, _scope=None, _tag=None):
+        scope = _world.current() if _scope is None else _scope
+        self._scope = scope
+        call = self._kind
+        if _tag is None:  # a queue of its own: collective, every worker makes it here
+            error = check_worker(call, scope, "owner", owner, none_ok=False)
+            _tag = scope.next_queue_tag
+            agree(scope, call, digest((call, _tag, owner if error is None else None)),
+                  error=error, describe=lambda: f"{call}(owner={owner!r})")
+            scope.next_queue_tag += 1
+        chan = _hub.channel(scope)  # its first use duplicates a communicator: collective
+        chan.queues[_tag] = self
+        self._chan = chan
+        self._tag = _tag
+        self.owner = owner
+        self._items = collections.deque()
+        self._cond = threading.Condition(threading.RLock())
+        self._closed = False
+        self._closed_by_owner = False
+        _hub.start()
+
+    @property
+    def is_owner(self):
+        """Whether this worker owns the queue (receives what is sent to it)."""
+        return self._scope.index == self.owner
+
+    @property
+    def queue_length(self):
+        """Items waiting on the owner (0 on every other worker), MATLAB ``QueueLength``."""
+        return len(self._items) if self.is_owner else 0
+
+    def _who(self, call):
+        return f"{self._kind}.{call} ({self._scope.who()})"
+
+    def send(self, data):
+        """Send ``data`` (any picklable value, arrays as raw bytes) to the owner.
+
+        Returns at once; never waits for the owner. Raises SpmdValueError after the queue
+        was closed, SpmdTypeError for a value that cannot be pickled.
+        """
+        if self._closed or self._closed_by_owner:
+            by = "this worker" if self._closed else f"its owner, worker {self.owner}"
+            raise SpmdValueError(f"{self._who('send')}: the queue was closed by {by}; "
+                                 f"items can no longer be sent to it")
+        buf = _pack.pack(*_pack.flatten(data), self._who("send"))
+        request = self._chan.comm.Isend([buf, MPI.BYTE], self.owner - 1, self._tag)
+        _hub.track(request, buf)
+
+    def close(self):
+        """Refuse further sends; items already sent can still be received.
+
+        On the owner this closes the queue for every worker (they are told in the
+        background, so a send racing with the close may still arrive and be kept).
+        """
+        self._closed = True
+        if self.is_owner:
+            buf = _pack.pack(None, [_pack.Obj(("close", self._tag))], self._who("close"))
+            for rank in range(self._scope.size):
+                if rank != self._scope.rank:
+                    _hub.track(self._chan.comm.Isend([buf, MPI.BYTE], rank, _CTRL), buf)
+
+    @property
+    def closed(self):
+        return self._closed or self._closed_by_owner
+
+    def _arrive(self, item):
+        with self._cond:
+            self._items.append(item)
+            self._dispatch()
+            self._cond.notify_all()
+
+    def _dispatch(self):
+        pass
+
+    @classmethod
+    def per_worker(cls):
+        """Collective: one queue per worker, each owned by its worker (a ``QueueSet``).
+
+        MATLAB: a queue created inside ``spmd``, one per worker, whose ``q{k}`` the
+        client uses to send to worker k.
+        """
+        scope = _world.current()
+        call = f"{cls._kind}.per_worker"
+        first = scope.next_queue_tag
+        agree(scope, call, digest((call, first)), describe=lambda: f"{call}()")
+        scope.next_queue_tag += scope.size
+        queues = [cls(k, _scope=scope, _tag=first + k - 1) for k in range(1, scope.size + 1)]
+        return QueueSet(queues, scope.index)
+
+
+class _Listener:
+    """Handle returned by ``after_each``; ``remove()`` stops the calls."""
+
+    def __init__(self, queue, fn):
+        self.queue = queue
+        self.fn = fn
+
+    def remove(self):
+        with self.queue._cond:
+            if self in self.queue._listeners:
+                self.queue._listeners.remove(self)
+
+
+class DataQueue(_Queue):
+    """A queue whose owner handles items with listeners (MATLAB ``parallel.pool.DataQueue``).
+
+    ``DataQueue()`` is collective: every worker creates it at the same point. It is owned
+    by worker 1 unless ``owner=k``. Items sent before a listener exists wait
+    (``queue_length``) and are handed to the first listener registered.
+    """
+
+    _kind = "DataQueue"
+
+    def __init__(self, owner=1, **kwargs):
+        self._listeners = []
+        super().__init__(owner, **kwargs)
+
+    def after_each(self, fn):
+        """Call ``fn(item)`` on the owner for every item, in arrival order.
+
+        Inert on other workers (returns a handle all the same), so client code needs no
+        ``if`` around it. Items already waiting are handed over at once; several listeners
+        all run, in the order registered. Listeners run in spmdlab's receiver thread: they
+        may send to queues but must not call collectives. Returns a handle whose
+        ``remove()`` stops the calls.
+        """
+        if not callable(fn):
+            raise SpmdTypeError(f"{self._who('after_each')}: the listener must be callable "
+                                f"(got {fn!r} that is a {type(fn).__name__})")
+        listener = _Listener(self, fn)
+        if self.is_owner:
+            with self._cond:
+                self._listeners.append(listener)
+                self._dispatch()
+        return listener
+
+    afterEach = after_each
+
+    def _dispatch(self):
+        while self._items and self._listeners:
+            item = self._items.popleft()
+            for listener in list(self._listeners):
+                listener.fn(item)
+
+
+class PollableDataQueue(_Queue):
+    """A queue its owner reads with ``poll`` (MATLAB ``parallel.pool.PollableDataQueue``)."""
+
+    _kind = "PollableDataQueue"
+
+    def poll(self, timeout=0.0, default=None):
+        """The oldest waiting item, waiting up to ``timeout`` seconds; else ``default``.
+
+        On workers other than the owner it returns ``default`` at once.
+        """
+        if not self.is_owner:
+            return default
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while not self._items:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return default
+                self._cond.wait(left)
+            return self._items.popleft()
+
+
+class QueueSet:
+    """One queue per worker: ``qs.mine`` is this worker's, ``qs[k]`` worker k's (1-based)."""
+
+    def __init__(self, queues, index):
+        self._queues = queues
+        self.mine = queues[index - 1]
+
+    def __getitem__(self, k):
+        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or \
+                not 1 <= k <= len(self._queues):
+            raise SpmdValueError(f"QueueSet[{k!r}]: workers are numbered 1 to "
+                                 f"{len(self._queues)}")
+        return self._queues[k - 1]
+
+    def __len__(self):
+        return len(self._queues)
+
+    def __iter__(self):
+        return iter(self._queues)
+

@@ -1,0 +1,39 @@
+"""DataQueue behaviour that shows only in whole jobs: exit-time delivery, misuse."""
+
+import pytest
+
+from conftest import run_job
+
+pytestmark = pytest.mark.mpi_skip  # these tests launch mpiexec themselves
+
+
+def test_items_sent_in_the_last_lines_are_delivered():
+    job = run_job("""
+from spmdlab import *
+q = DataQueue()
+counts = {}
+def count(item):
+    sender, i = item
+    counts[sender] = counts.get(sender, 0) + 1
+    if i == 999:
+        print(f"last from {sender} after {counts[sender]} items", flush=True)
+q.after_each(count)
+for i in range(1000):
+    q.send((spmd_index(), i))
+""", 4)
+    assert job.returncode == 0, job.stderr
+    for k in range(1, 5):
+        assert f"last from {k} after 1000 items" in job.stdout
+
+
+def test_collective_in_a_listener_ends_the_job_with_a_clear_error():
+    job = run_job("""
+import time
+from spmdlab import *
+q = DataQueue()
+q.after_each(lambda item: spmd_plus(item))
+q.send(1.0)
+time.sleep(2)
+""", 2)
+    assert job.returncode != 0
+    assert "collectives cannot be called from a DataQueue listener" in job.stderr

@@ -1,0 +1,173 @@
+"""DataQueue and PollableDataQueue at any worker count."""
+
+import time
+
+import numpy as np
+import pytest
+
+from spmdlab import (DataQueue, PollableDataQueue, SpmdTypeError, SpmdValueError,
+                     spmd_barrier, spmd_cat, spmd_index, spmd_plus, spmd_probe,
+                     spmd_receive, spmd_send, spmd_size)
+
+
+pytestmark = pytest.mark.mpi
+
+
+def wait_for(condition, timeout=30.0):
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out waiting for queue items"
+        time.sleep(0.001)
+
+
+def test_every_item_arrives_in_order_per_sender():
+    q = DataQueue()
+    got = []
+    q.after_each(got.append)
+    per_worker = 10_000
+    for i in range(per_worker):
+        q.send((spmd_index(), i))
+    if spmd_index() == 1:
+        wait_for(lambda: len(got) == per_worker * spmd_size())
+        for k in range(1, spmd_size() + 1):
+            assert [i for s, i in got if s == k] == list(range(per_worker))
+    else:
+        assert got == []  # the listener is inert away from the owner
+    spmd_barrier()
+
+
+def test_items_wait_for_the_first_listener_and_all_listeners_run():
+    q = DataQueue(owner=spmd_size())
+    q.send(spmd_index())
+    spmd_barrier()
+    owner = spmd_index() == spmd_size()
+    if owner:
+        wait_for(lambda: q.queue_length == spmd_size())
+    else:
+        assert q.queue_length == 0
+    first, second = [], []
+    handle = q.after_each(first.append)  # waiting items are handed over at once
+    q.after_each(second.append)
+    if owner:
+        assert sorted(first) == list(range(1, spmd_size() + 1)) and q.queue_length == 0
+    spmd_barrier()
+    q.send(100 + spmd_index())
+    if owner:  # the second listener joined after the waiting items were handed over
+        wait_for(lambda: len(second) == spmd_size())
+        assert len(first) == 2 * spmd_size()
+    handle.remove()
+    spmd_barrier()
+    q.send(-1)
+    if owner:
+        wait_for(lambda: len(second) == 2 * spmd_size())
+        assert len(first) == 2 * spmd_size()  # removed: no more calls
+    spmd_barrier()
+
+
+def test_poll_with_timeout_and_default():
+    q = PollableDataQueue()
+    assert q.poll() is None and q.poll(0.01, default="none") == "none"
+    spmd_barrier()  # nobody sends before everyone has polled an empty queue
+    if spmd_index() == spmd_size():
+        q.send({"x": np.arange(3)})
+    if spmd_index() == 1:
+        item = q.poll(timeout=30)
+        assert (item["x"] == np.arange(3)).all()
+        assert q.queue_length == 0
+    else:
+        assert q.poll(timeout=0.01, default=7) == 7  # not the owner: inert
+    spmd_barrier()
+
+
+def test_per_worker_queues():
+    qs = PollableDataQueue.per_worker()
+    assert len(qs) == spmd_size() and qs.mine is qs[spmd_index()]
+    right = spmd_index() % spmd_size() + 1
+    qs[right].send(spmd_index())
+    left = (spmd_index() - 2) % spmd_size() + 1
+    assert qs.mine.poll(timeout=30) == left
+    with pytest.raises(SpmdValueError, match="workers are numbered 1 to"):
+        qs[0]
+    spmd_barrier()
+
+
+def test_large_payload():
+    q = PollableDataQueue()
+    if spmd_index() == spmd_size():
+        q.send(np.full(100 * 2 ** 20 // 8, 3.0))  # 100 MB
+    if spmd_index() == 1:
+        item = q.poll(timeout=60)
+        assert item.nbytes == 100 * 2 ** 20 and (item == 3.0).all()
+    spmd_barrier()
+
+
+def test_close():
+    q = PollableDataQueue()
+    q.send(spmd_index())
+    spmd_barrier()
+    if spmd_index() == 1:
+        wait_for(lambda: q.queue_length == spmd_size())
+        q.close()
+        with pytest.raises(SpmdValueError, match="closed by this worker"):
+            q.send(0)
+        assert sorted(q.poll() for _ in range(spmd_size())) == \
+            list(range(1, spmd_size() + 1))  # what was sent can still be polled
+    else:
+        wait_for(lambda: q.closed)
+        with pytest.raises(SpmdValueError, match=r"PollableDataQueue.send \(worker \d of "
+                                                 r"\d\): the queue was closed by its owner"):
+            q.send(0)
+    spmd_barrier()
+
+
+def test_bad_input():
+    with pytest.raises(SpmdValueError, match="DataQueue .*'owner' must be a worker number"):
+        DataQueue(owner=spmd_size() + 1)
+    q = DataQueue()
+    with pytest.raises(SpmdTypeError, match="after_each .*listener must be callable"):
+        q.after_each("print")
+    with pytest.raises(SpmdTypeError, match="DataQueue.send .*cannot be pickled"):
+        q.send(lambda: 0)
+    spmd_barrier()
+
+
+def test_queue_traffic_is_invisible_to_messages():
+    q = PollableDataQueue()
+    for i in range(50):
+        q.send(i)
+    spmd_barrier()
+    assert spmd_probe() is False  # queue items are not user messages
+    spmd_barrier()
+    right = spmd_index() % spmd_size() + 1
+    spmd_send("user", right, tag=1)
+    assert spmd_receive(tag=1) == "user"
+    if spmd_index() == 1:
+        wait_for(lambda: q.queue_length == 50 * spmd_size())
+    spmd_barrier()
+
+
+def test_seed_003_stop_relay_stops_everyone_at_the_same_iteration():
+    # worker 1 reports [epoch, loss, iteration]; the client's listener decides to stop and
+    # tells worker 1's per-worker queue; every worker sees it through spmd_plus
+    progress = DataQueue()
+    stop = PollableDataQueue.per_worker()
+    seen = []
+
+    def monitor(item):
+        seen.append(item)
+        if item[2] == 20:  # a person pressed Stop after iteration 20
+            stop[1].send(True)
+
+    progress.after_each(monitor)
+    iteration = 0
+    while iteration < 100_000:
+        iteration += 1
+        time.sleep(0.0005)  # a training step
+        if spmd_index() == 1:
+            progress.send([1, 1.0 / iteration, iteration])
+        if spmd_plus(stop.mine.queue_length) > 0:
+            break
+    stopped = spmd_cat(iteration)
+    assert (stopped == stopped[0]).all() and 20 <= stopped[0] < 100_000
+    if spmd_index() == 1:
+        assert seen[0] == [1, 1.0, 1]
