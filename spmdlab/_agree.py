@@ -19,13 +19,12 @@ mismatched at the MPI level, whatever the workers passed.
 """
 
 import struct
-import threading
 
 import numpy as np
 from mpi4py import MPI
 
 from . import _env, _world
-from .errors import SpmdError, SpmdMismatchError
+from .errors import SpmdMismatchError
 
 RECORD = 104
 HEADER = 40  # int64 key, exact, nbytes, flags, aux
@@ -55,9 +54,8 @@ class Exchange:
             self.request = None
 
     def run(self, scope, call):
-        if _world.LISTENER_THREADS and threading.get_ident() in _world.LISTENER_THREADS:
-            raise SpmdError(f"{call}: collectives cannot be called from a DataQueue "
-                            f"listener (it runs beside the program, not in step with it)")
+        if _world.listener_running:
+            _world.refuse_in_listener(call)
         if self.request is not None:
             self.request.Start()
             _world.wait(self.request, scope, call)

@@ -14,13 +14,14 @@ import atexit
 import os
 import socket
 import sys
+import threading
 import time
 import traceback
 
 from mpi4py import MPI
 
 from . import _env
-from .errors import SpmdPeerError, SpmdTimeoutError
+from .errors import SpmdError, SpmdPeerError, SpmdTimeoutError
 
 _EXIT_TAG = 1
 
@@ -76,7 +77,17 @@ def _oversubscribed():
 # worker it waits for may not run until the scheduler's time slice ends (milliseconds).
 OVERSUBSCRIBED = SIZE > 1 and _oversubscribed()
 _stack = [WORLD]
-LISTENER_THREADS = set()  # threads that run DataQueue listeners: no collectives there
+# True while a DataQueue listener runs in the receiver thread (whose id is LISTENER):
+# collectives check the flag, and only then the thread, so the check costs next to nothing
+listener_running = False
+LISTENER = None
+
+
+def refuse_in_listener(call):
+    """Raise if a DataQueue listener, running beside the program, calls a collective."""
+    if threading.get_ident() == LISTENER:
+        raise SpmdError(f"{call}: collectives cannot be called from a DataQueue listener "
+                        f"(it runs beside the program, not in step with it)")
 SCOPES = [WORLD]  # every scope made so far (regions add theirs)
 _exited = set()  # world ranks known to have reached the end of the program
 _pending_sends = []  # (request, buffer, destination scope, world rank): kept alive until done

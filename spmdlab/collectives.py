@@ -270,7 +270,7 @@ def _exchange(scope, call, ex, key, flags, header, describe):
     on every worker).
     """
     request = ex.request
-    if request is None or _world.LISTENER_THREADS:
+    if request is None or _world.listener_running:
         ex.run(scope, call)
     else:
         request.Start()

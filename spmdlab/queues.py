@@ -17,6 +17,8 @@ marker, so no item is still in flight when a worker exits.
 """
 
 import collections
+import pickle
+import struct
 import sys
 import threading
 import time
@@ -24,7 +26,7 @@ import time
 import numpy as np
 from mpi4py import MPI
 
-from . import _pack, _world
+from . import _world
 from ._agree import agree
 from ._pack import digest
 from .collectives import check_worker
@@ -33,8 +35,51 @@ from .errors import SpmdTypeError, SpmdValueError
 __all__ = ["DataQueue", "PollableDataQueue", "QueueSet"]
 
 _CTRL = 0  # tag of control messages: ("close", tag) and ("end",)
-_IDLE_SLEEP = 0.002
-_BUSY_SLEEP = 0.00005
+_IDLE_SLEEP = 0.01  # an idle thread wakes 100 times a second (see README for the cost)
+_BUSY_SLEEP = 0.00005  # while items keep coming (and for 50 ms after the last one)
+_HEAD = struct.Struct("<BIQ")  # format 1, number of buffers, length of the pickle
+
+
+def _dumps(item, who):
+    """One message for ``item``: a protocol-5 pickle whose large buffers (numpy arrays)
+    follow it as raw bytes instead of being serialized into it. ``who()`` names the call
+    and worker for the error raised when ``item`` cannot be pickled."""
+    buffers = []
+    try:
+        head = pickle.dumps(item, protocol=5, buffer_callback=buffers.append)
+    except Exception as exc:
+        raise SpmdTypeError(f"{who()}: cannot send a value of type {type(item).__name__}: "
+                            f"it cannot be pickled ({exc})") from None
+    if not buffers:
+        return head  # a protocol-5 pickle starts with 0x80: told apart from format 1
+    raws = [b.raw() for b in buffers]
+    sizes = struct.pack(f"<{len(raws)}Q", *(r.nbytes for r in raws))
+    start = _HEAD.size + len(sizes) + len(head)
+    message = np.empty(start + sum(r.nbytes for r in raws), dtype=np.uint8)
+    _HEAD.pack_into(message, 0, 1, len(raws), len(head))
+    message[_HEAD.size:_HEAD.size + len(sizes)] = np.frombuffer(sizes, dtype=np.uint8)
+    message[_HEAD.size + len(sizes):start] = np.frombuffer(head, dtype=np.uint8)
+    for raw in raws:
+        message[start:start + raw.nbytes] = np.frombuffer(raw, dtype=np.uint8)
+        start += raw.nbytes
+    return message
+
+
+def _loads(buf):
+    """Inverse of ``_dumps``; arrays come back as views of ``buf`` (no copy)."""
+    if buf[0] != 1:
+        return pickle.loads(buf)
+    _, count, hlen = _HEAD.unpack_from(buf, 0)
+    sizes = struct.unpack_from(f"<{count}Q", buf, _HEAD.size)
+    start = _HEAD.size + 8 * count
+    view = memoryview(buf)
+    head = view[start:start + hlen]
+    start += hlen
+    buffers = []
+    for size in sizes:
+        buffers.append(view[start:start + size])
+        start += size
+    return pickle.loads(head, buffers=buffers)
 
 
 class _Channel:
@@ -53,10 +98,9 @@ class _Hub:
     def __init__(self):
         self.channels = {}  # id(scope) -> _Channel
         self.lock = threading.Lock()
-        self.pending = []  # (request, buffer)
+        self.pending = collections.deque()  # (request, buffer) of sends in flight
         self.thread = None
         self.stop = False
-        self.ident = None
 
     def channel(self, scope):
         chan = self.channels.get(id(scope))
@@ -72,15 +116,25 @@ class _Hub:
             _world.at_exit(_finish)
 
     def track(self, request, buf):
+        """Keep ``buf`` alive until its send completes (sends complete about in order)."""
         with self.lock:
-            if self.pending:
-                self.pending[:] = [p for p in self.pending if not p[0].Test()]
-            if not request.Test():
-                self.pending.append((request, buf))
+            pending = self.pending
+            while pending and pending[0][0].Test():
+                pending.popleft()
+            pending.append((request, buf))
+
+    def flush(self):
+        """Wait until every send of this worker has completed."""
+        while True:
+            with self.lock:
+                while self.pending and self.pending[0][0].Test():
+                    self.pending.popleft()
+                if not self.pending:
+                    return
+            time.sleep(0.0005)
 
     def _run(self):
-        self.ident = threading.get_ident()
-        _world.LISTENER_THREADS.add(self.ident)
+        _world.LISTENER = threading.get_ident()
         status = MPI.Status()
         sleep = _IDLE_SLEEP
         quiet_since = time.monotonic()
@@ -92,9 +146,13 @@ class _Hub:
                         message = chan.comm.Improbe(MPI.ANY_SOURCE, MPI.ANY_TAG, status)
                         if message is None:
                             break
-                        buf = np.empty(status.Get_count(MPI.BYTE), dtype=np.uint8)
+                        buf = bytearray(status.Get_count(MPI.BYTE))
                         message.Recv([buf, MPI.BYTE])
-                        self._deliver(chan, status.Get_source(), status.Get_tag(), buf)
+                        _world.listener_running = True
+                        try:
+                            self._deliver(chan, status.Get_source(), status.Get_tag(), buf)
+                        finally:
+                            _world.listener_running = False
                         got = True
                 now = time.monotonic()
                 if got:
@@ -106,8 +164,7 @@ class _Hub:
             _world._excepthook(*sys.exc_info())
 
     def _deliver(self, chan, source, tag, buf):
-        treedef, _, values = _pack.unpack(buf)
-        item = _pack.unflatten(treedef, values)
+        item = _loads(buf)
         if tag == _CTRL:
             if item[0] == "end":
                 chan.ended.add(source)
@@ -125,17 +182,14 @@ _hub = _Hub()
 def _finish():
     """At exit: mark the end of this worker's items and wait for everyone's markers."""
     for chan in list(_hub.channels.values()):
-        buf = _pack.pack(None, [_pack.Obj(("end",))], "DataQueue")
+        buf = _dumps(("end",), lambda: "DataQueue")
         for rank in range(chan.scope.size):
             if rank != chan.scope.rank:
                 _hub.track(chan.comm.Isend([buf, MPI.BYTE], rank, _CTRL), buf)
     for chan in list(_hub.channels.values()):
         while len(chan.ended) < chan.scope.size - 1:
             time.sleep(0.0005)
-    while _hub.pending:
-        with _hub.lock:
-            _hub.pending[:] = [p for p in _hub.pending if not p[0].Test()]
-        time.sleep(0.0005)
+    _hub.flush()
     _hub.stop = True
     if _hub.thread is not None and _hub.thread is not threading.current_thread():
         _hub.thread.join()
@@ -163,6 +217,7 @@ class _Queue:
         self.owner = owner
         self._items = collections.deque()
         self._cond = threading.Condition(threading.RLock())
+        self._pollers = 0  # threads waiting in poll: only then is arrival notified
         self._closed = False
         self._closed_by_owner = False
         _hub.start()
@@ -190,7 +245,7 @@ class _Queue:
             by = "this worker" if self._closed else f"its owner, worker {self.owner}"
             raise SpmdValueError(f"{self._who('send')}: the queue was closed by {by}; "
                                  f"items can no longer be sent to it")
-        buf = _pack.pack(*_pack.flatten(data), self._who("send"))
+        buf = _dumps(data, lambda: self._who("send"))
         request = self._chan.comm.Isend([buf, MPI.BYTE], self.owner - 1, self._tag)
         _hub.track(request, buf)
 
@@ -202,7 +257,7 @@ class _Queue:
         """
         self._closed = True
         if self.is_owner:
-            buf = _pack.pack(None, [_pack.Obj(("close", self._tag))], self._who("close"))
+            buf = _dumps(("close", self._tag), lambda: self._who("close"))
             for rank in range(self._scope.size):
                 if rank != self._scope.rank:
                     _hub.track(self._chan.comm.Isend([buf, MPI.BYTE], rank, _CTRL), buf)
@@ -215,7 +270,8 @@ class _Queue:
         with self._cond:
             self._items.append(item)
             self._dispatch()
-            self._cond.notify_all()
+            if self._pollers:
+                self._cond.notify_all()
 
     def _dispatch(self):
         pass
@@ -303,13 +359,21 @@ class PollableDataQueue(_Queue):
         """
         if not self.is_owner:
             return default
-        deadline = time.monotonic() + timeout
         with self._cond:
-            while not self._items:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return default
-                self._cond.wait(left)
+            if self._items:
+                return self._items.popleft()
+            if timeout <= 0:
+                return default
+            deadline = time.monotonic() + timeout
+            self._pollers += 1
+            try:
+                while not self._items:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        return default
+                    self._cond.wait(left)
+            finally:
+                self._pollers -= 1
             return self._items.popleft()
 
 

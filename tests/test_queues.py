@@ -126,7 +126,7 @@ def test_bad_input():
     q = DataQueue()
     with pytest.raises(SpmdTypeError, match="after_each .*listener must be callable"):
         q.after_each("print")
-    with pytest.raises(SpmdTypeError, match="DataQueue.send .*cannot be pickled"):
+    with pytest.raises(SpmdTypeError, match=r"DataQueue.send \(worker \d of \d\): .*cannot be pickled"):
         q.send(lambda: 0)
     spmd_barrier()
 

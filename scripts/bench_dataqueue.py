@@ -1,0 +1,205 @@
+"""DataQueue against raw mpi4py isend/recv, and what an idle queue costs, in one run.
+
+    python scripts/bench_dataqueue.py               # launches itself at 4 and 2 workers
+    python scripts/bench_dataqueue.py --workers 4 --items 2000
+
+At each worker count:
+- idle cost: a loop of 1,000 ``spmd_plus(1.0)`` before any queue exists and after an
+  idle DataQueue (and its receiver thread) exists; median of rounds, ratio;
+- throughput: every worker sends ``--items`` small items ``(worker, i)`` to worker 1;
+  time until worker 1 holds all of them, checked complete and in order per sender.
+  DataQueue (a listener collects them) against raw ``comm.isend`` + ``comm.recv`` loops
+  of pickled objects; rounds alternate between the two;
+- send cost: microseconds one ``send`` / ``isend`` call takes on the sender;
+- latency: a ping-pong between workers 2 and 1 through queues (worker 1's listener
+  answers into worker 2's PollableDataQueue) against raw ``send``/``recv``; half the
+  round trip.
+"""
+
+import argparse
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+
+
+def worker(args):
+    import numpy as np
+    from mpi4py import MPI
+
+    import spmdlab
+    from spmdlab import DataQueue, PollableDataQueue, spmd_barrier, spmd_plus
+
+    comm = MPI.COMM_WORLD.Dup()
+    rank, size = comm.Get_rank(), comm.Get_size()
+    rounds = args.rounds
+
+    def loop():
+        spmd_barrier()
+        start = time.perf_counter()
+        for _ in range(1000):
+            spmd_plus(1.0)
+        return comm.bcast(time.perf_counter() - start)
+
+    # idle cost: before any queue exists, then with an idle queue and its thread
+    before = [loop() for _ in range(rounds)]
+    idle = DataQueue()
+    time.sleep(0.1)
+    after = [loop() for _ in range(rounds)]
+
+    # throughput: every worker sends n items to worker 1
+    n = args.items
+    q = DataQueue()
+    got = []
+    q.after_each(got.append)
+
+    def queue_round():
+        got.clear()
+        spmd_barrier()
+        start = time.perf_counter()
+        for i in range(n):
+            q.send((rank + 1, i))
+        if rank == 0:
+            while len(got) < n * size:
+                time.sleep(0.0002)
+            elapsed = time.perf_counter() - start
+            ordered = all([i for s, i in got if s == k] == list(range(n))
+                          for k in range(1, size + 1))
+            result = (elapsed, len(got), ordered)
+        else:
+            result = None
+        return comm.bcast(result)
+
+    def raw_round():
+        comm.Barrier()
+        start = time.perf_counter()
+        requests = [comm.isend((rank + 1, i), dest=0, tag=7) for i in range(n)]
+        if rank == 0:
+            items = [comm.recv(source=MPI.ANY_SOURCE, tag=7) for _ in range(n * size)]
+            elapsed = time.perf_counter() - start
+        MPI.Request.waitall(requests)
+        return comm.bcast((elapsed, len(items)) if rank == 0 else None)
+
+    queue_runs, raw_runs = [], []
+    for _ in range(max(3, rounds // 3)):
+        queue_runs.append(queue_round())
+        raw_runs.append(raw_round())
+
+    # send cost on the sender
+    spmd_barrier()
+    sink = DataQueue()
+    start = time.perf_counter()
+    for i in range(n):
+        sink.send(i)
+    send_us = (time.perf_counter() - start) / n * 1e6
+    start = time.perf_counter()
+    requests = [comm.isend(i, dest=0, tag=8) for i in range(n)]
+    isend_us = (time.perf_counter() - start) / n * 1e6
+    if rank == 0:
+        for _ in range(n * size):
+            comm.recv(source=MPI.ANY_SOURCE, tag=8)
+    MPI.Request.waitall(requests)
+    costs = comm.gather((send_us, isend_us), root=0)
+
+    # latency: ping-pong 1 <-> 2 through queues, and raw
+    ping = DataQueue()
+    pong = PollableDataQueue.per_worker()
+    ping.after_each(lambda item: pong[2].send(item))
+    hops = 500
+    queue_latency = raw_latency = None
+    spmd_barrier()
+    if rank == 1:
+        for i in range(20):
+            ping.send(i)
+            pong.mine.poll(timeout=10)
+        start = time.perf_counter()
+        for i in range(hops):
+            ping.send(i)
+            assert pong.mine.poll(timeout=10) == i
+        queue_latency = (time.perf_counter() - start) / hops / 2 * 1e6
+    spmd_barrier()
+    if rank in (0, 1):
+        other = 1 - rank
+        for i in range(20 + hops):
+            if i == 20:
+                start = time.perf_counter()
+            if rank == 1:
+                comm.send(i, dest=other, tag=9)
+                comm.recv(source=other, tag=9)
+            else:
+                comm.send(comm.recv(source=other, tag=9), dest=other, tag=9)
+        raw_latency = (time.perf_counter() - start) / hops / 2 * 1e6
+    latencies = comm.gather((queue_latency, raw_latency), root=0)
+    if rank == 0:
+        print("RESULT " + json.dumps({
+            "workers": size, "items": n,
+            "before": float(np.median(before)), "after": float(np.median(after)),
+            "queue": queue_runs, "raw": raw_runs, "send_cost": costs,
+            "latency": latencies[1]}))
+    del idle
+
+
+def report(res):
+    n, size = res["items"], res["workers"]
+    print(f"\n== {size} workers")
+    b, a = res["before"], res["after"]
+    print(f"idle queue: 1,000 spmd_plus(1.0) take {b * 1e3:.2f} ms with no queue, "
+          f"{a * 1e3:.2f} ms with an idle DataQueue: {100 * (a / b - 1):+.1f}%")
+    q_times = sorted(r[0] for r in res["queue"])
+    r_times = sorted(r[0] for r in res["raw"])
+    q_med, r_med = q_times[len(q_times) // 2], r_times[len(r_times) // 2]
+    complete = all(r[1] == n * size and r[2] for r in res["queue"])
+    print(f"{size} workers x {n:,} items to worker 1: DataQueue {n * size / q_med:,.0f} "
+          f"items/s ({q_med * 1e3:.1f} ms), raw isend/recv {n * size / r_med:,.0f} items/s "
+          f"({r_med * 1e3:.1f} ms): ratio {r_med / q_med:.2f}; all {n * size:,} delivered "
+          f"in order per sender in every round: {complete}")
+    costs = res["send_cost"]
+    print("send cost on the sender (us per call, worker 1..N): DataQueue.send "
+          + ", ".join(f"{c[0]:.1f}" for c in costs) + "; raw isend "
+          + ", ".join(f"{c[1]:.1f}" for c in costs))
+    ql, rl = res["latency"]
+    print(f"one-way latency (half a ping-pong between workers 2 and 1): DataQueue "
+          f"{ql:.1f} us, raw send/recv {rl:.1f} us")
+
+
+def launch(args):
+    from mpi4py import MPI
+
+    here = os.path.abspath(__file__)
+    mpiexec = os.path.join(os.path.dirname(sys.executable), "mpiexec")
+    if not os.path.exists(mpiexec):
+        mpiexec = "mpiexec"
+    extra = ["--oversubscribe"] if MPI.Get_library_version().startswith("Open MPI") else []
+    print(f"bench_dataqueue: {socket.gethostname()}, {os.cpu_count()} cores, "
+          f"{MPI.Get_library_version().splitlines()[0].strip()}, "
+          f"{time.strftime('%Y-%m-%d %H:%M')}")
+    if any(n > (os.cpu_count() or 1) for n in args.workers):
+        print("note: more workers than cores is oversubscribed; times include scheduling")
+    for n in args.workers:
+        cmd = [mpiexec, *extra, "-n", str(n), sys.executable, here, "--worker",
+               "--items", str(args.items), "--rounds", str(args.rounds)]
+        env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=1800, env=env)
+        lines = [l for l in out.stdout.splitlines() if l.startswith("RESULT ")]
+        if out.returncode != 0 or not lines:
+            sys.exit(f"benchmark at {n} workers failed:\n{out.stdout}\n{out.stderr}")
+        report(json.loads(lines[-1][7:]))
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--workers", type=int, nargs="+", default=[4, 2])
+    parser.add_argument("--items", type=int, default=10_000)
+    parser.add_argument("--rounds", type=int, default=9)
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        worker(args)
+    else:
+        launch(args)
+
+
+if __name__ == "__main__":
+    main()
