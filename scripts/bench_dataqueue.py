@@ -5,7 +5,7 @@
 
 At each worker count:
 - idle cost: a loop of 1,000 ``spmd_plus(1.0)`` before any queue exists and after an
-  idle DataQueue (and its receiver thread) exists; median of rounds, ratio;
+  idle DataQueue (and its receiver thread) exists; median of 41 loops each, ratio;
 - throughput: every worker sends ``--items`` small items ``(worker, i)`` to worker 1;
   time until worker 1 holds all of them, checked complete and in order per sender.
   DataQueue (a listener collects them) against raw ``comm.isend`` + ``comm.recv`` loops
@@ -29,7 +29,6 @@ def worker(args):
     import numpy as np
     from mpi4py import MPI
 
-    import spmdlab
     from spmdlab import DataQueue, PollableDataQueue, spmd_barrier, spmd_plus
 
     comm = MPI.COMM_WORLD.Dup()
@@ -44,10 +43,10 @@ def worker(args):
         return comm.bcast(time.perf_counter() - start)
 
     # idle cost: before any queue exists, then with an idle queue and its thread
-    before = [loop() for _ in range(rounds)]
+    before = [loop() for _ in range(41)]
     idle = DataQueue()
     time.sleep(0.1)
-    after = [loop() for _ in range(rounds)]
+    after = [loop() for _ in range(41)]
 
     # throughput: every worker sends n items to worker 1
     n = args.items
