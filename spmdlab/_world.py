@@ -198,12 +198,16 @@ def spin(done, scope, call, needed=None, any_of=False):
 # -- point-to-point sends still in flight ------------------------------------------------
 
 
+_sends_lock = threading.Lock()  # a DataQueue listener may send too
+
+
 def track_send(request, buf, world_rank):
     """Keep a nonblocking send's buffer alive until the send completes."""
-    if _pending_sends:
-        _pending_sends[:] = [p for p in _pending_sends if not p[0].Test()]
-    if not request.Test():
-        _pending_sends.append((request, buf, world_rank))
+    with _sends_lock:
+        if _pending_sends:
+            _pending_sends[:] = [p for p in _pending_sends if not p[0].Test()]
+        if not request.Test():
+            _pending_sends.append((request, buf, world_rank))
 
 
 def _flush_sends():
@@ -213,7 +217,8 @@ def _flush_sends():
     waits for the others at exit, so this wait always ends.
     """
     while _pending_sends:
-        _pending_sends[:] = [p for p in _pending_sends if not p[0].Test()]
+        with _sends_lock:
+            _pending_sends[:] = [p for p in _pending_sends if not p[0].Test()]
         if _pending_sends:
             _drain_unreceived()  # two workers may be waiting on messages to each other
             time.sleep(0.0005)
@@ -271,8 +276,15 @@ def _excepthook(etype, value, tb):
               f"{os.getpid()}) failed; ending the job\n")
     try:
         text = "".join(traceback.format_exception(etype, value, tb))
-        sys.stderr.write(header + text)
-        sys.stderr.flush()
+        plugin = sys.modules.get("spmdlab.pytest_plugin")
+        capture = getattr(plugin, "CAPTURE", None)
+        if capture is not None:  # under pytest: write past its output capture
+            with capture.global_and_fixture_disabled():
+                sys.stderr.write(header + text)
+                sys.stderr.flush()
+        else:
+            sys.stderr.write(header + text)
+            sys.stderr.flush()
         sys.stdout.flush()
         # mpiexec forwards output asynchronously and stops forwarding once the job is
         # aborted: give it a moment, or this traceback may never reach the terminal

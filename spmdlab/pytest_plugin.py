@@ -13,6 +13,14 @@ import time
 import pytest
 
 
+CAPTURE = None  # pytest's capture manager, for errors reported from elsewhere (see _world)
+
+
+def pytest_configure(config):
+    global CAPTURE
+    CAPTURE = config.pluginmanager.getplugin("capturemanager")
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     outcome = yield
@@ -26,9 +34,16 @@ def pytest_runtest_makereport(item, call):
 
     if _env.ABORT_ON_ERROR is False:
         return
-    sys.stderr.write(f"\n### spmdlab: {item.nodeid} failed ({report.when}) on worker "
-                     f"{world.RANK + 1} of {world.SIZE}; ending the job\n")
-    sys.stderr.write(report.longreprtext + "\n")
-    sys.stderr.flush()
+    text = (f"\n### spmdlab: {item.nodeid} failed ({report.when}) on worker "
+            f"{world.RANK + 1} of {world.SIZE}; ending the job\n{report.longreprtext}\n")
+    # pytest is still capturing this test's output: write past it, or the report is lost
+    capture = item.config.pluginmanager.getplugin("capturemanager")
+    if capture is not None:
+        with capture.global_and_fixture_disabled():
+            sys.stderr.write(text)
+            sys.stderr.flush()
+    else:
+        sys.stderr.write(text)
+        sys.stderr.flush()
     time.sleep(0.2)  # let mpiexec forward the report before the job is aborted
     world._world_comm.Abort(1)

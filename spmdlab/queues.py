@@ -89,6 +89,12 @@ class _Channel:
         self.scope = scope
         self.comm = scope.comm.Dup()
         self.queues = {}  # tag -> queue
+        # Items (and close notices) can arrive before this worker has made the queue:
+        # another worker may be past the creating agreement and sending while this one
+        # is still on its way out of it. They wait here, in order, for the queue.
+        self.early = {}  # tag -> [items]
+        self.early_closed = set()
+        self.lock = threading.Lock()  # delivery and registration, in order
         self.ended = set()  # scope ranks whose end marker has arrived
 
 
@@ -165,15 +171,22 @@ class _Hub:
 
     def _deliver(self, chan, source, tag, buf):
         item = _loads(buf)
-        if tag == _CTRL:
-            if item[0] == "end":
-                chan.ended.add(source)
-            elif item[0] == "close":
-                queue = chan.queues.get(item[1])
-                if queue is not None:
-                    queue._closed_by_owner = True
-            return
-        chan.queues[tag]._arrive(item)
+        with chan.lock:
+            if tag == _CTRL:
+                if item[0] == "end":
+                    chan.ended.add(source)
+                elif item[0] == "close":
+                    queue = chan.queues.get(item[1])
+                    if queue is None:
+                        chan.early_closed.add(item[1])
+                    else:
+                        queue._closed_by_owner = True
+                return
+            queue = chan.queues.get(tag)
+            if queue is None:
+                chan.early.setdefault(tag, []).append(item)
+            else:
+                queue._arrive(item)
 
 
 _hub = _Hub()
@@ -211,7 +224,6 @@ class _Queue:
                   error=error, describe=lambda: f"{call}(owner={owner!r})")
             scope.next_queue_tag += 1
         chan = _hub.channel(scope)  # its first use duplicates a communicator: collective
-        chan.queues[_tag] = self
         self._chan = chan
         self._tag = _tag
         self.owner = owner
@@ -220,6 +232,11 @@ class _Queue:
         self._pollers = 0  # threads waiting in poll: only then is arrival notified
         self._closed = False
         self._closed_by_owner = False
+        with chan.lock:
+            chan.queues[_tag] = self
+            self._closed_by_owner = _tag in chan.early_closed
+            for item in chan.early.pop(_tag, ()):
+                self._arrive(item)
         _hub.start()
 
     @property

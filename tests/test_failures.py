@@ -131,3 +131,34 @@ def test_plain_python_is_one_worker():
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["1", "1", "3.0", "[2]"]
+
+
+BAD_INPUTS = {
+    "shapes differ": ("spmd_plus(np.ones(spmd_index()))",
+                      "SpmdMismatchError: spmd_plus", "worker 2: spmd_plus(float64 (2,) numpy)"),
+    "dtypes differ": ("spmd_plus(np.ones(3, np.float32 if spmd_index() == 1 else np.int64))",
+                      "SpmdMismatchError: spmd_plus", "int64 (3,) numpy"),
+    "structures differ": ("spmd_cat({'a': 1} if spmd_index() == 1 else [1])",
+                          "SpmdMismatchError: spmd_cat", "worker 1: spmd_cat(dict of"),
+    "destination out of range": ("spmd_plus(1.0, destination=spmd_index() + 2)",
+                                 "SpmdValueError: spmd_plus",
+                                 "'destination' must be a worker number from 1 to 3"),
+    "source out of range": ("spmd_broadcast(4, 1)", "SpmdValueError: spmd_broadcast",
+                            "'source' must be a worker number from 1 to 3 (got 4)"),
+    "negative tag": ("spmd_send(1, 1, tag=-1)", "SpmdValueError: spmd_send",
+                     "'tag' must be from 0"),
+    "cannot be summed": ("spmd_plus('abc' if spmd_index() == 3 else 1.0)",
+                         "SpmdTypeError: spmd_plus", "cannot sum a value of type str"),
+    "unpicklable": ("spmd_cat(lambda: 0)", "SpmdTypeError: spmd_cat",
+                    "cannot be pickled"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_INPUTS), ids=lambda c: c.replace(" ", "-"))
+def test_bad_input_uncaught_ends_the_job_with_its_message(case):
+    line, error, detail = BAD_INPUTS[case]
+    job = run_job(PROLOGUE + line + "\nspmd_barrier()\n", 3)
+    assert job.returncode != 0, job.stdout
+    assert error in job.stderr and detail in job.stderr, job.stderr
+    assert "### spmdlab: worker" in job.stderr
+    assert job.seconds < 20

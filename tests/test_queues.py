@@ -171,3 +171,22 @@ def test_seed_003_stop_relay_stops_everyone_at_the_same_iteration():
     assert (stopped == stopped[0]).all() and 20 <= stopped[0] < 100_000
     if spmd_index() == 1:
         assert seen[0] == [1, 1.0, 1]
+
+
+def test_items_arriving_before_this_worker_made_the_queue_wait_for_it():
+    # another worker can be past the creating agreement and sending while this worker has
+    # not yet registered the queue: simulate such an early item on the owner
+    from spmdlab import _world, queues
+
+    scope = _world.current()
+    chan = queues._hub.channel(scope)
+    tag = scope.next_queue_tag
+    if spmd_index() == 1:
+        queues._hub._deliver(chan, 0, tag, queues._dumps("early", lambda: "test"))
+    q = PollableDataQueue()
+    q.send("later")
+    if spmd_index() == 1:
+        assert q.poll(timeout=30) == "early"
+        got = [q.poll(timeout=30) for _ in range(spmd_size())]
+        assert got == ["later"] * spmd_size()
+    spmd_barrier()
