@@ -1,0 +1,246 @@
+"""Weighted aggregation across workers: gradients, losses and metrics, batch-norm state.
+
+Every function here is a weighted sum ``spmd_plus(w_k * x_k)`` with ``w_k`` the worker's
+share of the global mini-batch (local batch / global batch), so uneven shares are exact.
+Collective: every worker must call them, in the same order.
+"""
+
+import sys
+import weakref
+
+import numpy as np
+
+from .. import _pack, _world
+from .._agree import agree
+from .._backends import classify
+from ..collectives import spmd_plus
+from ..errors import SpmdTypeError
+
+__all__ = ["aggregate_gradients", "aggregate_state", "aggregate_state_values",
+           "weighted_sum"]
+
+
+def _torch():
+    return sys.modules.get("torch")
+
+
+def _is_module(x):
+    torch = _torch()
+    return torch is not None and isinstance(x, torch.nn.Module)
+
+
+def _scaled(x, factor, call):
+    """``x`` with every array or number leaf multiplied by ``factor``."""
+    treedef, leaves = _pack.flatten(x)
+    out = []
+    for leaf in leaves:
+        if type(leaf) is _pack.Obj:
+            raise SpmdTypeError(f"{call}: cannot weight a value of type "
+                                f"{type(leaf.value).__name__}; pass numbers, arrays or "
+                                f"tensors")
+        out.append(leaf.value * factor)
+    return _pack.unflatten(treedef, out)
+
+
+def weighted_sum(x, factor):
+    """``spmd_plus(factor * x)``: with ``factor`` = local / global batch, a per-worker
+    mean (a loss, an accuracy) becomes the mean over the global mini-batch.
+
+    Collective: every worker must call this. ``x`` may be a number, array, tensor or a
+    dict / list / tuple of them.
+    """
+    return spmd_plus(_scaled(x, factor, "weighted_sum"))
+
+
+class _Flat:
+    """A model's gradients as one flat buffer (reused step after step)."""
+
+    def __init__(self, params, dtype):
+        self.key = tuple((tuple(p.shape), p.dtype) for p in params)
+        self.counts = [p.numel() for p in params]
+        self.offsets = np.concatenate([[0], np.cumsum(self.counts)]).astype(int)
+        self.total = int(self.offsets[-1])
+        # the gradients, then one "had a gradient" flag per parameter
+        self.buffer = np.zeros(self.total + len(params), dtype=dtype)
+
+
+_flat = weakref.WeakKeyDictionary()  # model -> _Flat
+
+
+def aggregate_gradients(x, factor):
+    """The weighted sum over workers of gradients: ``sum_k factor_k * g_k``.
+
+    Collective: every worker must call this, with its ``factor`` (local batch / global
+    batch). ``x`` is a ``torch.nn.Module``, whose parameters' ``.grad`` are replaced in
+    place (and the module returned), or a list / dict of gradient tensors or arrays,
+    returned aggregated. A module's gradients move as one flat buffer in one collective,
+    and the buffer is reused across steps (the previous result is the next input, so with
+    every worker on one node nothing is copied into shared memory). A parameter without
+    a gradient on some worker counts as zero there; one without a gradient anywhere keeps
+    ``.grad = None`` everywhere. Raises SpmdMismatchError on every worker when the models'
+    parameter shapes differ between workers.
+    """
+    if not _is_module(x):
+        return spmd_plus(_scaled(x, factor, "aggregate_gradients"))
+    torch = _torch()
+    model = x
+    params = [p for p in model.parameters() if p.requires_grad]
+    if not params:
+        return model
+    dtypes = {p.dtype for p in params}
+    if len(dtypes) != 1 or classify(params[0].detach().cpu()[:0]) is None:
+        grads = {str(i): (p.grad if p.grad is not None else torch.zeros_like(p))
+                 for i, p in enumerate(params)}
+        summed = spmd_plus(_scaled(grads, factor, "aggregate_gradients"))
+        for i, p in enumerate(params):
+            p.grad = summed[str(i)]
+        return model
+    flat = _flat.get(model)
+    key = tuple((tuple(p.shape), p.dtype) for p in params)
+    if flat is None or flat.key != key:
+        _agree_shapes(params)
+        dtype = params[0].detach().cpu()[:0].numpy().dtype
+        flat = _flat[model] = _Flat(params, dtype)
+    buf = flat.buffer
+    flags = buf[flat.total:]
+    for i, p in enumerate(params):
+        seg = buf[flat.offsets[i]:flat.offsets[i + 1]]
+        if p.grad is None:
+            seg[...] = 0
+            flags[i] = 0
+        else:
+            grad = p.grad.detach()
+            if grad.device.type != "cpu":
+                grad = grad.cpu()
+            np.multiply(grad.reshape(-1).numpy(), factor, out=seg)
+            flags[i] = 1
+    result = spmd_plus(buf)
+    flat.buffer = result  # next step writes its gradients here: a buffer read in place
+    flags = result[flat.total:]
+    for i, p in enumerate(params):
+        if flags[i] == 0:
+            continue  # no worker had a gradient for this parameter
+        summed = torch.from_numpy(result[flat.offsets[i]:flat.offsets[i + 1]]).view_as(p)
+        if p.grad is None:
+            p.grad = summed.to(p.device, copy=True)
+        else:
+            p.grad.copy_(summed)
+    return model
+
+
+def _agree_shapes(params):
+    """Collective, once per model layout: every worker has the same parameter shapes."""
+    scope = _world.current()
+    layout = tuple((tuple(p.shape), str(p.dtype)) for p in params)
+
+    def describe():
+        shapes = ", ".join(f"{tuple(p.shape)}" for p in params[:4])
+        more = f", ... ({len(params)} in all)" if len(params) > 4 else ""
+        return f"aggregate_gradients(model with parameter shapes {shapes}{more})"
+
+    agree(scope, "aggregate_gradients", _pack.digest(("aggregate_gradients", layout)),
+          describe=describe)
+
+
+def _batch_norms(model):
+    torch = _torch()
+    norm = torch.nn.modules.batchnorm._BatchNorm
+    return [m for m in model.modules()
+            if isinstance(m, norm) and m.running_mean is not None]
+
+
+def aggregate_state(x, factor):
+    """Merge a model's batch-norm statistics (and other floating state) across workers.
+
+    Collective: every worker must call this. For every batch-norm layer the running mean
+    and variance become the pooled moments ``mu = sum_k w_k mu_k`` and
+    ``var = sum_k w_k (var_k + (mu_k - mu)^2)`` (``w_k`` = ``factor``); other floating
+    buffers are averaged with the same weights. All of it in one collective, computed in
+    float64 (the sums of ``w (var + mu^2)`` lose no precision a float32 state can hold).
+    Returns the module, updated in place.
+    """
+    if not _is_module(x):
+        raise SpmdTypeError(f"aggregate_state: expects a torch.nn.Module (got "
+                            f"{type(x).__name__}); for MATLAB-style state values use "
+                            f"aggregate_state_values")
+    torch = _torch()
+    model = x
+    norms = _batch_norms(model)
+    stats = {id(m.running_mean) for m in norms} | {id(m.running_var) for m in norms}
+    others = [b for b in model.buffers()
+              if b.is_floating_point() and id(b) not in stats]
+    pieces = []
+    for m in norms:
+        mu = m.running_mean.detach().double().cpu()
+        var = m.running_var.detach().double().cpu()
+        pieces += [factor * mu, factor * (var + mu * mu)]
+    pieces += [factor * b.detach().double().cpu().reshape(-1) for b in others]
+    if not pieces:
+        return model
+    summed = spmd_plus(torch.cat([p.reshape(-1) for p in pieces]).numpy())
+    summed = torch.from_numpy(summed)
+    offset = 0
+    for m in norms:
+        n = m.running_mean.numel()
+        mu = summed[offset:offset + n]
+        second = summed[offset + n:offset + 2 * n]
+        offset += 2 * n
+        m.running_mean.copy_(mu.to(m.running_mean.dtype))
+        m.running_var.copy_((second - mu * mu).clamp_(min=0).to(m.running_var.dtype))
+    for b in others:
+        n = b.numel()
+        b.copy_(summed[offset:offset + n].view_as(b).to(b.dtype))
+        offset += n
+    return model
+
+
+def aggregate_state_values(values, factor, is_mean, is_variance):
+    """MATLAB-style ``aggregateState``: a list of state values with mean / variance masks.
+
+    Collective: every worker must call this. ``values`` is a list of arrays or tensors;
+    the j-th value flagged ``is_mean`` pairs with the j-th flagged ``is_variance`` (the
+    order of a MATLAB ``net.State`` table); they are merged with the pooled formula,
+    every other value is averaged with weight ``factor``. Returns a new list.
+    """
+    n = len(values)
+    if len(is_mean) != n or len(is_variance) != n:
+        raise SpmdTypeError(f"aggregate_state_values: {n} values but {len(is_mean)} mean "
+                            f"flags and {len(is_variance)} variance flags")
+    means = [i for i in range(n) if is_mean[i]]
+    variances = [i for i in range(n) if is_variance[i]]
+    if len(means) != len(variances):
+        raise SpmdTypeError(f"aggregate_state_values: {len(means)} means but "
+                            f"{len(variances)} variances; they must pair up")
+    pairs = set(means) | set(variances)
+    host = [np.asarray(_to_numpy(v), dtype=np.float64) for v in values]
+    sends = []
+    for i, j in zip(means, variances):
+        sends += [factor * host[i], factor * (host[j] + host[i] ** 2)]
+    sends += [factor * host[i] for i in range(n) if i not in pairs]
+    summed = spmd_plus(sends)
+    out = list(values)
+    k = 0
+    for i, j in zip(means, variances):
+        mu, second = summed[k], summed[k + 1]
+        k += 2
+        out[i] = _like(values[i], mu)
+        out[j] = _like(values[j], np.maximum(second - mu * mu, 0))
+    for i in range(n):
+        if i not in pairs:
+            out[i] = _like(values[i], summed[k])
+            k += 1
+    return out
+
+
+def _to_numpy(v):
+    torch = _torch()
+    if torch is not None and isinstance(v, torch.Tensor):
+        return v.detach().cpu().numpy()
+    return v
+
+
+def _like(like, array):
+    torch = _torch()
+    if torch is not None and isinstance(like, torch.Tensor):
+        return torch.from_numpy(np.ascontiguousarray(array)).to(like.dtype).to(like.device)
+    return np.asarray(array).astype(np.asarray(like).dtype)

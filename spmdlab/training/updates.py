@@ -1,0 +1,174 @@
+"""MATLAB's optimizer updates: ``sgdmupdate``, ``adamupdate``, ``dlupdate``.
+
+Each takes the parameters as a ``torch.nn.Module`` (updated in place, gradients from
+``.grad`` unless given) or as a tensor / array or dict / list / tuple of them (a new
+structure is returned). Optimizer state (velocity, moving averages) is a dict keyed by
+parameter name for a module, or a structure like the parameters; ``None`` means MATLAB's
+empty initial state (zeros).
+"""
+
+import math
+import sys
+
+import numpy as np
+
+from .. import _pack
+from ..errors import SpmdTypeError, SpmdValueError
+
+__all__ = ["adam_update", "dlupdate", "sgdm_update"]
+
+
+def _is_module(x):
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(x, torch.nn.Module)
+
+
+def _entries(call, params, grads, *states):
+    """``(names, values, grads, states...)`` lists, and a function that rebuilds."""
+    if _is_module(params):
+        named = [(n, p) for n, p in params.named_parameters() if p.requires_grad]
+        names = [n for n, _ in named]
+        values = [p for _, p in named]
+        if grads is None:
+            grad_list = [p.grad for p in values]
+        elif isinstance(grads, dict):
+            grad_list = [grads.get(n) for n in names]
+        else:
+            raise SpmdTypeError(f"{call}: for a module, 'grads' must be None (use .grad) or "
+                                f"a dict by parameter name (got {type(grads).__name__})")
+        state_lists = [[None if s is None else s.get(n) for n in names] for s in states]
+
+        def rebuild(new_values, *new_states):
+            for p, v in zip(values, new_values):
+                if v is not None:
+                    p.data.copy_(v)
+            return (params,) + tuple(dict(zip(names, s)) for s in new_states)
+
+        return values, grad_list, state_lists, rebuild
+    treedef, leaves = _pack.flatten(params)
+    values = [_value(call, "params", leaf) for leaf in leaves]
+    if grads is None:
+        raise SpmdTypeError(f"{call}: 'grads' is required unless 'params' is a module")
+    grad_list = _like_structure(call, "grads", grads, treedef, len(values))
+    state_lists = [[None] * len(values) if s is None else
+                   _like_structure(call, "state", s, treedef, len(values)) for s in states]
+
+    def rebuild(new_values, *new_states):
+        return (_pack.unflatten(treedef, new_values),) + tuple(
+            _pack.unflatten(treedef, s) for s in new_states)
+
+    return values, grad_list, state_lists, rebuild
+
+
+def _value(call, name, leaf):
+    if type(leaf) is _pack.Obj:
+        raise SpmdTypeError(f"{call}: '{name}' holds a {type(leaf.value).__name__}; "
+                            f"expected tensors or arrays")
+    return leaf.value
+
+
+def _like_structure(call, name, x, treedef, count):
+    tree, leaves = _pack.flatten(x)
+    if _pack.tree_signature(tree) != _pack.tree_signature(treedef) or len(leaves) != count:
+        raise SpmdValueError(f"{call}: '{name}' must have the structure of 'params' "
+                             f"({count} arrays)")
+    return [_value(call, name, leaf) for leaf in leaves]
+
+
+def _zeros_like(v):
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(v, torch.Tensor):
+        return torch.zeros_like(v)
+    return np.zeros_like(v)
+
+
+def _data(v):
+    return v.detach() if hasattr(v, "detach") else v
+
+
+def _check_positive(call, **values):
+    for name, value in values.items():
+        if not isinstance(value, (int, float, np.floating, np.integer)) or value < 0:
+            raise SpmdValueError(f"{call}: '{name}' must be a non-negative number "
+                                 f"(got {value!r})")
+
+
+def sgdm_update(params, grads=None, velocity=None, learn_rate=0.01, momentum=0.9):
+    """SGD with momentum, as MATLAB's ``sgdmupdate``: ``v = momentum*v - learn_rate*g``,
+    ``p = p + v``. Returns ``(params, velocity)``; parameters without a gradient are left
+    as they are."""
+    call = "sgdm_update"
+    _check_positive(call, learn_rate=learn_rate, momentum=momentum)
+    values, grad_list, (vel,), rebuild = _entries(call, params, grads, velocity)
+    new_values, new_vel = [], []
+    for p, g, v in zip(values, grad_list, vel):
+        if g is None:
+            new_values.append(None if _is_module(params) else p)
+            new_vel.append(v)
+            continue
+        p, g = _data(p), _data(g)
+        v = _zeros_like(p) if v is None else v
+        v = momentum * v - learn_rate * g
+        new_values.append(p + v)
+        new_vel.append(v)
+    return rebuild(new_values, new_vel)
+
+
+def adam_update(params, grads=None, average_grad=None, average_sq_grad=None, iteration=1,
+                learn_rate=0.001, gradient_decay_factor=0.9,
+                squared_gradient_decay_factor=0.999, epsilon=1e-8):
+    """Adam, as MATLAB's ``adamupdate`` (``iteration`` is 1-based).
+
+    Returns ``(params, average_grad, average_sq_grad)``.
+    """
+    call = "adam_update"
+    if isinstance(iteration, bool) or not isinstance(iteration, (int, np.integer)) or \
+            iteration < 1:
+        raise SpmdValueError(f"{call}: 'iteration' must be an int >= 1, as in MATLAB "
+                             f"(got {iteration!r})")
+    _check_positive(call, learn_rate=learn_rate, epsilon=epsilon)
+    b1, b2 = gradient_decay_factor, squared_gradient_decay_factor
+    for name, b in (("gradient_decay_factor", b1), ("squared_gradient_decay_factor", b2)):
+        if not 0 <= b < 1:
+            raise SpmdValueError(f"{call}: '{name}' must be in [0, 1) (got {b!r})")
+    values, grad_list, (m_list, v_list), rebuild = _entries(
+        call, params, grads, average_grad, average_sq_grad)
+    step = learn_rate * math.sqrt(1 - b2 ** iteration) / (1 - b1 ** iteration)
+    new_values, new_m, new_v = [], [], []
+    for p, g, m, v in zip(values, grad_list, m_list, v_list):
+        if g is None:
+            new_values.append(None if _is_module(params) else p)
+            new_m.append(m)
+            new_v.append(v)
+            continue
+        p, g = _data(p), _data(g)
+        m = (1 - b1) * g if m is None else b1 * m + (1 - b1) * g
+        v = (1 - b2) * g * g if v is None else b2 * v + (1 - b2) * g * g
+        sqrt = v.sqrt() if hasattr(v, "sqrt") else np.sqrt(v)
+        new_values.append(p - step * m / (sqrt + epsilon))
+        new_m.append(m)
+        new_v.append(v)
+    return rebuild(new_values, new_m, new_v)
+
+
+def dlupdate(fcn, params, *args):
+    """``fcn`` applied to every parameter (and the matching entries of ``args``).
+
+    MATLAB's ``dlupdate``. ``fcn(p, *a)`` returns the new value, or a tuple whose first
+    element is the new value and whose others are collected into structures like
+    ``params``: then the result is ``(params, others...)``.
+    """
+    call = "dlupdate"
+    if not callable(fcn):
+        raise SpmdTypeError(f"{call}: 'fcn' must be callable (got {fcn!r})")
+    module = _is_module(params)
+    values, _, extra, rebuild = _entries(call, params, {} if module else params, *args)
+    outputs = []
+    for i, p in enumerate(values):
+        outputs.append(fcn(_data(p), *(e[i] for e in extra)))
+    if outputs and isinstance(outputs[0], tuple):
+        firsts = [o[0] for o in outputs]
+        others = [[o[k] for o in outputs] for k in range(1, len(outputs[0]))]
+        return rebuild(firsts, *others)
+    result = rebuild(outputs)
+    return result[0]

@@ -1,0 +1,169 @@
+"""spmdlab.training: mini-batch split, weighted aggregation, batch-norm merge, updates."""
+
+import copy
+
+import numpy as np
+import pytest
+
+from spmdlab import SpmdMismatchError, SpmdValueError, spmd_cat, spmd_index, spmd_size
+from spmdlab.training import (adam_update, aggregate_gradients, aggregate_state,
+                              aggregate_state_values, dlupdate, sgdm_update, weighted_sum,
+                              worker_mini_batch_sizes)
+
+torch = pytest.importorskip("torch")
+pytestmark = pytest.mark.mpi
+
+
+def test_worker_mini_batch_sizes():
+    assert worker_mini_batch_sizes(10, 3) == [4, 3, 3]
+    assert worker_mini_batch_sizes(128, 4) == [32] * 4
+    assert worker_mini_batch_sizes(5, 5) == [1] * 5
+    with pytest.raises(SpmdValueError, match="a mini-batch of 3 cannot be split over 4"):
+        worker_mini_batch_sizes(3, 4)
+    with pytest.raises(SpmdValueError, match="'num_workers' must be at least 1"):
+        worker_mini_batch_sizes(3, 0)
+
+
+def mlp():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(6, 16), torch.nn.Tanh(),
+                               torch.nn.Linear(16, 3))
+
+
+def global_batch(step, size):
+    rng = np.random.default_rng(step)
+    x = torch.from_numpy(rng.standard_normal((size, 6)).astype(np.float32))
+    y = torch.from_numpy(rng.integers(0, 3, size))
+    return x, y
+
+
+@pytest.mark.parametrize("batch", [12, 10], ids=["even", "uneven"])
+def test_n_workers_follow_one_worker_on_the_global_batch(batch):
+    n, k = spmd_size(), spmd_index()
+    model, reference = mlp(), mlp()
+    sizes = worker_mini_batch_sizes(batch, n)
+    start = sum(sizes[:k - 1])
+    velocity = ref_velocity = None
+    loss_fn = torch.nn.functional.cross_entropy
+    for step in range(6):
+        x, y = global_batch(step, batch)
+        model.zero_grad()
+        loss = loss_fn(model(x[start:start + sizes[k - 1]]), y[start:start + sizes[k - 1]])
+        loss.backward()
+        weight = sizes[k - 1] / batch
+        aggregate_gradients(model, weight)
+        total_loss = weighted_sum(loss.item(), weight)
+        model, velocity = sgdm_update(model, velocity=velocity, learn_rate=0.1)
+        reference.zero_grad()
+        ref_loss = loss_fn(reference(x), y)
+        ref_loss.backward()
+        reference, ref_velocity = sgdm_update(reference, velocity=ref_velocity,
+                                              learn_rate=0.1)
+        assert abs(total_loss - ref_loss.item()) < 1e-5
+    for p, q in zip(model.parameters(), reference.parameters()):
+        assert torch.allclose(p, q, atol=1e-5, rtol=0), (p - q).abs().max()
+    flat = torch.cat([p.detach().reshape(-1) for p in model.parameters()]).numpy()
+    everyone = spmd_cat(flat[None, :])
+    assert all(np.array_equal(row.view(np.uint32), flat.view(np.uint32)) for row in everyone)
+
+
+def worker_data(k, channels=5):
+    rng = np.random.default_rng(100 + k)
+    rows = 3 + 2 * k  # uneven shares
+    return (rng.standard_normal((rows, channels)) * (k + 1) + k).astype(np.float64)
+
+
+def test_batch_norm_merge_equals_the_concatenated_batch():
+    n, k = spmd_size(), spmd_index()
+    data = [worker_data(j) for j in range(1, n + 1)]
+    whole = np.concatenate(data)
+    mine = data[k - 1]
+    model = torch.nn.Sequential(torch.nn.Linear(5, 5), torch.nn.BatchNorm1d(5)).double()
+    bn = model[1]
+    bn.running_mean.copy_(torch.from_numpy(mine.mean(axis=0)))
+    bn.running_var.copy_(torch.from_numpy(mine.var(axis=0)))
+    aggregate_state(model, len(mine) / len(whole))
+    np.testing.assert_allclose(bn.running_mean.numpy(), whole.mean(axis=0), rtol=1e-12)
+    np.testing.assert_allclose(bn.running_var.numpy(), whole.var(axis=0), rtol=1e-10)
+    # MATLAB-style: a list of state values with mean / variance masks
+    values = [torch.tensor([float(k)]), torch.from_numpy(mine.mean(axis=0)),
+              torch.from_numpy(mine.var(axis=0))]
+    merged = aggregate_state_values(values, len(mine) / len(whole),
+                                    [False, True, False], [False, False, True])
+    np.testing.assert_allclose(merged[1].numpy(), whole.mean(axis=0), rtol=1e-12)
+    np.testing.assert_allclose(merged[2].numpy(), whole.var(axis=0), rtol=1e-10)
+    expected_other = sum(j * len(data[j - 1]) for j in range(1, n + 1)) / len(whole)
+    assert abs(merged[0].item() - expected_other) < 1e-6
+
+
+def test_aggregate_gradients_on_structures_and_missing_gradients():
+    n, k = spmd_size(), spmd_index()
+    summed = aggregate_gradients({"w": torch.ones(3) * k, "b": np.ones(2)}, 0.5)
+    assert torch.allclose(summed["w"], torch.ones(3) * 0.5 * n * (n + 1) / 2)
+    assert np.allclose(summed["b"], 0.5 * n)
+    model = torch.nn.Linear(2, 2)
+    unused = torch.nn.Parameter(torch.zeros(4))
+    model.register_parameter("unused", unused)
+    model.weight.grad = torch.ones(2, 2) * k
+    model.bias.grad = None if k == 1 else torch.ones(2)
+    aggregate_gradients(model, 1.0)
+    assert torch.equal(model.weight.grad, torch.ones(2, 2) * n * (n + 1) / 2)
+    if n == 1:
+        assert model.bias.grad is None  # its only worker had none
+    else:
+        assert torch.equal(model.bias.grad, torch.ones(2) * (n - 1))  # worker 1 counted 0
+    assert model.unused.grad is None  # no worker had one
+
+
+def test_parameter_shapes_that_differ_fail_on_every_worker():
+    if spmd_size() < 2:
+        pytest.skip("needs two workers")
+    model = torch.nn.Linear(3, 2 + (spmd_index() == 2))
+    for p in model.parameters():
+        p.grad = torch.zeros_like(p)
+    with pytest.raises(SpmdMismatchError, match="aggregate_gradients.*parameter shapes"):
+        aggregate_gradients(model, 1.0)
+
+
+def test_sgdm_on_arrays_matches_matlab_formula():
+    params = {"w": np.ones(3), "b": [np.zeros(2)]}
+    grads = {"w": np.full(3, 2.0), "b": [np.ones(2)]}
+    new, vel = sgdm_update(params, grads)  # MATLAB defaults: 0.01, momentum 0.9
+    assert np.allclose(vel["w"], -0.02) and np.allclose(new["w"], 0.98)
+    new2, vel2 = sgdm_update(new, grads, vel)
+    assert np.allclose(vel2["w"], 0.9 * -0.02 - 0.02)
+    assert np.allclose(new2["b"][0], -0.01 + 0.9 * -0.01 - 0.01)
+    assert np.allclose(params["w"], 1.0)  # inputs unmodified
+
+
+def test_adam_matches_torch_adam_without_epsilon():
+    torch.manual_seed(1)
+    model = torch.nn.Linear(4, 3)
+    twin = copy.deepcopy(model)
+    opt = torch.optim.Adam(twin.parameters(), lr=0.01, eps=0.0)
+    avg = avg_sq = None
+    for it in range(1, 5):
+        x = torch.randn(8, 4)
+        for net in (model, twin):
+            net.zero_grad()
+            net(x).pow(2).mean().backward()
+        model, avg, avg_sq = adam_update(model, average_grad=avg, average_sq_grad=avg_sq,
+                                         iteration=it, learn_rate=0.01, epsilon=0.0)
+        opt.step()
+    for p, q in zip(model.parameters(), twin.parameters()):
+        assert torch.allclose(p, q, atol=1e-6)
+    with pytest.raises(SpmdValueError, match="'iteration' must be an int >= 1"):
+        adam_update(model, iteration=0)
+
+
+def test_dlupdate():
+    params = {"a": np.ones(2), "b": np.full(3, 2.0)}
+    doubled = dlupdate(lambda p: 2 * p, params)
+    assert np.allclose(doubled["a"], 2) and np.allclose(doubled["b"], 4)
+    new, halves = dlupdate(lambda p, g: (p - g, p / 2), params, {"a": np.ones(2),
+                                                                 "b": np.ones(3)})
+    assert np.allclose(new["a"], 0) and np.allclose(halves["b"], 1)
+    model = torch.nn.Linear(2, 2)
+    before = model.weight.detach().clone()
+    dlupdate(lambda p: p * 0.5, model)
+    assert torch.allclose(model.weight, before * 0.5)
