@@ -167,3 +167,41 @@ def test_dlupdate():
     before = model.weight.detach().clone()
     dlupdate(lambda p: p * 0.5, model)
     assert torch.allclose(model.weight, before * 0.5)
+
+
+def test_helpers_labels_and_one_hot():
+    from spmdlab.training import onehotencode, scores2label
+
+    scores = np.array([[0.1, 0.7, 0.2], [0.5, 0.4, 0.1]])
+    assert scores2label(scores).tolist() == [1, 0]
+    assert scores2label(torch.from_numpy(scores), ["a", "b", "c"]).tolist() == ["b", "a"]
+    with pytest.raises(SpmdValueError, match="2 class names for 3 scores"):
+        scores2label(scores, ["a", "b"])
+    assert onehotencode([2, 0], 3).tolist() == [[0, 0, 1], [1, 0, 0]]
+    assert onehotencode(["b"], ["a", "b"]).tolist() == [[0, 1]]
+    with pytest.raises(SpmdValueError, match="label 'z' is not one of the classes"):
+        onehotencode(["z"], ["a", "b"])
+
+
+def test_minibatch_predict_restores_the_mode():
+    from spmdlab.training import minibatch_predict
+
+    model = torch.nn.Sequential(torch.nn.Linear(3, 2), torch.nn.BatchNorm1d(2))
+    model.train()
+    x = np.random.default_rng(0).standard_normal((10, 3)).astype(np.float32)
+    out = minibatch_predict(model, x, mini_batch_size=4)
+    assert out.shape == (10, 2) and model.training
+    model.eval()
+    with torch.no_grad():
+        assert torch.allclose(out, model(torch.from_numpy(x)))
+
+
+def test_select_gpu(monkeypatch):
+    from spmdlab.training import helpers, select_gpu
+
+    monkeypatch.setattr(helpers, "gpu_device_count", lambda: 0)
+    with pytest.raises(SpmdValueError, match="workers share this node but it has 0 GPU"):
+        select_gpu()
+    monkeypatch.setattr(helpers, "gpu_device_count", lambda: 8)
+    index = select_gpu(set_device=False)
+    assert sorted(spmd_cat(index).tolist()) == list(range(spmd_size()))  # one node here

@@ -1,12 +1,14 @@
 """spmdlab.training: what MATLAB's custom-training-loop examples do by hand, done once.
 
 Built on the core layer (the core never imports this package). This session delivers
-the mini-batch split, weighted aggregation of gradients, losses and batch-norm state, and
-MATLAB's updates; datastores, the mini-batch queue and the helpers follow.
+the mini-batch split, weighted aggregation of gradients, losses and batch-norm state,
+MATLAB's updates and the helpers; datastores and the mini-batch queue follow.
 """
 
 from .aggregate import (aggregate_gradients, aggregate_state, aggregate_state_values,
                         weighted_sum)
+from .helpers import (can_use_gpu, gpu_device_count, minibatch_predict, onehotencode,
+                      scores2label, select_gpu)
 from .minibatch import worker_mini_batch_sizes
 from .updates import adam_update, dlupdate, sgdm_update
 
@@ -15,7 +17,13 @@ __all__ = [
     "aggregate_gradients",
     "aggregate_state",
     "aggregate_state_values",
+    "can_use_gpu",
     "dlupdate",
+    "gpu_device_count",
+    "minibatch_predict",
+    "onehotencode",
+    "scores2label",
+    "select_gpu",
     "sgdm_update",
     "weighted_sum",
     "worker_mini_batch_sizes",

@@ -1,0 +1,144 @@
+"""Helpers of MATLAB's deep-learning loops: GPUs, predictions, labels, one-hot codes."""
+
+import sys
+
+import numpy as np
+from mpi4py import MPI
+
+from .. import _world
+from .._agree import agree
+from .._pack import digest
+from ..errors import SpmdTypeError, SpmdValueError
+
+__all__ = ["can_use_gpu", "gpu_device_count", "minibatch_predict", "onehotencode",
+           "scores2label", "select_gpu"]
+
+
+def _torch():
+    return sys.modules.get("torch")
+
+
+def gpu_device_count():
+    """The number of CUDA GPUs this process can see (0 without torch or CUDA)."""
+    torch = _torch()
+    if torch is None:
+        try:
+            import torch
+        except ImportError:
+            return 0
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+def can_use_gpu():
+    """Whether a CUDA GPU is usable here (MATLAB ``canUseGPU``)."""
+    return gpu_device_count() > 0
+
+
+def select_gpu(*, set_device=True):
+    """One distinct GPU per worker on each node; returns its index (0-based, CUDA's).
+
+    Collective: every worker must call this. Workers on the same host (found through
+    MPI's shared-memory split) take GPUs 0, 1, ... in worker order, and with
+    ``set_device`` the current CUDA device is set to it. Raises SpmdValueError on every
+    worker when some node has more workers than GPUs (MATLAB: one worker per GPU).
+    """
+    scope = _world.current()
+    node = scope.comm.Split_type(MPI.COMM_TYPE_SHARED, key=scope.rank)
+    local, workers = node.Get_rank(), node.Get_size()
+    node.Free()
+    count = gpu_device_count()
+    error = None
+    if count < workers:
+        error = SpmdValueError(
+            f"select_gpu ({scope.who()}): {workers} workers share this node but it has "
+            f"{count} GPU(s); start at most one worker per GPU")
+    agree(scope, "select_gpu", digest(("select_gpu",)), error=error,
+          describe=lambda: "select_gpu()")
+    if set_device:
+        _torch().cuda.set_device(local)
+    return local
+
+
+def scores2label(scores, class_names=None, axis=-1):
+    """The class of the highest score along ``axis`` (MATLAB ``scores2label``).
+
+    ``scores`` is an array or tensor; with ``class_names`` (a sequence) the labels are
+    those names (a numpy array of them), else the 0-based class indices.
+    """
+    torch = _torch()
+    if torch is not None and isinstance(scores, torch.Tensor):
+        scores = scores.detach().cpu().numpy()
+    index = np.asarray(scores).argmax(axis=axis)
+    if class_names is None:
+        return index
+    names = np.asarray(class_names)
+    if names.ndim != 1 or len(names) != np.asarray(scores).shape[axis]:
+        raise SpmdValueError(f"scores2label: {len(names)} class names for "
+                             f"{np.asarray(scores).shape[axis]} scores per observation")
+    return names[index]
+
+
+def onehotencode(labels, classes, dtype=np.float32):
+    """One row per label with a 1 in its class's column (MATLAB ``onehotencode``).
+
+    ``classes`` is the number of classes (labels are 0-based ints) or the sequence of
+    class names (labels are names). Returns an array of shape ``(len(labels), C)``.
+    """
+    labels = np.asarray(labels)
+    if isinstance(classes, (int, np.integer)) and not isinstance(classes, bool):
+        index = labels.astype(np.int64)
+        count = int(classes)
+        if index.size and (index.min() < 0 or index.max() >= count):
+            raise SpmdValueError(f"onehotencode: labels must be 0..{count - 1} "
+                                 f"(got {index.min()}..{index.max()})")
+    else:
+        names = list(classes)
+        lookup = {name: i for i, name in enumerate(names)}
+        missing = [l for l in labels.reshape(-1).tolist() if l not in lookup]
+        if missing:
+            raise SpmdValueError(f"onehotencode: label {missing[0]!r} is not one of the "
+                                 f"classes {names}")
+        index = np.array([lookup[l] for l in labels.reshape(-1).tolist()],
+                         dtype=np.int64).reshape(labels.shape)
+        count = len(names)
+    out = np.zeros(index.shape + (count,), dtype=dtype)
+    np.put_along_axis(out, index[..., None], 1, axis=-1)
+    return out
+
+
+def minibatch_predict(model, data, mini_batch_size=128, device=None):
+    """The model's outputs for every observation, in mini-batches, in inference mode.
+
+    MATLAB ``minibatchpredict``. ``data`` is an array or tensor whose first dimension
+    indexes observations, or an iterable of input batches. The model runs under
+    ``torch.no_grad()`` in eval mode (its mode is restored after); outputs are
+    concatenated into one CPU tensor.
+    """
+    torch = _torch()
+    if torch is None or not isinstance(model, torch.nn.Module):
+        raise SpmdTypeError(f"minibatch_predict: expects a torch.nn.Module (got "
+                            f"{type(model).__name__})")
+    if isinstance(mini_batch_size, bool) or not isinstance(mini_batch_size, int) or \
+            mini_batch_size < 1:
+        raise SpmdValueError(f"minibatch_predict: 'mini_batch_size' must be a positive "
+                             f"int (got {mini_batch_size!r})")
+    if isinstance(data, np.ndarray):
+        data = torch.from_numpy(data)
+    if isinstance(data, torch.Tensor):
+        batches = (data[i:i + mini_batch_size] for i in range(0, len(data), mini_batch_size))
+    else:
+        batches = iter(data)
+    if device is None:
+        device = next((p.device for p in model.parameters()), torch.device("cpu"))
+    was_training = model.training
+    model.eval()
+    outputs = []
+    try:
+        with torch.no_grad():
+            for batch in batches:
+                outputs.append(model(batch.to(device)).cpu())
+    finally:
+        model.train(was_training)
+    if not outputs:
+        raise SpmdValueError("minibatch_predict: no data")
+    return torch.cat(outputs)
