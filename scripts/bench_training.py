@@ -1,0 +1,179 @@
+"""Data-parallel training step: spmdlab against PyTorch DDP (gloo) and raw mpi4py.
+
+    python scripts/bench_training.py                 # launches itself at 2 and 4 workers
+    python scripts/bench_training.py --workers 2 --steps 20
+
+Per step, on every worker: forward and backward on its share of a global mini-batch of
+128, then
+- spmdlab: ``aggregate_gradients(model, w)`` + ``aggregate_state(model, w)``, SGD step;
+- DDP: ``DistributedDataParallel`` over gloo (gradients averaged during backward,
+  buffers broadcast from rank 0), SGD step;
+- mpi4py: gradients copied into one flat numpy buffer, one ``Allreduce``, copied back,
+  SGD step.
+Models: (a) the seed digit network (conv5x5x20-BN-ReLU, two conv3x3x20-BN-ReLU, FC to 10,
+28x28 inputs); (b) an MLP 784-2048-BN-ReLU-1024-ReLU-10. The three variants run
+interleaved, round by round (order rotating), on identical models and data; the figure
+is the median time per step over rounds. Ratios below 1 mean spmdlab is faster.
+"""
+
+import argparse
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+
+
+def models(torch):
+    nn = torch.nn
+    digits = nn.Sequential(
+        nn.Conv2d(1, 20, 5, padding=2), nn.BatchNorm2d(20), nn.ReLU(),
+        nn.Conv2d(20, 20, 3, padding=1), nn.BatchNorm2d(20), nn.ReLU(),
+        nn.Conv2d(20, 20, 3, padding=1), nn.BatchNorm2d(20), nn.ReLU(),
+        nn.Flatten(), nn.Linear(20 * 28 * 28, 10))
+    mlp = nn.Sequential(nn.Flatten(), nn.Linear(784, 2048), nn.BatchNorm1d(2048), nn.ReLU(),
+                        nn.Linear(2048, 1024), nn.ReLU(), nn.Linear(1024, 10))
+    return {"digits": digits, "mlp": mlp}
+
+
+def worker(args):
+    import copy
+
+    import numpy as np
+    import torch
+    import torch.distributed as dist
+    from mpi4py import MPI
+
+    from spmdlab import spmd_index, spmd_size
+    from spmdlab.training import aggregate_gradients, aggregate_state, worker_mini_batch_sizes
+
+    torch.set_num_threads(1)
+    comm = MPI.COMM_WORLD.Dup()
+    rank, size = comm.Get_rank(), comm.Get_size()
+    port = None
+    if rank == 0:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+    port = comm.bcast(port, root=0)
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
+                            world_size=size)
+    batch = 128
+    local = worker_mini_batch_sizes(batch, spmd_size())[spmd_index() - 1]
+    weight = local / batch
+    rng = np.random.default_rng(rank)
+    x = torch.from_numpy(rng.standard_normal((local, 1, 28, 28)).astype(np.float32))
+    y = torch.from_numpy(rng.integers(0, 10, local))
+    loss_fn = torch.nn.functional.cross_entropy
+    results = {}
+    for name, model in models(torch).items():
+        torch.manual_seed(0)
+        nets = {"spmdlab": model, "ddp": copy.deepcopy(model), "mpi4py": copy.deepcopy(model)}
+        ddp = torch.nn.parallel.DistributedDataParallel(nets["ddp"])
+        opts = {k: torch.optim.SGD(m.parameters(), lr=0.01, momentum=0.9)
+                for k, m in nets.items()}
+        params = [p for p in nets["mpi4py"].parameters()]
+        flat = np.empty(sum(p.numel() for p in params), np.float32)
+        flat_out = np.empty_like(flat)
+
+        def spmd_step():
+            m = nets["spmdlab"]
+            opts["spmdlab"].zero_grad()
+            loss_fn(m(x), y).backward()
+            aggregate_gradients(m, weight)
+            aggregate_state(m, weight)
+            opts["spmdlab"].step()
+
+        def ddp_step():
+            opts["ddp"].zero_grad()
+            loss_fn(ddp(x), y).backward()  # DDP averages: equal shares here (128 / N)
+            opts["ddp"].step()
+
+        def mpi_step():
+            m = nets["mpi4py"]
+            opts["mpi4py"].zero_grad()
+            loss_fn(m(x), y).backward()
+            offset = 0
+            for p in params:
+                n = p.numel()
+                np.multiply(p.grad.reshape(-1).numpy(), weight, out=flat[offset:offset + n])
+                offset += n
+            comm.Allreduce(flat, flat_out, MPI.SUM)
+            offset = 0
+            for p in params:
+                n = p.numel()
+                p.grad.copy_(torch.from_numpy(flat_out[offset:offset + n]).view_as(p))
+                offset += n
+            opts["mpi4py"].step()
+
+        steps = {"spmdlab": spmd_step, "ddp": ddp_step, "mpi4py": mpi_step}
+        for fn in steps.values():
+            for _ in range(3):
+                fn()
+        samples = {k: [] for k in steps}
+        names = list(steps)
+        for r in range(args.rounds):
+            for k in names[r % 3:] + names[:r % 3]:
+                comm.Barrier()
+                start = time.perf_counter()
+                for _ in range(args.steps):
+                    steps[k]()
+                comm.Barrier()
+                samples[k].append((time.perf_counter() - start) / args.steps)
+        results[name] = {k: float(np.median(v)) for k, v in samples.items()}
+        results[name]["params"] = int(sum(p.numel() for p in model.parameters()))
+    dist.destroy_process_group()
+    if rank == 0:
+        print("RESULT " + json.dumps({"workers": size, "results": results}))
+
+
+def report(res):
+    print(f"\n== {res['workers']} workers (ms per training step, global batch 128)")
+    print(f"{'model':>8} {'params':>10} {'spmdlab':>9} {'DDP':>9} {'mpi4py':>9} "
+          f"{'spmdlab/DDP':>12} {'spmdlab/mpi4py':>15}")
+    for name, r in res["results"].items():
+        print(f"{name:>8} {r['params']:>10,} {r['spmdlab'] * 1e3:9.2f} {r['ddp'] * 1e3:9.2f} "
+              f"{r['mpi4py'] * 1e3:9.2f} {r['spmdlab'] / r['ddp']:12.2f} "
+              f"{r['spmdlab'] / r['mpi4py']:15.2f}")
+
+
+def launch(args):
+    from mpi4py import MPI
+
+    here = os.path.abspath(__file__)
+    mpiexec = os.path.join(os.path.dirname(sys.executable), "mpiexec")
+    if not os.path.exists(mpiexec):
+        mpiexec = "mpiexec"
+    extra = ["--oversubscribe"] if MPI.Get_library_version().startswith("Open MPI") else []
+    print(f"bench_training: {socket.gethostname()}, {os.cpu_count()} cores, "
+          f"{MPI.Get_library_version().splitlines()[0].strip()}, "
+          f"{time.strftime('%Y-%m-%d %H:%M')}; torch threads per worker: 1")
+    if any(n > (os.cpu_count() or 1) for n in args.workers):
+        print("note: more workers than cores is oversubscribed; times include scheduling")
+    for n in args.workers:
+        cmd = [mpiexec, *extra, "-n", str(n), sys.executable, here, "--worker",
+               "--steps", str(args.steps), "--rounds", str(args.rounds)]
+        env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=1800, env=env)
+        lines = [l for l in out.stdout.splitlines() if l.startswith("RESULT ")]
+        if out.returncode != 0 or not lines:
+            sys.exit(f"benchmark at {n} workers failed:\n{out.stdout}\n{out.stderr}")
+        report(json.loads(lines[-1][7:]))
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--workers", type=int, nargs="+", default=[2, 4])
+    parser.add_argument("--steps", type=int, default=10, help="steps per timed round")
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        worker(args)
+    else:
+        launch(args)
+
+
+if __name__ == "__main__":
+    main()
