@@ -47,3 +47,27 @@ def test_single_process_collectives_return_their_input():
     assert spmdlab.spmd_plus(2.5) == 2.5
     assert spmdlab.spmd_cat(3).tolist() == [3]
     assert spmdlab.spmd_broadcast(1, {"a": 1}) == {"a": 1}
+
+
+def test_training_names():
+    import spmdlab.training
+
+    assert spmdlab.training.__all__ == sorted(spmdlab.training.__all__)
+    assert spmdlab.training.__all__ == [
+        "ArrayDatastore", "AugmentedImageDatastore", "Datastore", "ImageDatastore",
+        "MiniBatchQueue", "adam_update", "aggregate_gradients", "aggregate_state",
+        "aggregate_state_values", "can_use_gpu", "count_each_label", "dlupdate",
+        "gpu_device_count", "minibatch_predict", "onehotencode", "partition", "read_all",
+        "scores2label", "select_gpu", "sgdm_update", "split_each_label", "weighted_sum",
+        "worker_mini_batch_sizes",
+    ]
+
+
+def test_core_never_imports_training():
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", "import sys, spmdlab; "
+                          "print('spmdlab.training' in sys.modules, 'torch' in sys.modules)"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.stdout.split() == ["False", "False"], out.stderr

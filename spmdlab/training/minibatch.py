@@ -4,7 +4,7 @@ import numpy as np
 
 from ..errors import SpmdTypeError, SpmdValueError
 
-__all__ = ["worker_mini_batch_sizes"]
+__all__ = ["MiniBatchQueue", "worker_mini_batch_sizes"]
 
 
 def worker_mini_batch_sizes(mini_batch_size, num_workers):
@@ -28,3 +28,174 @@ def worker_mini_batch_sizes(mini_batch_size, num_workers):
             f"mini-batch of at least {num_workers}")
     base, extra = divmod(int(mini_batch_size), int(num_workers))
     return [base + 1 if k < extra else base for k in range(int(num_workers))]
+
+
+class MiniBatchQueue:
+    """Mini-batches from a datastore (MATLAB ``minibatchqueue``).
+
+    ``mini_batch_fcn(*columns)`` receives one list per part of an observation (inputs,
+    labels, ...) and returns the mini-batch (a value or a tuple); by default every
+    column is stacked (``numpy.stack``) and made a torch tensor (numpy without torch).
+    ``output_environment`` is ``"auto"`` (a GPU if one is usable), ``"cpu"`` or ``"gpu"``;
+    ``partial_mini_batch`` ``"return"`` or ``"discard"`` decides the last, short
+    mini-batch. With ``dispatch_in_background`` a thread prepares the next mini-batch
+    while the model computes. Iterate it (``for x, y in mbq``) or call ``has_data()``
+    and ``next()`` as in MATLAB; ``shuffle()`` and ``reset()`` start a new epoch.
+    """
+
+    def __init__(self, datastore, mini_batch_size=128, *, mini_batch_fcn=None,
+                 output_environment="auto", partial_mini_batch="return",
+                 dispatch_in_background=False):
+        if isinstance(mini_batch_size, bool) or not isinstance(mini_batch_size, (int, np.integer)) \
+                or mini_batch_size < 1:
+            raise SpmdValueError(f"MiniBatchQueue: 'mini_batch_size' must be a positive int "
+                                 f"(got {mini_batch_size!r})")
+        if output_environment not in ("auto", "cpu", "gpu"):
+            raise SpmdValueError(f"MiniBatchQueue: 'output_environment' must be 'auto', "
+                                 f"'cpu' or 'gpu' (got {output_environment!r})")
+        if partial_mini_batch not in ("return", "discard"):
+            raise SpmdValueError(f"MiniBatchQueue: 'partial_mini_batch' must be 'return' or "
+                                 f"'discard' (got {partial_mini_batch!r})")
+        if mini_batch_fcn is not None and not callable(mini_batch_fcn):
+            raise SpmdTypeError(f"MiniBatchQueue: 'mini_batch_fcn' must be callable "
+                                f"(got {mini_batch_fcn!r})")
+        self.datastore = datastore
+        self.mini_batch_size = int(mini_batch_size)
+        self.mini_batch_fcn = mini_batch_fcn
+        self.output_environment = output_environment
+        self.partial_mini_batch = partial_mini_batch
+        self.dispatch_in_background = bool(dispatch_in_background)
+        self._device = None
+        self.reset()
+
+    def _batches(self):
+        n = len(self.datastore)
+        size = self.mini_batch_size
+        stop = n - n % size if self.partial_mini_batch == "discard" else n
+        for start in range(0, stop, size):
+            items = [self.datastore[i] for i in range(start, min(start + size, stop))]
+            yield self._make(items)
+
+    def _make(self, items):
+        columns = list(zip(*items)) if isinstance(items[0], tuple) else [items]
+        if self.mini_batch_fcn is not None:
+            batch = self.mini_batch_fcn(*[list(c) for c in columns])
+            return batch if isinstance(batch, tuple) else (batch,)
+        return tuple(self._place(np.stack([np.asarray(v) for v in c])) for c in columns)
+
+    def _place(self, array):
+        import sys
+
+        torch = sys.modules.get("torch")
+        if torch is None:
+            return array
+        tensor = torch.from_numpy(np.ascontiguousarray(array))
+        if self._device is None:
+            from .helpers import can_use_gpu
+
+            if self.output_environment == "gpu" and not can_use_gpu():
+                raise SpmdValueError("MiniBatchQueue: output_environment='gpu' but no GPU "
+                                     "is usable here")
+            use_gpu = self.output_environment == "gpu" or (
+                self.output_environment == "auto" and can_use_gpu())
+            self._device = torch.device("cuda") if use_gpu else torch.device("cpu")
+        return tensor.to(self._device) if self._device.type != "cpu" else tensor
+
+    def reset(self):
+        """Start again from the first mini-batch (same order)."""
+        self._stop_prefetch()
+        self._iter = self._batches()
+        self._next = None
+        self._done = False
+        if self.dispatch_in_background:
+            self._start_prefetch()
+        else:
+            self._advance()
+
+    def shuffle(self, seed=None):
+        """Shuffle the observations and start again (MATLAB ``shuffle(mbq)``)."""
+        self.datastore = self.datastore.shuffle(seed)
+        self.reset()
+
+    def partition(self, n, index):
+        """A queue over part ``index`` (1-based) of ``n`` parts of the datastore."""
+        from .datastores import partition
+
+        return MiniBatchQueue(partition(self.datastore, n, index), self.mini_batch_size,
+                              mini_batch_fcn=self.mini_batch_fcn,
+                              output_environment=self.output_environment,
+                              partial_mini_batch=self.partial_mini_batch,
+                              dispatch_in_background=self.dispatch_in_background)
+
+    def _advance(self):
+        try:
+            self._next = next(self._iter)
+        except StopIteration:
+            self._next, self._done = None, True
+
+    # background dispatch: one thread keeps up to two mini-batches ready
+    def _start_prefetch(self):
+        import queue
+        import threading
+
+        self._ready = queue.Queue(maxsize=2)
+        self._quit = threading.Event()
+        source, ready, quit_ = self._iter, self._ready, self._quit
+
+        def work():
+            try:
+                for batch in source:
+                    while not quit_.is_set():
+                        try:
+                            ready.put(("batch", batch), timeout=0.1)
+                            break
+                        except queue.Full:
+                            continue
+                    if quit_.is_set():
+                        return
+                ready.put(("end", None))
+            except BaseException as exc:  # handed to the caller of next()
+                ready.put(("error", exc))
+
+        self._thread = threading.Thread(target=work, name="spmdlab-minibatch", daemon=True)
+        self._thread.start()
+        self._take()
+
+    def _take(self):
+        kind, value = self._ready.get()
+        if kind == "error":
+            raise value
+        self._next, self._done = (value, False) if kind == "batch" else (None, True)
+
+    def _stop_prefetch(self):
+        if getattr(self, "_thread", None) is not None:
+            self._quit.set()
+            self._thread.join()
+            self._thread = None
+
+    def has_data(self):
+        """Whether ``next()`` has a mini-batch to return (MATLAB ``hasdata``)."""
+        return not self._done
+
+    def next(self):
+        """The next mini-batch: a tuple with one entry per output (MATLAB ``next``).
+
+        Raises SpmdValueError at the end of the data (``has_data()`` is False).
+        """
+        if self._done:
+            raise SpmdValueError("MiniBatchQueue.next: no more mini-batches; call reset() "
+                                 "or shuffle() to start a new epoch")
+        batch = self._next
+        if self.dispatch_in_background:
+            self._take()
+        else:
+            self._advance()
+        return batch
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if self._done:
+            raise StopIteration
+        return self.next()

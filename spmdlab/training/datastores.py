@@ -1,0 +1,310 @@
+"""Datastores: in-memory arrays, image folders, transforms and augmented images.
+
+Every datastore is an ordered view of its observations: ``len(ds)`` of them, ``ds[i]``
+one (an ``(input, label)`` pair when labels exist, else the input). ``shuffle``,
+``partition``, ``subset``, ``split_each_label`` and ``transform`` return new datastores
+over the same data (nothing is copied). Images are numpy arrays ``(height, width,
+channels)``, as MATLAB reads them; a mini-batch function turns them into tensors.
+"""
+
+import os
+
+import numpy as np
+
+from ..errors import SpmdTypeError, SpmdValueError
+
+__all__ = ["ArrayDatastore", "AugmentedImageDatastore", "Datastore", "ImageDatastore",
+           "count_each_label", "partition", "read_all", "split_each_label"]
+
+IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".ppm")
+
+
+class Datastore:
+    """Observations ``self._read(k)`` for k in ``self._order``, with optional labels."""
+
+    def __init__(self, count, labels=None, order=None):
+        self._count = count
+        self._labels = None if labels is None else np.asarray(labels)
+        self._order = np.arange(count) if order is None else np.asarray(order)
+
+    # what subclasses provide
+    def _read(self, k):
+        raise NotImplementedError
+
+    def _view(self, order):
+        """A datastore like this one over ``order`` (indices into the source)."""
+        view = object.__new__(type(self))
+        view.__dict__.update(self.__dict__)
+        view._order = np.asarray(order, dtype=np.int64)
+        return view
+
+    def __len__(self):
+        return len(self._order)
+
+    def __getitem__(self, i):
+        k = self._order[i]
+        x = self._read(k)
+        return x if self._labels is None else (x, self._labels[k])
+
+    def __iter__(self):
+        for i in range(len(self)):
+            yield self[i]
+
+    @property
+    def labels(self):
+        """The labels in this datastore's order (None without labels)."""
+        return None if self._labels is None else self._labels[self._order]
+
+    @property
+    def class_names(self):
+        """The distinct labels, sorted."""
+        if self._labels is None:
+            return None
+        return sorted(set(self._labels.tolist()))
+
+    def shuffle(self, seed=None):
+        """A new datastore with the observations in random order."""
+        rng = np.random.default_rng(seed)
+        return self._view(self._order[rng.permutation(len(self._order))])
+
+    def subset(self, indices):
+        """A new datastore of the observations at ``indices`` (0-based, this order)."""
+        return self._view(self._order[np.asarray(indices, dtype=np.int64)])
+
+    def partition(self, n, index):
+        """Part ``index`` (1-based) of ``n`` contiguous parts; see ``partition``."""
+        return partition(self, n, index)
+
+    def transform(self, fcn):
+        """A datastore whose observations are ``fcn(observation)``."""
+        if not callable(fcn):
+            raise SpmdTypeError(f"transform: 'fcn' must be callable (got {fcn!r})")
+        return TransformedDatastore(self, fcn)
+
+    def read_all(self):
+        return read_all(self)
+
+
+class ArrayDatastore(Datastore):
+    """Observations along the first dimension of an array or tensor, with labels."""
+
+    def __init__(self, data, labels=None):
+        if labels is not None and len(labels) != len(data):
+            raise SpmdValueError(f"ArrayDatastore: {len(data)} observations but "
+                                 f"{len(labels)} labels")
+        super().__init__(len(data), labels)
+        self._data = data
+
+    def _read(self, k):
+        return self._data[k]
+
+
+class ImageDatastore(Datastore):
+    """Image files in a folder, labelled by their sub-folder's name (MATLAB
+    ``imageDatastore(folder, IncludeSubfolders=true, LabelSource="foldernames")``)."""
+
+    def __init__(self, folder, labels="foldernames"):
+        if not os.path.isdir(folder):
+            raise SpmdValueError(f"ImageDatastore: {folder!r} is not a folder")
+        files = []
+        for root, dirs, names in os.walk(folder):
+            dirs.sort()
+            files += [os.path.join(root, n) for n in sorted(names)
+                      if n.lower().endswith(IMAGE_EXTENSIONS)]
+        if not files:
+            raise SpmdValueError(f"ImageDatastore: no images in {folder!r} or its "
+                                 f"sub-folders (looked for {', '.join(IMAGE_EXTENSIONS)})")
+        if labels == "foldernames":
+            labels = [os.path.basename(os.path.dirname(f)) for f in files]
+        elif labels is not None:
+            raise SpmdValueError(f"ImageDatastore: labels must be 'foldernames' or None "
+                                 f"(got {labels!r})")
+        super().__init__(len(files), labels)
+        self.files = files
+
+    def _read(self, k):
+        from PIL import Image
+
+        with Image.open(self.files[k]) as image:
+            return np.asarray(image.convert("RGB") if image.mode not in ("L", "RGB")
+                              else image)
+
+
+class TransformedDatastore(Datastore):
+    """``fcn`` applied to every observation of another datastore."""
+
+    def __init__(self, source, fcn):
+        super().__init__(len(source))
+        self._source = source
+        self._fcn = fcn
+
+    def _read(self, k):
+        return self._fcn(self._source[k])
+
+
+class AugmentedImageDatastore(Datastore):
+    """Images resized or cropped to ``output_size``, randomly augmented on every read.
+
+    MATLAB ``augmentedImageDatastore(outputSize, imds, DataAugmentation=...)`` with an
+    ``imageDataAugmenter``: ``random_x_reflection`` (left-right flip with probability
+    1/2), ``random_x_translation`` / ``random_y_translation`` (``(lo, hi)`` pixels, an
+    integer shift drawn uniformly, the uncovered border filled with 0). ``output_size_mode``
+    is ``"resize"``, ``"centercrop"`` or ``"randcrop"``. Each read draws new random
+    values, so every epoch sees new augmentations; ``seed`` makes them reproducible.
+    """
+
+    MODES = ("resize", "centercrop", "randcrop")
+
+    def __init__(self, output_size, source, *, random_x_reflection=False,
+                 random_x_translation=(0, 0), random_y_translation=(0, 0),
+                 output_size_mode="resize", color_preprocessing="none", seed=None):
+        if output_size_mode not in self.MODES:
+            raise SpmdValueError(f"AugmentedImageDatastore: output_size_mode must be one "
+                                 f"of {', '.join(self.MODES)} (got {output_size_mode!r})")
+        if color_preprocessing not in ("none", "gray2rgb", "rgb2gray"):
+            raise SpmdValueError(f"AugmentedImageDatastore: color_preprocessing must be "
+                                 f"'none', 'gray2rgb' or 'rgb2gray' "
+                                 f"(got {color_preprocessing!r})")
+        size = tuple(int(s) for s in output_size)[:2]
+        if len(size) != 2 or min(size) < 1:
+            raise SpmdValueError(f"AugmentedImageDatastore: output_size must be (height, "
+                                 f"width) (got {output_size!r})")
+        for name, rng in (("random_x_translation", random_x_translation),
+                          ("random_y_translation", random_y_translation)):
+            if len(rng) != 2 or rng[0] > rng[1]:
+                raise SpmdValueError(f"AugmentedImageDatastore: {name} must be (lo, hi) "
+                                     f"with lo <= hi (got {rng!r})")
+        super().__init__(len(source), None)
+        self._source = source
+        self.output_size = size
+        self.mode = output_size_mode
+        self.reflect = bool(random_x_reflection)
+        self.dx = tuple(int(v) for v in random_x_translation)
+        self.dy = tuple(int(v) for v in random_y_translation)
+        self.color = color_preprocessing
+        self._rng = np.random.default_rng(seed)
+
+    @property
+    def labels(self):
+        return self._source.labels[self._order] if self._source.labels is not None else None
+
+    @property
+    def class_names(self):
+        return self._source.class_names
+
+    def __getitem__(self, i):
+        item = self._source[int(self._order[i])]
+        if isinstance(item, tuple):
+            return (self._augment(item[0]),) + tuple(item[1:])
+        return self._augment(item)
+
+    def _augment(self, image):
+        from PIL import Image
+
+        image = np.asarray(image)
+        if self.color == "gray2rgb" and (image.ndim == 2 or image.shape[-1] == 1):
+            image = np.repeat(image.reshape(image.shape[0], image.shape[1], 1), 3, axis=2)
+        elif self.color == "rgb2gray" and image.ndim == 3 and image.shape[-1] == 3:
+            image = (image @ np.array([0.2989, 0.587, 0.114])).astype(image.dtype)
+        h, w = self.output_size
+        if self.mode == "resize":
+            if image.shape[:2] != (h, w):
+                pil = Image.fromarray(image.squeeze() if image.ndim == 3 and
+                                      image.shape[-1] == 1 else image)
+                resized = np.asarray(pil.resize((w, h), Image.BILINEAR))
+                image = resized.reshape((h, w) + image.shape[2:])
+        else:
+            if image.shape[0] < h or image.shape[1] < w:
+                raise SpmdValueError(f"AugmentedImageDatastore: a {image.shape[:2]} image "
+                                     f"is smaller than the {self.mode} size {(h, w)}")
+            if self.mode == "centercrop":
+                top, left = (image.shape[0] - h) // 2, (image.shape[1] - w) // 2
+            else:
+                top = int(self._rng.integers(0, image.shape[0] - h + 1))
+                left = int(self._rng.integers(0, image.shape[1] - w + 1))
+            image = image[top:top + h, left:left + w]
+        if self.reflect and self._rng.random() < 0.5:
+            image = image[:, ::-1]
+        sx = int(self._rng.integers(self.dx[0], self.dx[1] + 1)) if self.dx != (0, 0) else 0
+        sy = int(self._rng.integers(self.dy[0], self.dy[1] + 1)) if self.dy != (0, 0) else 0
+        if sx or sy:
+            image = _shift(image, sy, sx)
+        return np.ascontiguousarray(image)
+
+
+def _shift(image, dy, dx):
+    """``image`` moved down ``dy`` and right ``dx`` pixels, the uncovered border 0."""
+    out = np.zeros_like(image)
+    h, w = image.shape[:2]
+    src_y = slice(max(0, -dy), min(h, h - dy))
+    dst_y = slice(max(0, dy), min(h, h + dy))
+    src_x = slice(max(0, -dx), min(w, w - dx))
+    dst_x = slice(max(0, dx), min(w, w + dx))
+    if src_y.start < src_y.stop and src_x.start < src_x.stop:
+        out[dst_y, dst_x] = image[src_y, src_x]
+    return out
+
+
+def partition(ds, n, index):
+    """Part ``index`` (1-based) of ``n`` contiguous parts of ``ds`` (MATLAB ``partition``).
+
+    Parts get ``floor(len/n)`` observations, the remainder one each to the first parts:
+    10 observations into 3 parts give 4, 3, 3. Raises SpmdValueError for an index outside
+    1..n.
+    """
+    for name, value in (("n", n), ("index", index)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+            raise SpmdTypeError(f"partition: '{name}' must be an int (got {value!r})")
+    if n < 1:
+        raise SpmdValueError(f"partition: 'n' must be at least 1 (got {n})")
+    if not 1 <= index <= n:
+        raise SpmdValueError(f"partition: 'index' must be from 1 to {n} (got {index}); "
+                             f"partition indices are 1-based, as in MATLAB")
+    base, extra = divmod(len(ds), int(n))
+    start = (index - 1) * base + min(index - 1, extra)
+    stop = start + base + (1 if index <= extra else 0)
+    return ds.subset(np.arange(start, stop))
+
+
+def count_each_label(ds):
+    """``{label: count}`` in sorted label order (MATLAB ``countEachLabel``)."""
+    labels = ds.labels
+    if labels is None:
+        raise SpmdValueError("count_each_label: this datastore has no labels")
+    names, counts = np.unique(labels, return_counts=True)
+    return {name.item() if hasattr(name, "item") else name: int(c)
+            for name, c in zip(names, counts)}
+
+
+def split_each_label(ds, amount, randomize=False, seed=None):
+    """Two datastores: ``amount`` of every label (a fraction in (0, 1) or a count) and
+    the rest (MATLAB ``splitEachLabel``); in datastore order unless ``randomize``."""
+    labels = ds.labels
+    if labels is None:
+        raise SpmdValueError("split_each_label: this datastore has no labels")
+    is_fraction = isinstance(amount, float) and 0 < amount < 1
+    is_count = isinstance(amount, (int, np.integer)) and not isinstance(amount, bool) \
+        and amount >= 0
+    if not (is_fraction or is_count):
+        raise SpmdValueError(f"split_each_label: 'amount' must be a fraction in (0, 1) or a "
+                             f"count >= 0 (got {amount!r})")
+    rng = np.random.default_rng(seed)
+    first, second = [], []
+    for name in np.unique(labels):
+        idx = np.flatnonzero(labels == name)
+        if randomize:
+            idx = idx[rng.permutation(len(idx))]
+        take = int(round(amount * len(idx))) if is_fraction else min(int(amount), len(idx))
+        first.extend(idx[:take])
+        second.extend(idx[take:])
+    return ds.subset(np.sort(first)), ds.subset(np.sort(second))
+
+
+def read_all(ds):
+    """Every observation: ``(inputs stacked, labels)`` with labels, else inputs stacked."""
+    items = [ds[i] for i in range(len(ds))]
+    if not items:
+        raise SpmdValueError("read_all: the datastore is empty")
+    if isinstance(items[0], tuple):
+        return np.stack([np.asarray(x) for x, *_ in items]), np.asarray([y for _, y in items])
+    return np.stack([np.asarray(x) for x in items])
