@@ -10,6 +10,7 @@ from .collectives import (spmd_barrier, spmd_broadcast, spmd_cat, spmd_index, sp
 from .errors import (SpmdError, SpmdMismatchError, SpmdPeerError, SpmdTimeoutError,
                      SpmdTypeError, SpmdValueError)
 from .p2p import spmd_probe, spmd_receive, spmd_send, spmd_send_receive
+from .parfor import parfor
 from .queues import DataQueue, PollableDataQueue, QueueSet
 from .region import spmd
 
@@ -25,6 +26,7 @@ __all__ = [
     "SpmdTimeoutError",
     "SpmdTypeError",
     "SpmdValueError",
+    "parfor",
     "spmd",
     "spmd_barrier",
     "spmd_broadcast",

@@ -10,7 +10,7 @@ def test_public_names():
     assert spmdlab.__all__ == sorted(spmdlab.__all__)
     assert spmdlab.__all__ == [
         "DataQueue", "PollableDataQueue", "QueueSet", "SpmdError", "SpmdMismatchError", "SpmdPeerError", "SpmdTimeoutError",
-        "SpmdTypeError", "SpmdValueError", "spmd", "spmd_barrier", "spmd_broadcast",
+        "SpmdTypeError", "SpmdValueError", "parfor", "spmd", "spmd_barrier", "spmd_broadcast",
         "spmd_cat", "spmd_index", "spmd_plus", "spmd_probe", "spmd_receive",
         "spmd_reduce", "spmd_send", "spmd_send_receive", "spmd_size",
     ]
@@ -63,6 +63,7 @@ def test_training_names():
     ]
 
 
+@pytest.mark.mpi_skip  # starts a Python of its own
 def test_core_never_imports_training():
     import subprocess
     import sys
