@@ -13,6 +13,7 @@ from .datastores import (ArrayDatastore, AugmentedImageDatastore, Datastore,
                          ImageDatastore, count_each_label, partition, read_all,
                          split_each_label)
 from .minibatch import MiniBatchQueue, worker_mini_batch_sizes
+from .monitor import TrainingProgressMonitor
 from .updates import adam_update, dlupdate, sgdm_update
 
 __all__ = [
@@ -21,6 +22,7 @@ __all__ = [
     "Datastore",
     "ImageDatastore",
     "MiniBatchQueue",
+    "TrainingProgressMonitor",
     "adam_update",
     "aggregate_gradients",
     "aggregate_state",

@@ -1,0 +1,226 @@
+"""TrainingProgressMonitor: MATLAB's ``trainingProgressMonitor`` for the terminal.
+
+Active on worker 1 (the client) and inert on every other worker, so client code ports
+without ``if`` guards. It shows a live view in the terminal (a progress bar with the
+latest metrics and information; plain lines when the output is not a terminal), draws
+every metric against the x label into a PNG image (refreshed during training, saved at
+the end), and lets a person ask to stop: Ctrl-C, or creating the stop file, sets
+``stop``. Relaying that request to every worker is the program's job (MATLAB's examples
+send it through a per-worker queue; see examples/train_digits_custom_loop.py).
+"""
+
+import os
+import signal
+import sys
+import time
+
+from .. import _env, _world
+from ..errors import SpmdTypeError, SpmdValueError
+
+__all__ = ["TrainingProgressMonitor"]
+
+STOP_FILE = _env.get("STOP_FILE", None)
+
+
+class TrainingProgressMonitor:
+    """Training progress on worker 1: metrics, information, progress, stop, status.
+
+    ``metrics`` and ``info`` declare the names that ``record_metrics`` and
+    ``update_info`` accept. ``plot_file`` (None: no plot) is refreshed at most every
+    ``plot_every`` seconds and saved by ``close()``. ``stop_file`` (default:
+    ``SPMDLAB_STOP_FILE``) sets ``stop`` when it exists. Ctrl-C sets ``stop`` the first
+    time; a second Ctrl-C interrupts as usual.
+    """
+
+    def __init__(self, metrics=(), info=(), xlabel="Iteration", *,
+                 plot_file="training-progress.png", stop_file=None, refresh=0.5,
+                 plot_every=5.0, stream=None):
+        self.metrics = tuple(_names("metrics", metrics))
+        self.info = tuple(_names("info", info))
+        self.xlabel = str(xlabel)
+        self.active = _world.current().index == 1
+        self.plot_file = plot_file
+        self.stop_file = stop_file if stop_file is not None else STOP_FILE
+        self.refresh = refresh
+        self.plot_every = plot_every
+        self.stream = stream if stream is not None else sys.stdout
+        self.stop = False
+        self.status = ""
+        self._progress = 0.0
+        self._history = {m: ([], []) for m in self.metrics}
+        self._info_values = {}
+        self._last_render = self._last_plot = 0.0
+        self._tty = hasattr(self.stream, "isatty") and self.stream.isatty()
+        self._closed = False
+        self._previous_handler = None
+        self._interrupts = 0
+        if threading_main():
+            self._previous_handler = signal.signal(signal.SIGINT, self._on_interrupt)
+
+    # -- what a person sees and does -------------------------------------------------
+
+    def _on_interrupt(self, signum, frame):
+        self._interrupts += 1
+        if self._interrupts > 1:  # a second Ctrl-C: interrupt for real
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+            raise KeyboardInterrupt
+        if self.active:  # mpiexec delivers Ctrl-C to every worker; worker 1 decides
+            self.stop = True
+            self._line("stop requested (Ctrl-C); finishing the current iteration", force=True)
+
+    def _check_stop_file(self):
+        if self.active and self.stop_file and not self.stop and os.path.exists(self.stop_file):
+            self.stop = True
+            self._line(f"stop requested ({self.stop_file} exists)", force=True)
+
+    @property
+    def progress(self):
+        """Percent done, 0 to 100 (MATLAB ``monitor.Progress``)."""
+        return self._progress
+
+    @progress.setter
+    def progress(self, value):
+        if not isinstance(value, (int, float)) or not 0 <= value <= 100:
+            raise SpmdValueError(f"TrainingProgressMonitor.progress must be from 0 to 100 "
+                                 f"(got {value!r})")
+        self._progress = float(value)
+        self._maybe_render()
+
+    def record_metrics(self, step, **values):
+        """Record metric values at x = ``step`` (MATLAB ``recordMetrics``)."""
+        unknown = [k for k in values if k not in self._history]
+        if unknown:
+            raise SpmdValueError(f"TrainingProgressMonitor.record_metrics: {unknown[0]!r} "
+                                 f"is not a declared metric (declared: "
+                                 f"{', '.join(self.metrics) or 'none'})")
+        if not self.active:
+            return
+        for name, value in values.items():
+            xs, ys = self._history[name]
+            xs.append(float(step))
+            ys.append(float(value))
+        self._maybe_render()
+
+    def update_info(self, **values):
+        """Show information values (MATLAB ``updateInfo``)."""
+        unknown = [k for k in values if k not in self.info]
+        if unknown:
+            raise SpmdValueError(f"TrainingProgressMonitor.update_info: {unknown[0]!r} is "
+                                 f"not declared information (declared: "
+                                 f"{', '.join(self.info) or 'none'})")
+        if self.active:
+            self._info_values.update(values)
+            self._maybe_render()
+
+    def history(self, metric):
+        """``(steps, values)`` recorded for ``metric`` on worker 1 (empty elsewhere)."""
+        if metric not in self._history:
+            raise SpmdValueError(f"TrainingProgressMonitor.history: {metric!r} is not a "
+                                 f"declared metric")
+        xs, ys = self._history[metric]
+        return list(xs), list(ys)
+
+    # -- drawing -------------------------------------------------------------------------
+
+    def _summary(self):
+        parts = []
+        for name in self.metrics:
+            ys = self._history[name][1]
+            if ys:
+                parts.append(f"{name} {ys[-1]:.4g}")
+        parts += [f"{k} {v}" for k, v in self._info_values.items()]
+        if self.status:
+            parts.append(self.status)
+        return " | ".join(parts)
+
+    def _line(self, text, force=False):
+        if not self.active:
+            return
+        if self._tty and not force:
+            self.stream.write("\r\033[K" + text)
+        else:
+            self.stream.write(("\n" if self._tty else "") + text + "\n")
+        self.stream.flush()
+
+    def _maybe_render(self, force=False):
+        self._check_stop_file()
+        now = time.monotonic()
+        if not self.active or (not force and now - self._last_render < self.refresh):
+            return
+        self._last_render = now
+        if self._tty:
+            filled = int(round(self._progress / 5))
+            bar = "#" * filled + "." * (20 - filled)
+            self._line(f"[{bar}] {self._progress:5.1f}% | {self._summary()}")
+        else:
+            self._line(f"{self._progress:5.1f}% | {self._summary()}")
+        if self.plot_file and (force or now - self._last_plot >= self.plot_every):
+            self._last_plot = now
+            self.save_plot()
+
+    def save_plot(self, path=None):
+        """Draw every metric against the x label into a PNG (written atomically)."""
+        path = path or self.plot_file
+        if not self.active or not path:
+            return None
+        try:
+            import matplotlib
+
+            matplotlib.use("Agg", force=False)
+            import matplotlib.pyplot as plt
+        except ImportError:
+            return None
+        shown = [m for m in self.metrics if self._history[m][0]]
+        fig, axes = plt.subplots(max(1, len(shown)), 1, figsize=(7, 2.6 * max(1, len(shown))),
+                                 squeeze=False)
+        for ax, name in zip(axes[:, 0], shown):
+            xs, ys = self._history[name]
+            ax.plot(xs, ys)
+            ax.set_ylabel(name)
+            ax.grid(True, alpha=0.3)
+        axes[-1, 0].set_xlabel(self.xlabel)
+        title = f"{self._progress:.0f}%" + (f" - {self.status}" if self.status else "")
+        axes[0, 0].set_title(title)
+        fig.tight_layout()
+        tmp = f"{path}.tmp-{os.getpid()}.png"
+        fig.savefig(tmp, dpi=90)
+        plt.close(fig)
+        os.replace(tmp, path)
+        return path
+
+    def close(self):
+        """Final view and plot; Ctrl-C behaves as before the monitor again."""
+        if self._closed:
+            return
+        self._closed = True
+        self._maybe_render(force=True)
+        if self._tty and self.active:
+            self.stream.write("\n")
+            self.stream.flush()
+        if self._previous_handler is not None and threading_main():
+            signal.signal(signal.SIGINT, self._previous_handler)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+
+def threading_main():
+    import threading
+
+    return threading.current_thread() is threading.main_thread()
+
+
+def _names(kind, names):
+    if isinstance(names, str):
+        names = [names]
+    out = []
+    for name in names:
+        if not isinstance(name, str) or not name.isidentifier():
+            raise SpmdTypeError(f"TrainingProgressMonitor: {kind} names must be identifiers "
+                                f"(got {name!r})")
+        out.append(name)
+    return out
