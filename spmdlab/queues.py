@@ -186,7 +186,7 @@ class _Hub:
             if queue is None:
                 chan.early.setdefault(tag, []).append(item)
             else:
-                queue._arrive(item)
+                queue._arrive(item, own=source == chan.scope.rank)
 
 
 _hub = _Hub()
@@ -230,13 +230,14 @@ class _Queue:
         self._items = collections.deque()
         self._cond = threading.Condition(threading.RLock())
         self._pollers = 0  # threads waiting in poll: only then is arrival notified
+        self._own_sent = self._own_handled = 0  # items the owner sent to itself
         self._closed = False
         self._closed_by_owner = False
         with chan.lock:
             chan.queues[_tag] = self
             self._closed_by_owner = _tag in chan.early_closed
             for item in chan.early.pop(_tag, ()):
-                self._arrive(item)
+                self._arrive(item)  # early items come from other workers
         _hub.start()
 
     @property
@@ -263,6 +264,8 @@ class _Queue:
             raise SpmdValueError(f"{self._who('send')}: the queue was closed by {by}; "
                                  f"items can no longer be sent to it")
         buf = _dumps(data, lambda: self._who("send"))
+        if self.is_owner:
+            self._own_sent += 1
         request = self._chan.comm.Isend([buf, MPI.BYTE], self.owner - 1, self._tag)
         _hub.track(request, buf)
 
@@ -283,12 +286,36 @@ class _Queue:
     def closed(self):
         return self._closed or self._closed_by_owner
 
-    def _arrive(self, item):
+    def _arrive(self, item, own=False):
         with self._cond:
             self._items.append(item)
             self._dispatch()
+            if own:
+                self._own_handled += 1
             if self._pollers:
                 self._cond.notify_all()
+
+    def flush(self, timeout=None):
+        """On the owner: wait until the items it sent to its own queue have arrived (and
+        been handed to the listeners); returns whether they all did. Elsewhere: True.
+
+        For a client that reports to itself through the queue and wants the report shown
+        before it prints its last line.
+        """
+        if not self.is_owner:
+            return True
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._cond:
+            self._pollers += 1
+            try:
+                while self._own_handled < self._own_sent:
+                    left = None if deadline is None else deadline - time.monotonic()
+                    if left is not None and left <= 0:
+                        return False
+                    self._cond.wait(left if left is not None else 0.05)
+            finally:
+                self._pollers -= 1
+        return True
 
     def _dispatch(self):
         pass

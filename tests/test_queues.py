@@ -190,3 +190,16 @@ def test_items_arriving_before_this_worker_made_the_queue_wait_for_it():
         got = [q.poll(timeout=30) for _ in range(spmd_size())]
         assert got == ["later"] * spmd_size()
     spmd_barrier()
+
+
+def test_flush_waits_for_the_owners_own_items():
+    q = DataQueue()
+    got = []
+    q.after_each(got.append)
+    if spmd_index() == 1:
+        for i in range(100):
+            q.send(i)
+        assert q.flush(timeout=30) and got == list(range(100))
+    else:
+        assert q.flush() is True
+    spmd_barrier()
