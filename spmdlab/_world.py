@@ -127,6 +127,22 @@ def _poll_exits():
         _note_exit()
 
 
+# A worker's exit notice travels on its own communicator and can overtake that worker's
+# last messages: before concluding that a call can never complete, keep testing this long.
+_EXIT_GRACE = 2.0
+
+
+def _settles(done):
+    """Whether ``done()`` comes true within the grace period after a peer's exit."""
+    deadline = time.monotonic() + _EXIT_GRACE
+    while time.monotonic() < deadline:
+        result = done()
+        if result:
+            return result
+        time.sleep(0.0005)
+    return None
+
+
 def _check(scope, call, needed, started, any_of):
     _poll_exits()
     gone = [r for r in needed if r in _exited]
@@ -158,7 +174,9 @@ def wait(request, scope, call):
         if MPI.Request.Waitany([request, _exit_req], _exit_status) == 0:
             return
         _note_exit()
-        if any(r in _exited for r in needed) and not request.Test():
+        if any(r in _exited for r in needed):
+            if _settles(request.Test):
+                return
             _check(scope, call, needed, 0.0, False)
     request.Wait()  # every other worker has left: _check above has raised already
 
@@ -187,7 +205,7 @@ def spin(done, scope, call, needed=None, any_of=False):
             try:
                 _check(scope, call, needed, started, any_of)
             except SpmdPeerError:
-                result = done()  # a message sent just before its sender left
+                result = _settles(done)  # sent (or joined) just before its worker left
                 if result:
                     return result
                 raise

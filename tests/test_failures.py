@@ -162,3 +162,15 @@ def test_bad_input_uncaught_ends_the_job_with_its_message(case):
     assert error in job.stderr and detail in job.stderr, job.stderr
     assert "### spmdlab: worker" in job.stderr
     assert job.seconds < 20
+
+
+def test_workers_leaving_right_after_the_last_collective_are_not_taken_for_deserters():
+    # a worker's exit notice can overtake its part of the last collective: the others
+    # must not conclude that it never made the call
+    for _ in range(4):
+        job = run_job(PROLOGUE + """
+for i in range(20):
+    spmd_plus(float(i))
+total = spmd_plus(np.ones(3))
+""", 4)
+        assert job.returncode == 0, job.stderr
