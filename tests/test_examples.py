@@ -45,7 +45,7 @@ def test_example_help(example):
     assert out.returncode == 0 and "--short" in out.stdout
 
 
-def _start_resnet(tmp_path, extra=()):
+def _start_resnet(tmp_path, extra=(), wait_for_output=True):
     import time
 
     pytest.importorskip("torch")
@@ -57,8 +57,13 @@ def _start_resnet(tmp_path, extra=()):
                                                *extra],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env=env, cwd=tmp_path)
-    deadline = time.monotonic() + 120
     lines = []
+    if not wait_for_output:
+        # Open MPI gives the workers a terminal: the monitor then redraws one line and
+        # prints no newline to wait for
+        time.sleep(15)
+        return proc, lines
+    deadline = time.monotonic() + 120
     for line in proc.stdout:  # wait until training is under way
         lines.append(line)
         if "epoch 2 of 30" in line or time.monotonic() > deadline:
@@ -77,7 +82,7 @@ def _finish(proc, lines):
 
 def test_resnet_stop_file_stops_every_worker_at_the_same_iteration(tmp_path):
     stop = tmp_path / "STOP"
-    proc, lines = _start_resnet(tmp_path, ["--stop-file", str(stop)])
+    proc, lines = _start_resnet(tmp_path, ["--stop-file", str(stop)], wait_for_output=False)
     stop.touch()
     out, err = _finish(proc, lines)
     assert proc.returncode == 0, err
