@@ -57,3 +57,19 @@ def digits_folder(root=None):
 
         shutil.rmtree(tmp, ignore_errors=True)
     return root
+
+
+def report_accuracy(model, test, preprocess):
+    """Collective: every worker scores its part of ``test``; worker 1 prints the accuracy.
+
+    ``preprocess(images, labels)`` is the example's mini-batch function.
+    """
+    from spmdlab import spmd_index, spmd_plus, spmd_size
+    from spmdlab.training import minibatch_predict, partition, scores2label
+
+    mine = partition(test, spmd_size(), spmd_index())
+    x_test, y_test = preprocess([x for x, _ in mine], [y for _, y in mine])
+    predicted = scores2label(minibatch_predict(model, x_test))
+    correct = spmd_plus(int((predicted == y_test.numpy()).sum()))
+    if spmd_index() == 1:
+        print(f"accuracy = {correct / len(test):.4f}")

@@ -21,11 +21,10 @@ import torch
 from spmdlab import (DataQueue, PollableDataQueue, spmd_index, spmd_plus, spmd_reduce,
                      spmd_size)
 from spmdlab.training import (ArrayDatastore, MiniBatchQueue, TrainingProgressMonitor,
-                              aggregate_gradients, aggregate_state, minibatch_predict,
-                              partition, scores2label, sgdm_update, weighted_sum,
-                              worker_mini_batch_sizes)
+                              aggregate_gradients, aggregate_state, partition, sgdm_update,
+                              weighted_sum, worker_mini_batch_sizes)
 
-from digits_data import digits_28x28, split_per_label
+from digits_data import digits_28x28, report_accuracy, split_per_label
 
 
 def parse_args():
@@ -117,13 +116,7 @@ def main():
     monitor.close()
 
     # Test accuracy: every worker scores its part of the test set; counts are summed.
-    mine = partition(test, n, k)
-    x_test, y_test = preprocess([x for x, _ in mine], [y for _, y in mine])
-    predicted = scores2label(minibatch_predict(model, x_test))
-    correct = spmd_plus(int((predicted == y_test.numpy()).sum()))
-    if k == 1:
-        print(f"accuracy = {correct / len(test):.4f}")
-
+    report_accuracy(model, test, preprocess)
 
 if __name__ == "__main__":
     main()

@@ -25,10 +25,10 @@ from spmdlab import (DataQueue, PollableDataQueue, spmd_broadcast, spmd_cat, spm
                      spmd_plus, spmd_size)
 from spmdlab.training import (AugmentedImageDatastore, ImageDatastore, MiniBatchQueue,
                               TrainingProgressMonitor, aggregate_gradients, aggregate_state,
-                              minibatch_predict, partition, scores2label, sgdm_update,
-                              split_each_label, weighted_sum, worker_mini_batch_sizes)
+                              partition, sgdm_update, split_each_label, weighted_sum,
+                              worker_mini_batch_sizes)
 
-from digits_data import digits_folder
+from digits_data import digits_folder, report_accuracy
 
 
 def parse_args():
@@ -153,13 +153,8 @@ def main():
         same = "every worker" if (stops == stops[0]).all() else f"workers at {stops}"
         print(f"stopped at epoch {epoch}, iteration {iteration}, on {same}")
 
-    mine = partition(test, n, k)
-    x_test, y_test = preprocess([x for x, _ in mine], [y for _, y in mine])
-    predicted = scores2label(minibatch_predict(model, x_test))
-    correct = spmd_plus(int((predicted == y_test.numpy()).sum()))
-    if k == 1:
-        print(f"accuracy = {correct / len(test):.4f}")
-
+    # Test accuracy: every worker scores its part of the test set; counts are summed.
+    report_accuracy(model, test, preprocess)
 
 if __name__ == "__main__":
     main()

@@ -17,14 +17,12 @@ the mean time per call on worker 1. Ratios:
 """
 
 import argparse
-import json
-import os
 import socket
-import subprocess
-import sys
 import time
 
 SIZES = [8, 64, 1 << 10, 16 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20, 64 << 20]
+
+from _launch import emit, header, run_at
 
 
 def resnet_like(width=0.5):
@@ -151,7 +149,7 @@ def worker(args):
     nested.update(arrays=len(arrays), floats=int(sum(a.size for a in arrays)))
     dist.destroy_process_group()
     if rank == 0:
-        print("RESULT " + json.dumps({"workers": size, "sweep": sweep, "nested": nested}))
+        emit({"workers": size, "sweep": sweep, "nested": nested})
 
 
 def human(nbytes):
@@ -189,29 +187,8 @@ def report(res):
 
 
 def launch(args):
-    here = os.path.abspath(__file__)
-    mpiexec = os.path.join(os.path.dirname(sys.executable), "mpiexec")
-    if not os.path.exists(mpiexec):
-        mpiexec = "mpiexec"
-    from mpi4py import MPI
-
-    extra = ["--oversubscribe"] if MPI.Get_library_version().startswith("Open MPI") else []
-    print(f"bench_collectives: {socket.gethostname()}, {os.cpu_count()} cores, "
-          f"{MPI.Get_library_version().splitlines()[0].strip()}, "
-          f"{time.strftime('%Y-%m-%d %H:%M')}")
-    if any(n > (os.cpu_count() or 1) for n in args.workers):
-        print("note: more workers than cores is oversubscribed; latencies include "
-              "scheduling")
-    for n in args.workers:
-        cmd = [mpiexec, *extra, "-n", str(n), sys.executable, here, "--worker"]
-        if args.quick:
-            cmd.append("--quick")
-        env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
-        out = subprocess.run(cmd, capture_output=True, text=True, timeout=1800, env=env)
-        lines = [l for l in out.stdout.splitlines() if l.startswith("RESULT ")]
-        if out.returncode != 0 or not lines:
-            sys.exit(f"benchmark at {n} workers failed:\n{out.stdout}\n{out.stderr}")
-        report(json.loads(lines[-1][7:]))
+    header("bench_collectives")
+    run_at(__file__, args.workers, ["--quick"] if args.quick else [], report)
 
 
 def main():

@@ -17,12 +17,9 @@ At each worker count:
 """
 
 import argparse
-import json
-import os
-import socket
-import subprocess
-import sys
 import time
+
+from _launch import emit, header, run_at
 
 
 def worker(args):
@@ -132,11 +129,11 @@ def worker(args):
         raw_latency = (time.perf_counter() - start) / hops / 2 * 1e6
     latencies = comm.gather((queue_latency, raw_latency), root=0)
     if rank == 0:
-        print("RESULT " + json.dumps({
+        emit({
             "workers": size, "items": n,
             "before": float(np.median(before)), "after": float(np.median(after)),
             "queue": queue_runs, "raw": raw_runs, "send_cost": costs,
-            "latency": latencies[1]}))
+            "latency": latencies[1]})
     del idle
 
 
@@ -164,27 +161,8 @@ def report(res):
 
 
 def launch(args):
-    from mpi4py import MPI
-
-    here = os.path.abspath(__file__)
-    mpiexec = os.path.join(os.path.dirname(sys.executable), "mpiexec")
-    if not os.path.exists(mpiexec):
-        mpiexec = "mpiexec"
-    extra = ["--oversubscribe"] if MPI.Get_library_version().startswith("Open MPI") else []
-    print(f"bench_dataqueue: {socket.gethostname()}, {os.cpu_count()} cores, "
-          f"{MPI.Get_library_version().splitlines()[0].strip()}, "
-          f"{time.strftime('%Y-%m-%d %H:%M')}")
-    if any(n > (os.cpu_count() or 1) for n in args.workers):
-        print("note: more workers than cores is oversubscribed; times include scheduling")
-    for n in args.workers:
-        cmd = [mpiexec, *extra, "-n", str(n), sys.executable, here, "--worker",
-               "--items", str(args.items), "--rounds", str(args.rounds)]
-        env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
-        out = subprocess.run(cmd, capture_output=True, text=True, timeout=1800, env=env)
-        lines = [l for l in out.stdout.splitlines() if l.startswith("RESULT ")]
-        if out.returncode != 0 or not lines:
-            sys.exit(f"benchmark at {n} workers failed:\n{out.stdout}\n{out.stderr}")
-        report(json.loads(lines[-1][7:]))
+    header("bench_dataqueue")
+    run_at(__file__, args.workers, ["--items", args.items, "--rounds", args.rounds], report)
 
 
 def main():

@@ -17,12 +17,10 @@ is the median time per step over rounds. Ratios below 1 mean spmdlab is faster.
 """
 
 import argparse
-import json
-import os
 import socket
-import subprocess
-import sys
 import time
+
+from _launch import emit, header, run_at
 
 
 def models(torch):
@@ -125,7 +123,7 @@ def worker(args):
         results[name]["params"] = int(sum(p.numel() for p in model.parameters()))
     dist.destroy_process_group()
     if rank == 0:
-        print("RESULT " + json.dumps({"workers": size, "results": results}))
+        emit({"workers": size, "results": results})
 
 
 def report(res):
@@ -139,27 +137,8 @@ def report(res):
 
 
 def launch(args):
-    from mpi4py import MPI
-
-    here = os.path.abspath(__file__)
-    mpiexec = os.path.join(os.path.dirname(sys.executable), "mpiexec")
-    if not os.path.exists(mpiexec):
-        mpiexec = "mpiexec"
-    extra = ["--oversubscribe"] if MPI.Get_library_version().startswith("Open MPI") else []
-    print(f"bench_training: {socket.gethostname()}, {os.cpu_count()} cores, "
-          f"{MPI.Get_library_version().splitlines()[0].strip()}, "
-          f"{time.strftime('%Y-%m-%d %H:%M')}; torch threads per worker: 1")
-    if any(n > (os.cpu_count() or 1) for n in args.workers):
-        print("note: more workers than cores is oversubscribed; times include scheduling")
-    for n in args.workers:
-        cmd = [mpiexec, *extra, "-n", str(n), sys.executable, here, "--worker",
-               "--steps", str(args.steps), "--rounds", str(args.rounds)]
-        env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
-        out = subprocess.run(cmd, capture_output=True, text=True, timeout=1800, env=env)
-        lines = [l for l in out.stdout.splitlines() if l.startswith("RESULT ")]
-        if out.returncode != 0 or not lines:
-            sys.exit(f"benchmark at {n} workers failed:\n{out.stdout}\n{out.stderr}")
-        report(json.loads(lines[-1][7:]))
+    header("bench_training", "; torch threads per worker: 1")
+    run_at(__file__, args.workers, ["--steps", args.steps, "--rounds", args.rounds], report)
 
 
 def main():

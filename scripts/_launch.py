@@ -1,0 +1,48 @@
+"""What the benchmark scripts share: run themselves under mpiexec, one run per worker count.
+
+A benchmark script's launcher calls ``run_at``; its worker side (``--worker``) measures
+and has worker 1 call ``emit`` with a JSON-able result, which ``run_at`` hands to the
+script's ``report``.
+"""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+
+
+def header(name, extra=""):
+    """The first line of a benchmark: machine, cores, MPI library, date."""
+    from mpi4py import MPI
+
+    print(f"{name}: {socket.gethostname()}, {os.cpu_count()} cores, "
+          f"{MPI.Get_library_version().splitlines()[0].strip()}, "
+          f"{time.strftime('%Y-%m-%d %H:%M')}{extra}")
+
+
+def run_at(script, workers, worker_args, report):
+    """``script --worker *worker_args`` under ``mpiexec -n N`` for each N in ``workers``."""
+    from mpi4py import MPI
+
+    mpiexec = os.path.join(os.path.dirname(sys.executable), "mpiexec")
+    if not os.path.exists(mpiexec):
+        mpiexec = "mpiexec"
+    extra = ["--oversubscribe"] if MPI.Get_library_version().startswith("Open MPI") else []
+    if any(n > (os.cpu_count() or 1) for n in workers):
+        print("note: more workers than cores is oversubscribed; times include scheduling")
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    for n in workers:
+        cmd = [mpiexec, *extra, "-n", str(n), sys.executable, os.path.abspath(script),
+               "--worker", *map(str, worker_args)]
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=1800, env=env)
+        lines = [l for l in out.stdout.splitlines() if l.startswith("RESULT ")]
+        if out.returncode != 0 or not lines:
+            sys.exit(f"benchmark at {n} workers failed:\n{out.stdout}\n{out.stderr}")
+        report(json.loads(lines[-1][len("RESULT "):]))
+
+
+def emit(result):
+    """On worker 1: hand ``result`` to the launcher."""
+    print("RESULT " + json.dumps(result), flush=True)
