@@ -414,17 +414,17 @@ def _describe(call, treedef, leaves):
 
 def _bulk_reduce(scope, treedef, leaves, op, destination, wanted):
     """One buffer per dtype, reduced by MPI (all groups started together, one wait)."""
+    # One group, hence one MPI call, per dtype: the dtypes are part of the agreed key, so
+    # every worker makes the same calls whatever devices its leaves are on.
     groups = {}
     for i, leaf in enumerate(leaves):
-        device = leaf.device if leaf.on_gpu and _backends.cuda_aware() else None
-        groups.setdefault((leaf.dtype, leaf.family if device is not None else None,
-                           device), []).append(i)
+        groups.setdefault(leaf.dtype, []).append(i)
     comm = scope.comm
     root = None if destination is None else destination - 1
     requests, unpack = [], []
-    for (dtype, gpu_family, _), members in groups.items():
+    for dtype, members in groups.items():
         count = sum(_count(leaves[i]) for i in members)
-        if gpu_family is not None:
+        if _on_one_gpu([leaves[i] for i in members]):  # CUDA-aware MPI reads it there
             send = _gpu_send(leaves, members)
             recv = _backends.device_empty(leaves[members[0]], count) if wanted else None
         else:
@@ -454,6 +454,14 @@ def _bulk_reduce(scope, treedef, leaves, op, destination, wanted):
             offset += n
             out[i] = leaf.wrap(piece) if isinstance(piece, np.ndarray) else piece
     return _pack.unflatten(treedef, out)
+
+
+def _on_one_gpu(group):
+    """Whether a group can be handed to a CUDA-aware MPI as one device buffer."""
+    first = group[0]
+    return (first.on_gpu and _backends.cuda_aware() and
+            all(l.on_gpu and l.family == first.family and l.device == first.device
+                for l in group))
 
 
 def _count(leaf):

@@ -360,3 +360,17 @@ def test_workers_mixing_families_agree():
     medium = np.ones(1000, np.int64) if k % 2 else [np.ones(1000, np.int64)][0].copy()
     assert (spmd_plus(medium) == n).all()
     assert spmd_plus(k % 2 == 0) == n // 2
+
+
+@pytest.mark.skipif(torch is None, reason="torch not installed")
+def test_dicts_mixing_families_differently_on_each_worker():
+    # one MPI call per dtype on every worker, whatever family each leaf has there
+    k = spmd_index()
+    a = np.full(1000, k, np.float32)
+    b = np.full(2000, 2 * k, np.float32)
+    value = {"a": torch.from_numpy(a) if k % 2 else a, "b": b if k % 2 else torch.from_numpy(b),
+             "c": np.full(500, k, np.float64)}
+    result = spmd_plus(value)
+    s = spmd_size() * (spmd_size() + 1) // 2
+    assert (np.asarray(result["a"]) == s).all() and (np.asarray(result["b"]) == 2 * s).all()
+    assert type(result["a"]) is type(value["a"]) and (result["c"] == s).all()
