@@ -174,3 +174,19 @@ for i in range(20):
 total = spmd_plus(np.ones(3))
 """, 4)
         assert job.returncode == 0, job.stderr
+
+
+def test_collective_after_every_other_worker_left():
+    # worker 1 has taken in every exit notice (a receive that gave up on them): a later
+    # collective must raise, not wait forever
+    job = run_job(PROLOGUE + """
+if spmd_index() == 1:
+    try:
+        spmd_receive()
+    except SpmdPeerError:
+        print("receive gave up", flush=True)
+    spmd_barrier()
+""", 2)  # two workers on two cores: the wait that blocks inside MPI
+    assert "receive gave up" in job.stdout
+    assert job.returncode != 0 and "SpmdPeerError: spmd_barrier" in job.stderr, job.stderr
+    assert job.seconds < 20
