@@ -46,3 +46,17 @@ def run_at(script, workers, worker_args, report):
 def emit(result):
     """On worker 1: hand ``result`` to the launcher."""
     print("RESULT " + json.dumps(result), flush=True)
+
+
+def init_gloo(comm):
+    """torch.distributed over gloo on the same workers as ``comm`` (a free local port)."""
+    import torch.distributed as dist
+
+    port = None
+    if comm.Get_rank() == 0:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+    port = comm.bcast(port, root=0)
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}",
+                            rank=comm.Get_rank(), world_size=comm.Get_size())

@@ -17,12 +17,11 @@ the mean time per call on worker 1. Ratios:
 """
 
 import argparse
-import socket
 import time
 
 SIZES = [8, 64, 1 << 10, 16 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20, 64 << 20]
 
-from _launch import emit, header, run_at
+from _launch import emit, header, init_gloo, run_at
 
 
 def resnet_like(width=0.5):
@@ -73,14 +72,7 @@ def worker(args):
 
     comm = MPI.COMM_WORLD.Dup()
     rank, size = comm.Get_rank(), comm.Get_size()
-    port = None
-    if rank == 0:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-    port = comm.bcast(port, root=0)
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
-                            world_size=size)
+    init_gloo(comm)
     torch.set_num_threads(1)
     rounds = 3 if args.quick else 9
 

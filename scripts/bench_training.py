@@ -17,10 +17,9 @@ is the median time per step over rounds. Ratios below 1 mean spmdlab is faster.
 """
 
 import argparse
-import socket
 import time
 
-from _launch import emit, header, run_at
+from _launch import emit, header, init_gloo, run_at
 
 
 def models(torch):
@@ -49,14 +48,7 @@ def worker(args):
     torch.set_num_threads(1)
     comm = MPI.COMM_WORLD.Dup()
     rank, size = comm.Get_rank(), comm.Get_size()
-    port = None
-    if rank == 0:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-    port = comm.bcast(port, root=0)
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
-                            world_size=size)
+    init_gloo(comm)
     batch = 128
     local = worker_mini_batch_sizes(batch, spmd_size())[spmd_index() - 1]
     weight = local / batch
