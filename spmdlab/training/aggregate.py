@@ -88,7 +88,8 @@ def aggregate_gradients(x, factor):
     if not params:
         return model
     dtypes = {p.dtype for p in params}
-    if len(dtypes) != 1 or classify(params[0].detach().cpu()[:0]) is None:
+    dtype = classify(params[0].detach()).dtype  # no copy: the dtype is cached per torch dtype
+    if len(dtypes) != 1 or dtype.kind not in "fc":  # mixed, bfloat16 or integer: per leaf
         grads = {str(i): (p.grad if p.grad is not None else torch.zeros_like(p))
                  for i, p in enumerate(params)}
         summed = spmd_plus(_scaled(grads, factor, "aggregate_gradients"))
@@ -99,7 +100,6 @@ def aggregate_gradients(x, factor):
     key = tuple((tuple(p.shape), p.dtype) for p in params)
     if flat is None or flat.key != key:
         _agree_shapes(params)
-        dtype = params[0].detach().cpu()[:0].numpy().dtype
         flat = _flat[model] = _Flat(params, dtype)
     buf = flat.buffer
     flags = buf[flat.total:]

@@ -12,6 +12,7 @@ send it through a per-worker queue; see examples/train_digits_custom_loop.py).
 import os
 import signal
 import sys
+import threading
 import time
 
 from .. import _env, _world
@@ -54,7 +55,7 @@ class TrainingProgressMonitor:
         self._closed = False
         self._previous_handler = None
         self._interrupts = 0
-        if threading_main():
+        if _in_main_thread():
             self._previous_handler = signal.signal(signal.SIGINT, self._on_interrupt)
 
     # -- what a person sees and does -------------------------------------------------
@@ -197,7 +198,7 @@ class TrainingProgressMonitor:
         if self._tty and self.active:
             self.stream.write("\n")
             self.stream.flush()
-        if self._previous_handler is not None and threading_main():
+        if self._previous_handler is not None and _in_main_thread():
             signal.signal(signal.SIGINT, self._previous_handler)
 
     def __enter__(self):
@@ -208,9 +209,7 @@ class TrainingProgressMonitor:
         return False
 
 
-def threading_main():
-    import threading
-
+def _in_main_thread():
     return threading.current_thread() is threading.main_thread()
 
 

@@ -23,13 +23,18 @@ def _is_module(x):
     return torch is not None and isinstance(x, torch.nn.Module)
 
 
+_NO_GRADS = object()  # dlupdate: no gradients involved
+
+
 def _entries(call, params, grads, *states):
     """``(names, values, grads, states...)`` lists, and a function that rebuilds."""
     if _is_module(params):
         named = [(n, p) for n, p in params.named_parameters() if p.requires_grad]
         names = [n for n, _ in named]
         values = [p for _, p in named]
-        if grads is None:
+        if grads is _NO_GRADS:
+            grad_list = None
+        elif grads is None:
             grad_list = [p.grad for p in values]
         elif isinstance(grads, dict):
             grad_list = [grads.get(n) for n in names]
@@ -49,7 +54,8 @@ def _entries(call, params, grads, *states):
     values = [_value(call, "params", leaf) for leaf in leaves]
     if grads is None:
         raise SpmdTypeError(f"{call}: 'grads' is required unless 'params' is a module")
-    grad_list = _like_structure(call, "grads", grads, treedef, len(values))
+    grad_list = None if grads is _NO_GRADS else \
+        _like_structure(call, "grads", grads, treedef, len(values))
     state_lists = [[None] * len(values) if s is None else
                    _like_structure(call, "state", s, treedef, len(values)) for s in states]
 
@@ -161,8 +167,7 @@ def dlupdate(fcn, params, *args):
     call = "dlupdate"
     if not callable(fcn):
         raise SpmdTypeError(f"{call}: 'fcn' must be callable (got {fcn!r})")
-    module = _is_module(params)
-    values, _, extra, rebuild = _entries(call, params, {} if module else params, *args)
+    values, _, extra, rebuild = _entries(call, params, _NO_GRADS, *args)
     outputs = []
     for i, p in enumerate(values):
         outputs.append(fcn(_data(p), *(e[i] for e in extra)))
