@@ -55,11 +55,12 @@ def test_training_names():
     assert spmdlab.training.__all__ == sorted(spmdlab.training.__all__)
     assert spmdlab.training.__all__ == [
         "ArrayDatastore", "AugmentedImageDatastore", "Datastore", "ImageDatastore",
-        "MiniBatchQueue", "TrainingProgressMonitor", "adam_update", "aggregate_gradients", "aggregate_state",
-        "aggregate_state_values", "can_use_gpu", "count_each_label", "dlupdate",
-        "gpu_device_count", "minibatch_predict", "onehotencode", "partition", "read_all",
-        "scores2label", "select_gpu", "sgdm_update", "split_each_label", "weighted_sum",
-        "worker_mini_batch_sizes",
+        "MiniBatchQueue", "TrainingInfo", "TrainingOptions", "TrainingProgressMonitor",
+        "adam_update", "aggregate_gradients", "aggregate_state", "aggregate_state_values",
+        "can_use_gpu", "count_each_label", "dlupdate", "gpu_device_count",
+        "minibatch_predict", "onehotencode", "partition", "read_all", "rmsprop_update",
+        "scores2label", "select_gpu", "sgdm_update", "split_each_label", "trainnet",
+        "training_options", "weighted_sum", "worker_mini_batch_sizes",
     ]
 
 

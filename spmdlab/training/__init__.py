@@ -2,7 +2,8 @@
 
 Built on the core layer (the core never imports this package). This session delivers
 the mini-batch split, weighted aggregation of gradients, losses and batch-norm state,
-MATLAB's updates, the helpers, datastores and the mini-batch queue.
+MATLAB's updates, the helpers, datastores, the mini-batch queue, the progress monitor,
+and ``trainnet`` with ``training_options`` on top of all of them.
 """
 
 from .aggregate import (aggregate_gradients, aggregate_state, aggregate_state_values,
@@ -14,7 +15,9 @@ from .datastores import (ArrayDatastore, AugmentedImageDatastore, Datastore,
                          split_each_label)
 from .minibatch import MiniBatchQueue, worker_mini_batch_sizes
 from .monitor import TrainingProgressMonitor
-from .updates import adam_update, dlupdate, sgdm_update
+from .options import TrainingOptions, training_options
+from .trainer import TrainingInfo, trainnet
+from .updates import adam_update, dlupdate, rmsprop_update, sgdm_update
 
 __all__ = [
     "ArrayDatastore",
@@ -22,6 +25,8 @@ __all__ = [
     "Datastore",
     "ImageDatastore",
     "MiniBatchQueue",
+    "TrainingInfo",
+    "TrainingOptions",
     "TrainingProgressMonitor",
     "adam_update",
     "aggregate_gradients",
@@ -35,10 +40,13 @@ __all__ = [
     "onehotencode",
     "partition",
     "read_all",
+    "rmsprop_update",
     "scores2label",
     "select_gpu",
     "sgdm_update",
     "split_each_label",
+    "trainnet",
+    "training_options",
     "weighted_sum",
     "worker_mini_batch_sizes",
 ]

@@ -103,6 +103,8 @@ class ImageDatastore(Datastore):
     """Image files in a folder, labelled by their sub-folder's name (MATLAB
     ``imageDatastore(folder, IncludeSubfolders=true, LabelSource="foldernames")``)."""
 
+    _images = True  # observations are (height, width[, channels]) images; see trainnet
+
     def __init__(self, folder, labels="foldernames"):
         if not os.path.isdir(folder):
             raise SpmdValueError(f"ImageDatastore: {folder!r} is not a folder")
@@ -154,6 +156,7 @@ class AugmentedImageDatastore(Datastore):
     """
 
     MODES = ("resize", "centercrop", "randcrop")
+    _images = True
 
     def __init__(self, output_size, source, *, random_x_reflection=False,
                  random_x_translation=(0, 0), random_y_translation=(0, 0),

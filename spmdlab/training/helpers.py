@@ -110,7 +110,9 @@ def minibatch_predict(model, data, mini_batch_size=128, device=None):
     """The model's outputs for every observation, in mini-batches, in inference mode.
 
     MATLAB ``minibatchpredict``. ``data`` is an array or tensor whose first dimension
-    indexes observations, or an iterable of input batches. The model runs under
+    indexes observations, a datastore (its inputs converted as ``trainnet`` converts
+    them: images become ``(N, C, H, W)`` floats, uint8 scaled to [0, 1]; labels are
+    ignored), or an iterable of input batches. The model runs under
     ``torch.no_grad()`` in eval mode (its mode is restored after); outputs are
     concatenated into one CPU tensor.
     """
@@ -122,6 +124,16 @@ def minibatch_predict(model, data, mini_batch_size=128, device=None):
             mini_batch_size < 1:
         raise SpmdValueError(f"minibatch_predict: 'mini_batch_size' must be a positive "
                              f"int (got {mini_batch_size!r})")
+    from .datastores import Datastore
+
+    if isinstance(data, Datastore):  # converted as trainnet converts its training data
+        from .minibatch import MiniBatchQueue
+        from .trainer import _Source
+
+        dtype = next((p.dtype for p in model.parameters() if p.is_floating_point()), None)
+        source = _Source(data, "minibatch_predict data", dtype=dtype, inputs_only=True)
+        data = (batch[0] for batch in MiniBatchQueue(data, mini_batch_size,
+                                                     mini_batch_fcn=source.make))
     if isinstance(data, np.ndarray):
         data = torch.from_numpy(data)
     if isinstance(data, torch.Tensor):

@@ -173,6 +173,11 @@ class MiniBatchQueue:
             self._thread.join()
             self._thread = None
 
+    def close(self):
+        """Stop the background dispatch thread (if any); the queue can be reset() after."""
+        self._stop_prefetch()
+        self._done = True
+
     def has_data(self):
         """Whether ``next()`` has a mini-batch to return (MATLAB ``hasdata``)."""
         return not self._done

@@ -53,26 +53,19 @@ class TrainingProgressMonitor:
         self._last_render = self._last_plot = 0.0
         self._tty = hasattr(self.stream, "isatty") and self.stream.isatty()
         self._closed = False
-        self._previous_handler = None
-        self._interrupts = 0
-        if _in_main_thread():
-            self._previous_handler = signal.signal(signal.SIGINT, self._on_interrupt)
+        self._stopper = StopRequest(self._on_stop_request, self.stop_file)
 
     # -- what a person sees and does -------------------------------------------------
 
-    def _on_interrupt(self, signum, frame):
-        self._interrupts += 1
-        if self._interrupts > 1:  # a second Ctrl-C: interrupt for real
-            signal.signal(signal.SIGINT, signal.default_int_handler)
-            raise KeyboardInterrupt
-        if self.active:  # mpiexec delivers Ctrl-C to every worker; worker 1 decides
-            self.stop = True
-            self._line("stop requested (Ctrl-C); finishing the current iteration", force=True)
+    def _on_stop_request(self, reason):
+        if self.active and not self.stop:  # mpiexec delivers Ctrl-C to every worker;
+            self.stop = True               # worker 1 decides
+            self._line(f"stop requested ({reason}); finishing the current iteration",
+                       force=True)
 
     def _check_stop_file(self):
-        if self.active and self.stop_file and not self.stop and os.path.exists(self.stop_file):
-            self.stop = True
-            self._line(f"stop requested ({self.stop_file} exists)", force=True)
+        if self.active:
+            self._stopper.check()
 
     @property
     def progress(self):
@@ -198,8 +191,7 @@ class TrainingProgressMonitor:
         if self._tty and self.active:
             self.stream.write("\n")
             self.stream.flush()
-        if self._previous_handler is not None and _in_main_thread():
-            signal.signal(signal.SIGINT, self._previous_handler)
+        self._stopper.restore()
 
     def __enter__(self):
         return self
@@ -207,6 +199,45 @@ class TrainingProgressMonitor:
     def __exit__(self, *exc):
         self.close()
         return False
+
+
+class StopRequest:
+    """A person's request to stop: the first Ctrl-C, or the stop file appearing.
+
+    Calls ``on_request(reason)`` once per request (Ctrl-C from the signal handler, the
+    stop file from ``check()``); a second Ctrl-C raises KeyboardInterrupt as usual.
+    ``restore()`` puts back the previous Ctrl-C handler. The handler is installed only
+    from the main thread (Python allows no other).
+    """
+
+    def __init__(self, on_request, stop_file=None):
+        self.on_request = on_request
+        self.stop_file = stop_file
+        self.requested = False
+        self._interrupts = 0
+        self._previous = None
+        if _in_main_thread():
+            self._previous = signal.signal(signal.SIGINT, self._on_interrupt)
+
+    def _on_interrupt(self, signum, frame):
+        self._interrupts += 1
+        if self._interrupts > 1:  # a second Ctrl-C: interrupt for real
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+            raise KeyboardInterrupt
+        self.requested = True
+        self.on_request("Ctrl-C")
+
+    def check(self):
+        """Whether a stop was requested (looks for the stop file)."""
+        if not self.requested and self.stop_file and os.path.exists(self.stop_file):
+            self.requested = True
+            self.on_request(f"{self.stop_file} exists")
+        return self.requested
+
+    def restore(self):
+        if self._previous is not None and _in_main_thread():
+            signal.signal(signal.SIGINT, self._previous)
+            self._previous = None
 
 
 def _in_main_thread():

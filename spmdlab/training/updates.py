@@ -1,4 +1,4 @@
-"""MATLAB's optimizer updates: ``sgdmupdate``, ``adamupdate``, ``dlupdate``.
+"""MATLAB's optimizer updates: ``sgdmupdate``, ``adamupdate``, ``rmspropupdate``, ``dlupdate``.
 
 Each takes the parameters as a ``torch.nn.Module`` (updated in place, gradients from
 ``.grad`` unless given) or as a tensor / array or dict / list / tuple of them (a new
@@ -15,7 +15,7 @@ import numpy as np
 from .. import _pack
 from ..errors import SpmdTypeError, SpmdValueError
 
-__all__ = ["adam_update", "dlupdate", "sgdm_update"]
+__all__ = ["adam_update", "dlupdate", "rmsprop_update", "sgdm_update"]
 
 
 def _is_module(x):
@@ -155,6 +155,34 @@ def adam_update(params, grads=None, average_grad=None, average_sq_grad=None, ite
         new_m.append(m)
         new_v.append(v)
     return rebuild(new_values, new_m, new_v)
+
+
+def rmsprop_update(params, grads=None, average_sq_grad=None, learn_rate=0.001,
+                   squared_gradient_decay_factor=0.9, epsilon=1e-8):
+    """RMSProp, as MATLAB's ``rmspropupdate``: ``v = d*v + (1-d)*g^2``,
+    ``p = p - learn_rate * g / (sqrt(v) + epsilon)``.
+
+    Returns ``(params, average_sq_grad)``.
+    """
+    call = "rmsprop_update"
+    _check_positive(call, learn_rate=learn_rate, epsilon=epsilon)
+    d = squared_gradient_decay_factor
+    if not 0 <= d < 1:
+        raise SpmdValueError(f"{call}: 'squared_gradient_decay_factor' must be in [0, 1) "
+                             f"(got {d!r})")
+    values, grad_list, (v_list,), rebuild = _entries(call, params, grads, average_sq_grad)
+    new_values, new_v = [], []
+    for p, g, v in zip(values, grad_list, v_list):
+        if g is None:
+            new_values.append(None if _is_module(params) else p)
+            new_v.append(v)
+            continue
+        p, g = _data(p), _data(g)
+        v = (1 - d) * g * g if v is None else d * v + (1 - d) * g * g
+        sqrt = v.sqrt() if hasattr(v, "sqrt") else np.sqrt(v)
+        new_values.append(p - learn_rate * g / (sqrt + epsilon))
+        new_v.append(v)
+    return rebuild(new_values, new_v)
 
 
 def dlupdate(fcn, params, *args):

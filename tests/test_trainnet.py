@@ -1,0 +1,407 @@
+"""training_options and trainnet, in-process: run by plain pytest and by pytest-mpi at
+1-4 workers (the parallel environments then train over every worker)."""
+
+import math
+import os
+import warnings
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from spmdlab import (SpmdMismatchError, SpmdTypeError, SpmdValueError,  # noqa: E402
+                     spmd_broadcast, spmd_cat, spmd_index, spmd_size)
+from spmdlab.training import (ArrayDatastore, TrainingOptions, minibatch_predict,  # noqa
+                              rmsprop_update, trainnet, training_options)
+from spmdlab.training.trainer import latest_checkpoint  # noqa: E402
+
+
+# -- training_options ----------------------------------------------------------------------
+
+
+def test_defaults_are_matlabs():
+    sgdm = training_options("sgdm")
+    assert (sgdm.max_epochs, sgdm.mini_batch_size, sgdm.initial_learn_rate, sgdm.momentum) \
+        == (30, 128, 0.01, 0.9)
+    assert (sgdm.learn_rate_schedule, sgdm.learn_rate_drop_factor,
+            sgdm.learn_rate_drop_period, sgdm.l2_regularization) == ("none", 0.1, 10, 1e-4)
+    assert (sgdm.shuffle, sgdm.validation_frequency, sgdm.plots, sgdm.verbose,
+            sgdm.verbose_frequency, sgdm.execution_environment) == \
+        ("once", 50, "none", True, 50, "auto")
+    assert sgdm.checkpoint_path is None and sgdm.checkpoint_frequency == 1
+    adam = training_options("adam")
+    assert (adam.initial_learn_rate, adam.gradient_decay_factor,
+            adam.squared_gradient_decay_factor, adam.epsilon) == (0.001, 0.9, 0.999, 1e-8)
+    rms = training_options("RMSProp")
+    assert rms.solver == "rmsprop"
+    assert (rms.initial_learn_rate, rms.squared_gradient_decay_factor) == (0.001, 0.9)
+
+
+def test_matlab_names_and_case_are_accepted():
+    o = training_options("sgdm", MaxEpochs=5, InitialLearnRate=0.1, L2Regularization=0,
+                         Shuffle="Every-Epoch", ExecutionEnvironment="PARALLEL-AUTO",
+                         Metrics="Accuracy")
+    assert (o.max_epochs, o.initial_learn_rate, o.l2_regularization, o.shuffle,
+            o.execution_environment, o.MaxEpochs) == (5, 0.1, 0.0, "every-epoch",
+                                                      "parallel-auto", 5)
+    assert [name for name, _ in o.metrics] == ["accuracy"]
+    o.MiniBatchSize = 64  # as MATLAB: options.MiniBatchSize = 64
+    assert o.mini_batch_size == 64
+    assert o.replace(max_epochs=2).max_epochs == 2 and o.max_epochs == 5
+    assert "max_epochs=5" in repr(o)
+
+
+@pytest.mark.parametrize("options, match", [
+    (dict(max_epoch=3), "unknown option 'max_epoch' .*did you mean 'max_epochs'"),
+    (dict(bogus=1), "unknown option 'bogus'"),
+    (dict(max_epochs=0), "'max_epochs' must be a positive int .*got 0"),
+    (dict(max_epochs=2.5), "'max_epochs' must be a positive int"),
+    (dict(mini_batch_size=True), "'mini_batch_size' must be a positive int"),
+    (dict(initial_learn_rate=-1), "'initial_learn_rate' must be a positive number"),
+    (dict(initial_learn_rate=math.inf), "'initial_learn_rate' must be a positive number"),
+    (dict(momentum=1.5), "'momentum' must be a number from 0 to 1"),
+    (dict(shuffle="sometimes"), "'shuffle' must be one of 'once', 'never', 'every-epoch'"),
+    (dict(execution_environment="parallel"), "'execution_environment' must be one of"),
+    (dict(plots="yes"), "'plots' must be one of 'none', 'training-progress'"),
+    (dict(learn_rate_schedule="cosine"), "'learn_rate_schedule' must be one of"),
+    (dict(l2_regularization=-1e-4), "'l2_regularization' must be a finite number >= 0"),
+    (dict(verbose="yes"), "'verbose' must be True or False"),
+    (dict(metrics="f1"), "unknown metric 'f1'"),
+    (dict(metrics=["accuracy", "accuracy"]), "metric name 'accuracy' is used twice"),
+    (dict(validation_patience=0), "'validation_patience' must be a positive int"),
+    (dict(checkpoint_frequency_unit="hour"), "'checkpoint_frequency_unit' must be one of"),
+    (dict(output_network="best-validation"), "needs 'validation_data'"),
+    (dict(gradient_decay_factor=0.9), "'gradient_decay_factor' is not an option of "
+                                      "solver 'sgdm' .*adam"),
+])
+def test_bad_options_name_the_option(options, match):
+    with pytest.raises((SpmdValueError, SpmdTypeError), match=match):
+        training_options("sgdm", **options)
+
+
+def test_bad_solver_and_bad_types():
+    with pytest.raises(SpmdValueError, match="'solver' must be one of 'sgdm', 'adam', "
+                                             "'rmsprop' .*got 'lbfgs'"):
+        training_options("lbfgs")
+    with pytest.raises(SpmdValueError, match="'momentum' is not an option of solver 'adam'"):
+        training_options("adam", momentum=0.9)
+    with pytest.raises(SpmdTypeError, match="'validation_data' must be"):
+        training_options("adam", validation_data=5)
+    with pytest.raises(SpmdTypeError, match="'checkpoint_path' must be a folder path"):
+        training_options("adam", checkpoint_path=3)
+    o = training_options("adam")
+    with pytest.raises(SpmdValueError, match="'max_epochs' must be a positive int"):
+        o.max_epochs = -1
+    with pytest.raises(AttributeError, match="no option 'momentum'"):
+        o.momentum
+    assert isinstance(o, TrainingOptions)
+
+
+# -- helpers -------------------------------------------------------------------------------
+
+
+def _data(n=105, features=6, classes=3, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(n, features, generator=g)
+    w = torch.randn(features, classes, generator=g)
+    return x, (x @ w).argmax(1)
+
+
+def _mlp(features=6, classes=3, seed=1):
+    torch.manual_seed(seed)
+    return torch.nn.Sequential(torch.nn.Linear(features, 16), torch.nn.Tanh(),
+                               torch.nn.Linear(16, classes))
+
+
+def _flat(net):
+    return torch.cat([p.detach().reshape(-1) for p in net.parameters()]).numpy()
+
+
+def _train(environment, solver="sgdm", data=None, net=None, resume_from=None, **options):
+    options = dict(dict(max_epochs=3, mini_batch_size=10, verbose=False,
+                        execution_environment=environment), **options)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # serial training under mpiexec warns
+        torch.manual_seed(7)  # the shuffle seed comes from torch's generator
+        return trainnet(data or _data(), net or _mlp(), "crossentropy",
+                        training_options(solver, **options), resume_from=resume_from)
+
+
+def _same_everywhere(array):
+    every = spmd_cat(np.asarray(array)[None], 1)
+    assert (every == every[0]).all(), "workers ended with different networks"
+
+
+# -- serial and parallel give the same network ---------------------------------------------
+
+
+@pytest.mark.parametrize("solver", ["sgdm", "adam", "rmsprop"])
+def test_parallel_equals_serial(solver):
+    """parallel-cpu over the workers (10 into N: uneven at 3 and 4 workers) trains the
+    network the serial computation trains on the whole mini-batch."""
+    serial, serial_info = _train("cpu", solver, shuffle="every-epoch", metrics="accuracy")
+    parallel, info = _train("parallel-cpu", solver, shuffle="every-epoch",
+                            metrics="accuracy")
+    np.testing.assert_allclose(_flat(parallel), _flat(serial), rtol=0, atol=2e-6)
+    _same_everywhere(_flat(parallel))
+    assert len(info.training_history) == 3 * (105 // 10)  # partial batches discarded
+    assert info.workers == spmd_size()
+    for a, b in zip(info.training_history, serial_info.training_history):
+        assert a["loss"] == pytest.approx(b["loss"], abs=1e-6)
+        assert a["accuracy"] == pytest.approx(b["accuracy"], abs=1e-4)  # percent
+        assert (a["iteration"], a["epoch"], a["learn_rate"]) == \
+            (b["iteration"], b["epoch"], b["learn_rate"])
+    assert info.stop_reason == "Max epochs completed"
+
+
+def test_every_worker_starts_from_worker_1s_network():
+    torch.manual_seed(spmd_index())  # different initial networks on every worker
+    net = torch.nn.Linear(6, 3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        trainnet(_data(), net, "crossentropy", training_options(
+            "sgdm", max_epochs=1, mini_batch_size=10, verbose=False,
+            execution_environment="parallel-cpu"))
+    _same_everywhere(_flat(net))
+
+
+def test_batch_norm_state_is_pooled_and_identical():
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.BatchNorm1d(8),
+                              torch.nn.ReLU(), torch.nn.Linear(8, 3))
+    for statistics in ("moving", "population"):
+        _train("parallel-cpu", net=net, batch_normalization_statistics=statistics)
+        bn = net[1]
+        _same_everywhere(torch.cat([bn.running_mean, bn.running_var]).numpy())
+        assert not net.training  # returned in eval mode
+
+
+def test_population_statistics_are_the_training_data_moments():
+    """With a BN layer first, 'population' statistics are the inputs' exact moments."""
+    x, y = _data(n=120)
+    net = torch.nn.Sequential(torch.nn.BatchNorm1d(6), torch.nn.Linear(6, 3))
+    _train("parallel-cpu", data=(x, y), net=net, mini_batch_size=12, max_epochs=1,
+           batch_normalization_statistics="population")
+    bn = net[0]  # its inputs are the data: the moments of all 120 rows, at any N
+    np.testing.assert_allclose(bn.running_mean.numpy(), x.mean(0).numpy(), atol=1e-6)
+    np.testing.assert_allclose(bn.running_var.numpy(), x.var(0).numpy(), rtol=1e-5)
+
+
+# -- options at work -----------------------------------------------------------------------
+
+
+def test_piecewise_schedule_and_l2():
+    _, info = _train("parallel-cpu", max_epochs=5, learn_rate_schedule="piecewise",
+                     learn_rate_drop_period=2, learn_rate_drop_factor=0.5,
+                     initial_learn_rate=0.1)
+    rates = {r["epoch"]: r["learn_rate"] for r in info.training_history}
+    assert rates == {1: 0.1, 2: 0.1, 3: 0.05, 4: 0.05, 5: 0.025}
+    # L2: only weights decay (biases have MATLAB's BiasL2Factor 0)
+    net = torch.nn.Linear(6, 3)
+    with torch.no_grad():
+        net.weight.fill_(1.0)
+        net.bias.fill_(1.0)
+    x = torch.zeros(20, 6)  # zero inputs: the weights get no gradient from the loss
+    y = torch.zeros(20, dtype=torch.int64)
+    _train("parallel-cpu", data=(x, y), net=net, max_epochs=1, mini_batch_size=20,
+           l2_regularization=0.5, initial_learn_rate=0.1, momentum=0.0,
+           batch_normalization_statistics="moving")
+    np.testing.assert_allclose(net.weight.detach().numpy(), 1 - 0.1 * 0.5, rtol=1e-6)
+
+
+def test_gradient_threshold_absolute_value():
+    before = _mlp()
+    start = _flat(before)
+    after, _ = _train("parallel-cpu", net=before, max_epochs=1, mini_batch_size=105,
+                      gradient_threshold=1e-3, gradient_threshold_method="absolute-value",
+                      initial_learn_rate=1.0, l2_regularization=0)
+    assert np.abs(_flat(after) - start).max() <= 1e-3 + 1e-7  # one step: |lr * g| <= T
+
+
+def test_validation_metrics_best_network_and_patience():
+    x, y = _data(n=200)
+    opts = dict(validation_data=(x[:60], y[:60]), validation_frequency=5,
+                metrics=["accuracy", ("error_rate", lambda s, t: float(
+                    (s.argmax(1) != t).float().mean()))], max_epochs=4)
+    net, info = _train("parallel-cpu", data=(x, y), **opts)
+    val = info.validation_history
+    assert [v["iteration"] for v in val] == [1, 5, 10, 15, 20, 25, 30, 35, 40, 45, 50, 55,
+                                              60, 65, 70, 75, 80]
+    for v in val:
+        assert v["accuracy"] == pytest.approx(100 * (1 - v["error_rate"]))
+    best = min(val, key=lambda v: v["loss"])
+    assert info.output_network_iteration == best["iteration"]  # 'auto': best validation
+    scores = minibatch_predict(net, x[:60])
+    assert float((scores.argmax(1) == y[:60]).float().mean()) * 100 == \
+        pytest.approx(best["accuracy"])
+    # A network that cannot change: every later validation loss equals the first
+    _, info = _train("parallel-cpu", data=(x, y), validation_patience=2,
+                     output_network="last-iteration", initial_learn_rate=1e-30,
+                     l2_regularization=0, **opts)
+    assert info.stop_reason == "Met validation criterion"
+    assert [v["iteration"] for v in info.validation_history] == [1, 5, 10]
+    assert info.output_network_iteration == info.training_history[-1]["iteration"] == 10
+
+
+def test_mse_and_rmse():
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(90, 4, generator=g)
+    t = x @ torch.tensor([1.0, -2.0, 0.5, 3.0])
+    net = torch.nn.Linear(4, 1)
+    opts = training_options("adam", max_epochs=20, mini_batch_size=9, verbose=False,
+                            metrics="rmse", initial_learn_rate=0.05,
+                            execution_environment="parallel-cpu")
+    net, info = trainnet((x, t), net, "mse", opts)
+    last = info.training_history[-1]
+    assert last["rmse"] == pytest.approx(math.sqrt(last["loss"]), rel=1e-6)
+    assert info.training_history[0]["loss"] > 10 * last["loss"]
+
+
+def test_string_labels_and_datastores():
+    x, y = _data(n=60)
+    names = np.array(["ant", "bee", "cat"])[y.numpy()]
+    ds = ArrayDatastore(x.numpy(), names)
+    net, info = trainnet(ds, _mlp(), "crossentropy", training_options(
+        "sgdm", max_epochs=2, mini_batch_size=10, verbose=False,
+        execution_environment="parallel-cpu"))
+    assert info.class_names == ["ant", "bee", "cat"]
+
+
+def test_minibatch_predict_converts_image_datastores(tmp_path):
+    pytest.importorskip("PIL")
+    from PIL import Image
+
+    from spmdlab.training import ImageDatastore
+
+    folder = spmd_broadcast(1, str(tmp_path))
+    if spmd_index() == 1:
+        for label in ("a", "b"):
+            os.makedirs(os.path.join(folder, label), exist_ok=True)
+            for i in range(3):
+                Image.fromarray(np.full((5, 4), 51 * i, np.uint8)).save(
+                    os.path.join(folder, label, f"{i}.png"))
+    spmd_cat(0)  # every worker waits for the files
+    net = torch.nn.Flatten()
+    out = minibatch_predict(net, ImageDatastore(folder), mini_batch_size=4)
+    assert out.shape == (6, 20) and out.dtype == torch.float32
+    np.testing.assert_allclose(out[:3, 0].numpy(), [0, 0.2, 0.4], rtol=1e-6)
+
+
+# -- bad input: a clear error on every worker ----------------------------------------------
+
+
+def test_bad_arguments():
+    opts = training_options("sgdm", verbose=False, execution_environment="parallel-cpu",
+                            mini_batch_size=10)
+    with pytest.raises(SpmdTypeError, match="'net' must be a torch.nn.Module"):
+        trainnet(_data(), "net", "crossentropy", opts)
+    with pytest.raises(SpmdTypeError, match="'options' must come from training_options"):
+        trainnet(_data(), _mlp(), "crossentropy", {"max_epochs": 3})
+    with pytest.raises(SpmdValueError, match="unknown loss 'hinge'"):
+        trainnet(_data(), _mlp(), "hinge", opts)
+    with pytest.raises(SpmdValueError, match="mini_batch_size=10 is larger than the 7 "
+                                             "training observations"):
+        trainnet(_data(n=7), _mlp(), "crossentropy", opts)
+    with pytest.raises(SpmdValueError, match="7 inputs but 6 targets"):
+        x, y = _data(n=7)
+        trainnet((x, y[:6]), _mlp(), "crossentropy", opts)
+    if not torch.cuda.is_available():
+        with pytest.raises(SpmdValueError, match="'parallel-gpu' but only 0 of"):
+            trainnet(_data(), _mlp(), "crossentropy",
+                     opts.replace(execution_environment="parallel-gpu"))
+
+
+def test_workers_with_different_data_all_raise():
+    if spmd_size() == 1:
+        pytest.skip("needs several workers")
+    with pytest.raises(SpmdMismatchError, match="the workers disagree: observations=10"):
+        _train("parallel-cpu", data=_data(n=100 + spmd_index()))
+    _train("parallel-cpu", max_epochs=1)  # the next call still works
+
+
+# -- checkpoints ---------------------------------------------------------------------------
+
+
+def test_checkpoint_and_resume_continue_the_same_training(tmp_path):
+    folder = spmd_broadcast(1, str(tmp_path))
+    full, full_info = _train("parallel-cpu", solver="adam", max_epochs=4,
+                             shuffle="every-epoch")
+    _train("parallel-cpu", solver="adam", max_epochs=2, shuffle="every-epoch",
+           checkpoint_path=folder)
+    names = sorted(os.listdir(folder))
+    assert len(names) == 2 and all(n.startswith("net_checkpoint__") for n in names)
+    assert latest_checkpoint(folder).endswith(names[-1]) and "__20__" in names[-1]
+    resumed, info = _train("parallel-cpu", solver="adam", max_epochs=4,
+                           shuffle="every-epoch", net=_mlp(seed=99), resume_from=folder)
+    np.testing.assert_allclose(_flat(resumed), _flat(full), rtol=0, atol=1e-6)
+    assert info.resumed_from == 20 and len(info.training_history) == 40
+    assert [r["loss"] for r in info.training_history] == pytest.approx(
+        [r["loss"] for r in full_info.training_history], abs=1e-6)
+
+
+def test_checkpoint_mid_epoch_by_iteration(tmp_path):
+    folder = spmd_broadcast(1, str(tmp_path))
+    full, _ = _train("parallel-cpu", max_epochs=2, shuffle="every-epoch")
+    _train("parallel-cpu", max_epochs=1, shuffle="every-epoch", checkpoint_path=folder,
+           checkpoint_frequency=4, checkpoint_frequency_unit="iteration")
+    path = os.path.join(folder, [n for n in os.listdir(folder) if "__8__" in n][0])
+    resumed, info = _train("parallel-cpu", max_epochs=2, shuffle="every-epoch",
+                           net=_mlp(seed=5), resume_from=path)
+    assert info.resumed_from == 8
+    np.testing.assert_allclose(_flat(resumed), _flat(full), rtol=0, atol=1e-6)
+
+
+def test_resume_with_other_settings_is_refused(tmp_path):
+    folder = spmd_broadcast(1, str(tmp_path))
+    _train("parallel-cpu", max_epochs=1, checkpoint_path=folder)
+    with pytest.raises(SpmdValueError, match="made with mini_batch_size=10, this run "
+                                             "has 15"):
+        _train("parallel-cpu", max_epochs=2, mini_batch_size=15, resume_from=folder)
+    with pytest.raises(SpmdValueError, match="neither a checkpoint file nor a folder"):
+        _train("parallel-cpu", resume_from=os.path.join(folder, "missing"))
+    empty = os.path.join(folder, "empty")
+    if spmd_index() == 1:
+        os.makedirs(empty)
+    with pytest.raises(SpmdValueError, match="no checkpoint"):
+        _train("parallel-cpu", resume_from=empty)
+
+
+@pytest.mark.mpi_skip  # patches torch.save in this process only
+def test_a_crash_while_writing_leaves_no_checkpoint(tmp_path, monkeypatch):
+    good = tmp_path / "good"
+    _train("cpu", max_epochs=1, checkpoint_path=str(good))
+    before = sorted(os.listdir(good))
+    real_save = torch.save
+
+    def crash(obj, f):
+        real_save(obj, f)
+        f.write(b"half")
+        raise OSError("disk full")
+
+    monkeypatch.setattr(torch, "save", crash)
+    with pytest.raises(SpmdValueError, match="cannot write a checkpoint .*disk full"):
+        _train("cpu", max_epochs=2, checkpoint_path=str(good), resume_from=str(good))
+    assert sorted(os.listdir(good)) == before  # no half-written file, nothing replaced
+    monkeypatch.setattr(torch, "save", real_save)
+    _, info = _train("cpu", max_epochs=2, resume_from=str(good))
+    assert info.resumed_from == 10
+
+
+# -- rmsprop_update ------------------------------------------------------------------------
+
+
+def test_rmsprop_update_matches_torch():
+    a, b = _mlp(seed=3), _mlp(seed=3)
+    opt = torch.optim.RMSprop(b.parameters(), lr=0.01, alpha=0.9, eps=1e-8)
+    x, y = _data()
+    state = None
+    for _ in range(5):
+        for net in (a, b):
+            net.zero_grad()
+            torch.nn.functional.cross_entropy(net(x), y).backward()
+        a, state = rmsprop_update(a, average_sq_grad=state, learn_rate=0.01)
+        opt.step()
+    np.testing.assert_allclose(_flat(a), _flat(b), rtol=1e-5, atol=1e-6)
+    with pytest.raises(SpmdValueError, match="'squared_gradient_decay_factor' must be in"):
+        rmsprop_update(a, squared_gradient_decay_factor=1.0)
