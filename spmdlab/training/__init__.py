@@ -45,8 +45,8 @@ __all__ = [
     "select_gpu",
     "sgdm_update",
     "split_each_label",
-    "trainnet",
     "training_options",
+    "trainnet",
     "weighted_sum",
     "worker_mini_batch_sizes",
 ]
