@@ -49,7 +49,7 @@ def parse_args():
     parser.add_argument("--plots", action="store_true", help="training-progress plot "
                         "(training-progress.png, refreshed while training)")
     parser.add_argument("--verbose", action="store_true", help="print the training table")
-    parser.add_argument("--short", action="store_true", help="2 epochs, for CI")
+    parser.add_argument("--short", action="store_true", help="4 epochs, for CI")
     return parser.parse_args()
 
 
@@ -96,7 +96,7 @@ def main():
     if spmd_index() == 1:
         print(f"{len(imds_train)} training images of {image_size}, {len(classes)} classes "
               f"({min(label_count.values())}-{max(label_count.values())} per class); "
-              f"{spmd_size()} workers")
+              f"{spmd_size()} worker{'s' if spmd_size() > 1 else ''}")
 
     # Random reflection, +-4 pixel translation, random crop to the input size.
     augmented_train = AugmentedImageDatastore(
@@ -109,7 +109,7 @@ def main():
 
     mini_batch_size = args.mini_batch_size
     initial_learn_rate = 1e-1 * mini_batch_size / 256
-    epochs = 2 if args.short else args.epochs
+    epochs = 4 if args.short else args.epochs
     options = training_options(
         "sgdm",
         max_epochs=epochs,
@@ -117,7 +117,7 @@ def main():
         initial_learn_rate=initial_learn_rate,
         learn_rate_schedule="piecewise",
         learn_rate_drop_factor=0.1,
-        learn_rate_drop_period=max(1, epochs - 4),
+        learn_rate_drop_period=max(1, round(0.8 * epochs)),
         l2_regularization=1e-4,
         mini_batch_size=mini_batch_size,
         shuffle="every-epoch",

@@ -2,6 +2,7 @@
 
 import os
 import tempfile
+import time
 
 import numpy as np
 import pytest
@@ -125,6 +126,27 @@ def test_mini_batch_queue(background):
     assert [len(x) for x, _ in part] == [2, 1]
     with pytest.raises(SpmdValueError, match="'mini_batch_size' must be a positive int"):
         MiniBatchQueue(ds, 0)
+
+
+@pytest.mark.mpi_skip
+@pytest.mark.parametrize("stop", ["reset", "close"])
+def test_background_queue_stops_when_its_reader_stops_early(stop):
+    """Regression: the dispatch thread, done reading, blocked forever handing over its
+    end marker to a full queue, so reset() or close() mid-epoch never returned."""
+    import threading
+
+    mbq = MiniBatchQueue(digits_ds(10), 2, dispatch_in_background=True)
+    for _ in range(2):  # (one more is taken ahead) the last 2 fill the hand-over queue
+        mbq.next()
+    time.sleep(0.5)  # and the thread, done reading, waits to hand over its end marker
+    worker = threading.Thread(target=getattr(mbq, stop), daemon=True)
+    worker.start()
+    worker.join(timeout=10)
+    assert not worker.is_alive(), f"{stop}() hung"
+    if stop == "reset":
+        assert [len(x) for x, _ in mbq] == [2, 2, 2, 2, 2]
+    else:
+        assert not mbq.has_data()
 
 
 @pytest.mark.mpi

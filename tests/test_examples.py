@@ -13,7 +13,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 EXAMPLES = ["digits_spmd.py", "train_digits_custom_loop.py", "train_multiple_networks.py",
-            "train_resnet_custom_loop.py"]
+            "train_resnet_custom_loop.py", "trainnet_parallel_auto.py"]
 
 
 @pytest.mark.parametrize("workers", [1, 4])

@@ -142,20 +142,23 @@ class MiniBatchQueue:
         self._quit = threading.Event()
         source, ready, quit_ = self._iter, self._ready, self._quit
 
+        def offer(item):  # False once the consumer has gone (reset, close)
+            while not quit_.is_set():
+                try:
+                    ready.put(item, timeout=0.1)
+                    return True
+                except queue.Full:
+                    continue
+            return False
+
         def work():
             try:
                 for batch in source:
-                    while not quit_.is_set():
-                        try:
-                            ready.put(("batch", batch), timeout=0.1)
-                            break
-                        except queue.Full:
-                            continue
-                    if quit_.is_set():
+                    if not offer(("batch", batch)):
                         return
-                ready.put(("end", None))
+                offer(("end", None))
             except BaseException as exc:  # handed to the caller of next()
-                ready.put(("error", exc))
+                offer(("error", exc))
 
         self._thread = threading.Thread(target=work, name="spmdlab-minibatch", daemon=True)
         self._thread.start()
