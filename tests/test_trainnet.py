@@ -288,6 +288,48 @@ def test_minibatch_predict_converts_image_datastores(tmp_path):
     np.testing.assert_allclose(out[:3, 0].numpy(), [0, 0.2, 0.4], rtol=1e-6)
 
 
+def test_verbose_table_and_progress_bar(capsys, monkeypatch):
+    import io
+    import sys
+
+    _train("parallel-cpu", verbose=True, verbose_frequency=5, metrics="accuracy",
+           max_epochs=2)
+    out = capsys.readouterr().out
+    if spmd_index() == 1:
+        lines = out.splitlines()
+        assert lines[0].startswith("trainnet: 20 iterations on ")
+        assert lines[1].split() == ["Iteration", "Epoch", "TimeElapsed", "LearnRate",
+                                    "TrainingLoss", "TrainingAccuracy"]
+        assert [int(line.split()[0]) for line in lines[3:-1]] == [1, 5, 10, 15, 20]
+        assert lines[-1].startswith("trainnet: Max epochs completed after iteration 20")
+    else:
+        assert out == ""  # worker 1 reports
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    monkeypatch.setattr(sys, "stdout", Terminal())
+    _train("parallel-cpu", verbose=True, metrics="accuracy", max_epochs=2)
+    text = sys.stdout.getvalue()
+    if spmd_index() == 1:
+        assert "\r\033[K[####################] 100.0% | epoch 2 | iteration 20/20" in text
+        assert "| accuracy " in text
+    else:
+        assert text == ""
+
+
+def test_training_progress_plot(tmp_path, monkeypatch):
+    pytest.importorskip("matplotlib")
+    monkeypatch.chdir(tmp_path)
+    x, y = _data(n=60)
+    _, info = _train("parallel-cpu", data=(x, y), plots="training-progress",
+                     metrics="accuracy", validation_data=(x[:20], y[:20]),
+                     validation_frequency=3)
+    assert os.path.exists("training-progress.png") == (spmd_index() == 1)
+    assert len(info.validation_history) == 7  # 1, 3, 6, ..., 18
+
+
 # -- bad input: a clear error on every worker ----------------------------------------------
 
 
