@@ -362,6 +362,29 @@ def test_workers_with_different_data_all_raise():
     _train("parallel-cpu", max_epochs=1)  # the next call still works
 
 
+def test_an_error_on_one_worker_is_raised_on_every_worker():
+    """A loss that fails on the last worker only, mid-training: that worker gets its own
+    exception, every other worker an error naming it; nobody waits forever."""
+    last = spmd_size()
+
+    def loss(scores, targets):
+        if spmd_index() == last and calls.append(1) is None and len(calls) == 3:
+            raise RuntimeError("boom in the loss")
+        return torch.nn.functional.cross_entropy(scores, targets)
+
+    calls = []
+    opts = training_options("sgdm", max_epochs=2, mini_batch_size=10, verbose=False,
+                            execution_environment="parallel-cpu")
+    if spmd_index() == last:
+        with pytest.raises(RuntimeError, match="boom in the loss"):
+            trainnet(_data(), _mlp(), loss, opts)
+    else:
+        with pytest.raises(SpmdValueError, match=f"worker {last}: trainnet \\(worker {last} "
+                           f"of {last}\\), iteration 3: RuntimeError: boom in the loss"):
+            trainnet(_data(), _mlp(), loss, opts)
+    _train("parallel-cpu", max_epochs=1)  # the next call still works
+
+
 # -- checkpoints ---------------------------------------------------------------------------
 
 

@@ -9,6 +9,7 @@ metrics and the stop flag) gives every worker the same update, so the replicas n
 drift. "auto" / "cpu" / "gpu" train in-process, on the whole mini-batch.
 """
 
+import contextlib
 import math
 import os
 import re
@@ -251,6 +252,23 @@ class _Group:
 
     def who(self):
         return f"worker {spmd_index()} of {spmd_size()}"
+
+    @contextlib.contextmanager
+    def local(self, where):
+        """This worker's own work before a collective (reading data, forward, backward):
+        an exception here is re-raised, and every other worker gets an error naming this
+        worker and the exception, instead of waiting for it in the next collective."""
+        try:
+            yield
+        except Exception as exc:
+            if self.parallel:
+                kind = SpmdTypeError if isinstance(exc, TypeError) else SpmdValueError
+                try:
+                    fail_together("trainnet", kind(f"trainnet ({self.who()}), {where}: "
+                                                   f"{type(exc).__name__}: {exc}"))
+                except SpmdError:
+                    pass
+            raise
 
 
 def _device(environment, group):
@@ -580,7 +598,7 @@ def trainnet(data, net, loss, options, *, resume_from=None, mini_batch_fcn=None,
         try:
             checkpoint = None if resume_from is None else _read_checkpoint(resume_from)
             shared = {"config": config, "seed": seed, "checkpoint": checkpoint,
-                      "model": {k: v.detach().cpu() for k, v in net.state_dict().items()}}
+                      "model": _cpu(net.state_dict())}
         except (SpmdError, OSError) as exc:
             error = exc
     group.check(error)
@@ -650,18 +668,17 @@ def trainnet(data, net, loss, options, *, resume_from=None, mini_batch_fcn=None,
         sums = np.zeros(2 + len(metrics))  # loss sum, metric sums, observations
         mine = partition(validation.ds, group.size, group.index) if group.parallel \
             else validation.ds
-        if len(mine):
-            mbq = MiniBatchQueue(mine, batch, mini_batch_fcn=validation.make)
+        with group.local(f"validation at iteration {iteration}"), torch.no_grad():
             net.eval()
-            with torch.no_grad():
-                for x, y in mbq:
-                    x, y = x.to(device), y.to(device)
-                    scores = net(x)
-                    n = len(y)
-                    sums[0] += float(loss_fn(scores, y)) * n
-                    for i, m in enumerate(metrics):
-                        sums[1 + i] += m.mean(scores, y) * n
-                    sums[-1] += n
+            for x, y in MiniBatchQueue(mine, batch, mini_batch_fcn=validation.make) \
+                    if len(mine) else ():
+                x, y = x.to(device), y.to(device)
+                scores = net(x)
+                n = len(y)
+                sums[0] += float(loss_fn(scores, y)) * n
+                for i, m in enumerate(metrics):
+                    sums[1 + i] += m.mean(scores, y) * n
+                sums[-1] += n
             net.train()
         sums = group.plus(sums)
         record = {"iteration": iteration, "epoch": epoch, "loss": float(sums[0] / sums[-1])}
@@ -674,7 +691,7 @@ def trainnet(data, net, loss, options, *, resume_from=None, mini_batch_fcn=None,
         return {"format": CHECKPOINT_FORMAT, "iteration": done, "epoch": epoch,
                 "seed": seed, "solver": o.solver, "mini_batch_size": batch,
                 "observations": count, "time_elapsed": elapsed_before + time.monotonic()
-                - start, "model": {k: v.detach().cpu() for k, v in net.state_dict().items()},
+                - start, "model": _cpu(net.state_dict()),
                 "solver_state": solver.state_dict(),
                 "training_history": info.training_history,
                 "validation_history": info.validation_history, "patience": patience,
@@ -706,20 +723,21 @@ def trainnet(data, net, loss, options, *, resume_from=None, mini_batch_fcn=None,
             mbq = train.queue(positions.reshape(-1), mine)
             learn_rate = _learn_rate(o, epoch)
             for _ in range(first, per_epoch):
-                x, y = mbq.next()
-                x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
-                scores = net(x)
-                batch_loss = loss_fn(scores, y)
-                net.zero_grad(set_to_none=True)
-                batch_loss.backward()
+                with group.local(f"iteration {done + 1}"):
+                    x, y = mbq.next()
+                    x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
+                    scores = net(x)
+                    batch_loss = loss_fn(scores, y)
+                    net.zero_grad(set_to_none=True)
+                    batch_loss.backward()
+                    values = [float(batch_loss.detach())]
+                    values += [m.mean(scores.detach(), y) for m in metrics]
                 if group.parallel:
                     aggregate_gradients(net, weight)
                     if has_state:
                         aggregate_state(net, weight)
                 done += 1
                 solver.step(learn_rate, done)
-                values = [float(batch_loss.detach())]
-                values += [m.mean(scores.detach(), y) for m in metrics]
                 stop = stopper.check() if stopper is not None else monitor.stop
                 sums = np.array(values + [0.0]) * weight
                 sums[-1] = float(bool(stop))  # anyone's stop request reaches everyone
@@ -737,8 +755,7 @@ def trainnet(data, net, loss, options, *, resume_from=None, mini_batch_fcn=None,
                                                or last):
                     val = validate(epoch, done)
                     if best is None or val["loss"] < best[0]:
-                        state = {k: v.detach().cpu().clone()
-                                 for k, v in net.state_dict().items()} \
+                        state = _cpu(net.state_dict()) \
                             if output == "best-validation" else None
                         best, patience = (val["loss"], done, state), 0
                     else:
@@ -822,7 +839,7 @@ def _population_statistics(net, train, group, count, batch, offset, mine, device
     net.train()
     mbq = train.queue(positions.reshape(-1), mine)
     try:
-        with torch.no_grad():
+        with group.local("batch-norm statistics"), torch.no_grad():
             for batch_data in mbq:
                 net(batch_data[0].to(device))
     finally:
