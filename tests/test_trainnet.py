@@ -423,6 +423,8 @@ def test_resume_with_other_settings_is_refused(tmp_path):
     with pytest.raises(SpmdValueError, match="made with mini_batch_size=10, this run "
                                              "has 15"):
         _train("parallel-cpu", max_epochs=2, mini_batch_size=15, resume_from=folder)
+    with pytest.raises(SpmdValueError, match="does not fit this network"):
+        _train("parallel-cpu", max_epochs=2, net=torch.nn.Linear(6, 3), resume_from=folder)
     with pytest.raises(SpmdValueError, match="neither a checkpoint file nor a folder"):
         _train("parallel-cpu", resume_from=os.path.join(folder, "missing"))
     empty = os.path.join(folder, "empty")

@@ -625,8 +625,12 @@ def trainnet(data, net, loss, options, *, resume_from=None, mini_batch_fcn=None,
                 error = SpmdValueError(
                     f"trainnet ({group.who()}): checkpoint {checkpoint['path']!r} was made "
                     f"with {key}={checkpoint[key]!r}, this run has {config[key]!r}")
+        try:
+            net.load_state_dict(checkpoint["model"])
+        except RuntimeError as exc:  # the same checkpoint and network everywhere
+            error = SpmdValueError(f"trainnet ({group.who()}): checkpoint "
+                                   f"{checkpoint['path']!r} does not fit this network: {exc}")
         group.check(error)
-        net.load_state_dict(checkpoint["model"])
         solver.load(checkpoint["solver_state"], device)
         seed = checkpoint["seed"]
         done = info.resumed_from = checkpoint["iteration"]
