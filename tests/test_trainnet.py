@@ -76,6 +76,7 @@ def test_matlab_names_and_case_are_accepted():
                                       "solver 'sgdm' .*adam"),
 ])
 def test_bad_options_name_the_option(options, match):
+    match = f"training_options \\(worker {spmd_index()} of {spmd_size()}\\): .*" + match
     with pytest.raises((SpmdValueError, SpmdTypeError), match=match):
         training_options("sgdm", **options)
 
@@ -336,7 +337,8 @@ def test_training_progress_plot(tmp_path, monkeypatch):
 def test_bad_arguments():
     opts = training_options("sgdm", verbose=False, execution_environment="parallel-cpu",
                             mini_batch_size=10)
-    with pytest.raises(SpmdTypeError, match="'net' must be a torch.nn.Module"):
+    with pytest.raises(SpmdTypeError, match=f"trainnet \\(worker {spmd_index()} of "
+                       f"{spmd_size()}\\): 'net' must be a torch.nn.Module \\(got str\\)"):
         trainnet(_data(), "net", "crossentropy", opts)
     with pytest.raises(SpmdTypeError, match="'options' must come from training_options"):
         trainnet(_data(), _mlp(), "crossentropy", {"max_epochs": 3})

@@ -12,6 +12,7 @@ import re
 
 import numpy as np
 
+from ..collectives import spmd_index, spmd_size
 from ..errors import SpmdTypeError, SpmdValueError
 
 __all__ = ["TrainingOptions", "training_options"]
@@ -68,6 +69,11 @@ _POSITIVE_INTS = ("max_epochs", "mini_batch_size", "learn_rate_drop_period",
                   "validation_frequency", "verbose_frequency", "checkpoint_frequency")
 
 
+def _call():
+    """How errors name the call and the worker: ``training_options (worker 2 of 4)``."""
+    return f"training_options (worker {spmd_index()} of {spmd_size()})"
+
+
 def _snake(name):
     """``MaxEpochs`` -> ``max_epochs``; snake_case names are returned as they are."""
     return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower() if name[:1].isupper() else name
@@ -80,7 +86,7 @@ def _number(value):
 
 def _check(solver, name, value):
     """The option's value, normalised; raises naming the option and the value."""
-    call = "training_options"
+    call = _call()
     known = dict(_COMMON, **_SOLVER[solver])
     if name not in known:
         owners = [s for s in SOLVERS if name in _SOLVER[s]]
@@ -153,14 +159,14 @@ def _check_metrics(value):
     try:
         items = list(items)
     except TypeError:
-        raise SpmdTypeError(f"training_options: 'metrics' must be a name, a function or a "
+        raise SpmdTypeError(f"{_call()}: 'metrics' must be a name, a function or a "
                             f"list of them (got {value!r})") from None
     out, names = [], set()
     for item in items:
         name, fcn = item if isinstance(item, tuple) else (None, item)
         if isinstance(fcn, str):
             if fcn.lower() not in METRICS:
-                raise SpmdValueError(f"training_options: unknown metric {fcn!r}; built in: "
+                raise SpmdValueError(f"{_call()}: unknown metric {fcn!r}; built in: "
                                      f"{', '.join(METRICS)}, or pass a function "
                                      f"f(scores, targets) -> number")
             fcn = fcn.lower()
@@ -170,10 +176,10 @@ def _check_metrics(value):
             if not name.isidentifier():
                 name = f"metric{len(out) + 1}"
         else:
-            raise SpmdTypeError(f"training_options: a metric must be a name or a function "
+            raise SpmdTypeError(f"{_call()}: a metric must be a name or a function "
                                 f"(got {fcn!r})")
         if name in names or name == "loss":
-            raise SpmdValueError(f"training_options: metric name {name!r} is used twice")
+            raise SpmdValueError(f"{_call()}: metric name {name!r} is used twice")
         names.add(name)
         out.append((name, fcn))
     return tuple(out)
@@ -188,7 +194,7 @@ def _check_validation_data(value):
     if isinstance(value, (tuple, list)) and len(value) == 2 and \
             len(value[0]) == len(value[1]):
         return tuple(value)
-    raise SpmdTypeError(f"training_options: 'validation_data' must be a datastore, a "
+    raise SpmdTypeError(f"{_call()}: 'validation_data' must be a datastore, a "
                         f"MiniBatchQueue or a pair (inputs, targets) of equal length (got "
                         f"{type(value).__name__})")
 
@@ -264,7 +270,7 @@ def training_options(solver, **options):
     or a bad value raises SpmdValueError (or SpmdTypeError) naming it.
     """
     if not isinstance(solver, str) or solver.lower() not in SOLVERS:
-        raise SpmdValueError(f"training_options: 'solver' must be one of "
+        raise SpmdValueError(f"{_call()}: 'solver' must be one of "
                              f"{', '.join(repr(s) for s in SOLVERS)} (got {solver!r})")
     solver = solver.lower()
     values = dict(_COMMON, **_SOLVER[solver])
@@ -272,6 +278,6 @@ def training_options(solver, **options):
         key = _snake(name)
         values[key] = _check(solver, key, value)
     if values["output_network"] == "best-validation" and values["validation_data"] is None:
-        raise SpmdValueError("training_options: output_network='best-validation' needs "
+        raise SpmdValueError(f"{_call()}: output_network='best-validation' needs "
                              "'validation_data'")
     return TrainingOptions(solver, values)

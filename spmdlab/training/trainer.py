@@ -80,6 +80,11 @@ def _torch():
     return torch
 
 
+def _call():
+    """How errors name the call and the worker: ``trainnet (worker 2 of 4)``."""
+    return f"trainnet (worker {spmd_index()} of {spmd_size()})"
+
+
 def _loss_function(loss):
     """``(name, fn(scores, targets) -> mean loss tensor)``."""
     torch = _torch()
@@ -87,7 +92,7 @@ def _loss_function(loss):
     if callable(loss):
         return getattr(loss, "__name__", "loss"), loss
     if not isinstance(loss, str):
-        raise SpmdTypeError(f"trainnet: 'loss' must be 'crossentropy', 'mse' or a function "
+        raise SpmdTypeError(f"{_call()}: 'loss' must be 'crossentropy', 'mse' or a function "
                             f"loss(scores, targets) (got {loss!r})")
     name = loss.lower()
     if name in ("crossentropy", "cross-entropy", "index-crossentropy"):
@@ -97,7 +102,7 @@ def _loss_function(loss):
             return F.mse_loss(scores, targets.reshape(scores.shape)
                               if targets.numel() == scores.numel() else targets)
         return "mse", mse
-    raise SpmdValueError(f"trainnet: unknown loss {loss!r}; use 'crossentropy', 'mse' or a "
+    raise SpmdValueError(f"{_call()}: unknown loss {loss!r}; use 'crossentropy', 'mse' or a "
                          f"function loss(scores, targets)")
 
 
@@ -143,14 +148,14 @@ class _Source:
         elif isinstance(data, (tuple, list)) and len(data) == 2:
             inputs, targets = data
             if len(inputs) != len(targets):
-                raise SpmdValueError(f"trainnet: {what} has {len(inputs)} inputs but "
+                raise SpmdValueError(f"{_call()}: {what} has {len(inputs)} inputs but "
                                      f"{len(targets)} targets")
             data = ArrayDatastore(inputs, targets)
         elif not isinstance(data, Datastore):
-            raise SpmdTypeError(f"trainnet: {what} must be a datastore, a MiniBatchQueue or "
+            raise SpmdTypeError(f"{_call()}: {what} must be a datastore, a MiniBatchQueue or "
                                 f"a pair (inputs, targets) (got {type(data).__name__})")
         if len(data) == 0:
-            raise SpmdValueError(f"trainnet: {what} is empty")
+            raise SpmdValueError(f"{_call()}: {what} is empty")
         self.ds = data
         self.images = bool(getattr(data, "_images", False))
         self.class_index = class_index
@@ -202,7 +207,7 @@ class _Source:
             try:
                 return torch.tensor([self.class_index[y] for y in ys], dtype=torch.int64)
             except KeyError as exc:
-                raise SpmdValueError(f"trainnet: label {exc.args[0]!r} is not one of the "
+                raise SpmdValueError(f"{_call()}: label {exc.args[0]!r} is not one of the "
                                      f"training classes {list(self.class_index)}") from None
         if isinstance(ys[0], torch.Tensor):
             y = torch.stack(ys)
@@ -250,9 +255,6 @@ class _Group:
         elif error is not None:
             raise error
 
-    def who(self):
-        return f"worker {spmd_index()} of {spmd_size()}"
-
     @contextlib.contextmanager
     def local(self, where):
         """This worker's own work before a collective (reading data, forward, backward):
@@ -264,7 +266,7 @@ class _Group:
             if self.parallel:
                 kind = SpmdTypeError if isinstance(exc, TypeError) else SpmdValueError
                 try:
-                    fail_together("trainnet", kind(f"trainnet ({self.who()}), {where}: "
+                    fail_together("trainnet", kind(f"{_call()}, {where}: "
                                                    f"{type(exc).__name__}: {exc}"))
                 except SpmdError:
                     pass
@@ -277,14 +279,14 @@ def _device(environment, group):
         return torch.device("cpu")
     if environment == "gpu":
         if not can_use_gpu():
-            raise SpmdValueError(f"trainnet ({group.who()}): execution_environment='gpu' "
+            raise SpmdValueError(f"{_call()}: execution_environment='gpu' "
                                  f"but no GPU is usable here")
         return torch.device("cuda")
     if environment == "auto":
         return torch.device("cuda" if can_use_gpu() else "cpu")
     with_gpu = group.plus(int(can_use_gpu()))
     if environment == "parallel-gpu" and with_gpu < group.size:
-        raise SpmdValueError(f"trainnet ({group.who()}): execution_environment="
+        raise SpmdValueError(f"{_call()}: execution_environment="
                              f"'parallel-gpu' but only {with_gpu} of {group.size} workers "
                              f"can use a GPU")
     if with_gpu == group.size:  # parallel-auto: GPUs if every worker has one, else CPUs
@@ -327,12 +329,12 @@ def latest_checkpoint(path):
     if os.path.isfile(path):
         return path
     if not os.path.isdir(path):
-        raise SpmdValueError(f"trainnet: resume_from={path!r} is neither a checkpoint file "
+        raise SpmdValueError(f"{_call()}: resume_from={path!r} is neither a checkpoint file "
                              f"nor a folder")
     found = [(int(m.group(1)), name) for name in os.listdir(path)
              for m in [_CHECKPOINT_NAME.match(name)] if m]
     if not found:
-        raise SpmdValueError(f"trainnet: no checkpoint (net_checkpoint__*.pt) in {path!r}")
+        raise SpmdValueError(f"{_call()}: no checkpoint (net_checkpoint__*.pt) in {path!r}")
     return os.path.join(path, max(found)[1])
 
 
@@ -342,9 +344,9 @@ def _read_checkpoint(path):
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:
-        raise SpmdValueError(f"trainnet: cannot read checkpoint {path!r}: {exc}") from None
+        raise SpmdValueError(f"{_call()}: cannot read checkpoint {path!r}: {exc}") from None
     if not isinstance(state, dict) or state.get("format") != CHECKPOINT_FORMAT:
-        raise SpmdValueError(f"trainnet: {path!r} is not a trainnet checkpoint")
+        raise SpmdValueError(f"{_call()}: {path!r} is not a trainnet checkpoint")
     state["path"] = path
     return state
 
@@ -547,10 +549,10 @@ def trainnet(data, net, loss, options, *, resume_from=None, mini_batch_fcn=None,
     """
     torch = _torch()
     if not isinstance(net, torch.nn.Module):
-        raise SpmdTypeError(f"trainnet: 'net' must be a torch.nn.Module (got "
+        raise SpmdTypeError(f"{_call()}: 'net' must be a torch.nn.Module (got "
                             f"{type(net).__name__})")
     if not isinstance(options, TrainingOptions):
-        raise SpmdTypeError(f"trainnet: 'options' must come from training_options(...) "
+        raise SpmdTypeError(f"{_call()}: 'options' must come from training_options(...) "
                             f"(got {type(options).__name__})")
     o = options
     group = _Group(o.execution_environment.startswith("parallel"))
@@ -577,12 +579,12 @@ def trainnet(data, net, loss, options, *, resume_from=None, mini_batch_fcn=None,
         sizes = worker_mini_batch_sizes(batch, group.size)
         per_epoch = count // batch
         if per_epoch == 0:
-            raise SpmdValueError(f"trainnet ({group.who()}): mini_batch_size={batch} is "
+            raise SpmdValueError(f"{_call()}: mini_batch_size={batch} is "
                                  f"larger than the {count} training observations; no "
                                  f"complete mini-batch")
         params = [p for p in net.parameters() if p.requires_grad]
         if not params:
-            raise SpmdValueError("trainnet: the network has no trainable parameters")
+            raise SpmdValueError(f"{_call()}: the network has no trainable parameters")
         config = {"solver": o.solver, "mini_batch_size": batch, "observations": count,
                   "max_epochs": o.max_epochs, "loss": loss_name,
                   "parameters": [list(p.shape) for p in params]}
@@ -606,7 +608,7 @@ def trainnet(data, net, loss, options, *, resume_from=None, mini_batch_fcn=None,
     checkpoint = shared["checkpoint"]
     mismatch = [f"{k}={config[k]!r} here, {shared['config'][k]!r} on worker 1"
                 for k in config if config[k] != shared["config"][k]]
-    group.check(SpmdMismatchError(f"trainnet ({group.who()}): the workers disagree: "
+    group.check(SpmdMismatchError(f"{_call()}: the workers disagree: "
                                   f"{'; '.join(mismatch)}") if mismatch else None)
     seed = shared["seed"]
     net.to(device)
@@ -623,12 +625,12 @@ def trainnet(data, net, loss, options, *, resume_from=None, mini_batch_fcn=None,
         for key in ("solver", "mini_batch_size", "observations"):
             if checkpoint[key] != config[key]:
                 error = SpmdValueError(
-                    f"trainnet ({group.who()}): checkpoint {checkpoint['path']!r} was made "
+                    f"{_call()}: checkpoint {checkpoint['path']!r} was made "
                     f"with {key}={checkpoint[key]!r}, this run has {config[key]!r}")
         try:
             net.load_state_dict(checkpoint["model"])
         except RuntimeError as exc:  # the same checkpoint and network everywhere
-            error = SpmdValueError(f"trainnet ({group.who()}): checkpoint "
+            error = SpmdValueError(f"{_call()}: checkpoint "
                                    f"{checkpoint['path']!r} does not fit this network: {exc}")
         group.check(error)
         solver.load(checkpoint["solver_state"], device)
@@ -649,7 +651,7 @@ def trainnet(data, net, loss, options, *, resume_from=None, mini_batch_fcn=None,
     if output == "auto":
         output = "best-validation" if validation is not None else "last-iteration"
     if output == "best-validation" and validation is None:
-        group.check(SpmdValueError("trainnet: output_network='best-validation' needs "
+        group.check(SpmdValueError(f"{_call()}: output_network='best-validation' needs "
                                    "validation_data"))
     has_state = any(b.is_floating_point() for b in net.buffers())
     total = o.max_epochs * per_epoch
@@ -708,7 +710,7 @@ def trainnet(data, net, loss, options, *, resume_from=None, mini_batch_fcn=None,
             try:
                 _write_checkpoint(o.checkpoint_path, checkpoint_state(epoch))
             except OSError as exc:
-                error = SpmdValueError(f"trainnet ({group.who()}): cannot write a "
+                error = SpmdValueError(f"{_call()}: cannot write a "
                                        f"checkpoint in {o.checkpoint_path!r}: {exc}")
         group.check(error)
 
