@@ -331,6 +331,34 @@ def test_training_progress_plot(tmp_path, monkeypatch):
     assert len(info.validation_history) == 7  # 1, 3, 6, ..., 18
 
 
+def test_parallel_device_choice(monkeypatch):
+    """Without a GPU here, the choice is tested with a stand-in: parallel-auto takes one
+    GPU per worker when every worker can have one, and CPUs otherwise."""
+    from spmdlab.training import trainer
+
+    group = trainer._Group(True)
+    if not torch.cuda.is_available():
+        assert trainer._device("parallel-auto", group) == torch.device("cpu")
+    assert trainer._device("parallel-cpu", group) == torch.device("cpu")
+    monkeypatch.setattr(trainer, "can_use_gpu", lambda: True)
+    monkeypatch.setattr(trainer, "select_gpu", lambda: spmd_index() - 1)
+    assert trainer._device("parallel-auto", group) == torch.device("cuda", spmd_index() - 1)
+
+    def too_few():
+        raise SpmdValueError("select_gpu: 4 workers share this node but it has 1 GPU(s)")
+
+    monkeypatch.setattr(trainer, "select_gpu", too_few)
+    assert trainer._device("parallel-auto", group) == torch.device("cpu")
+    with pytest.raises(SpmdValueError, match="4 workers share this node"):
+        trainer._device("parallel-gpu", group)
+    monkeypatch.setattr(trainer, "can_use_gpu", lambda: spmd_index() != 1)
+    assert trainer._device("parallel-auto", group) == torch.device("cpu")
+    if spmd_size() > 1:
+        with pytest.raises(SpmdValueError, match=f"only {spmd_size() - 1} of {spmd_size()} "
+                                                 f"workers can use a GPU"):
+            trainer._device("parallel-gpu", group)
+
+
 # -- bad input: a clear error on every worker ----------------------------------------------
 
 

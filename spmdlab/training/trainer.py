@@ -289,8 +289,12 @@ def _device(environment, group):
         raise SpmdValueError(f"{_call()}: execution_environment="
                              f"'parallel-gpu' but only {with_gpu} of {group.size} workers "
                              f"can use a GPU")
-    if with_gpu == group.size:  # parallel-auto: GPUs if every worker has one, else CPUs
-        return select_gpu()
+    if with_gpu == group.size:  # GPUs if every worker can have its own, else CPUs
+        try:
+            return torch.device("cuda", select_gpu())
+        except SpmdValueError:  # more workers than GPUs on a node: on every worker
+            if environment == "parallel-gpu":
+                raise
     return torch.device("cpu")
 
 
