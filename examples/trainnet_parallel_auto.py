@@ -44,6 +44,9 @@ def parse_args():
                         "per block (2; MATLAB's example: 4)")
     parser.add_argument("--environment", default="parallel-auto",
                         help="execution_environment (parallel-auto)")
+    parser.add_argument("--reflection", choices=["auto", "on", "off"], default="auto",
+                        help="random left-right reflection (auto: on for --data images, "
+                        "off for the digits, which are not mirror-symmetric)")
     parser.add_argument("--checkpoint-path", help="save a checkpoint here every epoch")
     parser.add_argument("--resume", help="continue from this checkpoint (file or folder)")
     parser.add_argument("--plots", action="store_true", help="training-progress plot "
@@ -99,11 +102,11 @@ def main():
               f"{spmd_size()} worker{'s' if spmd_size() > 1 else ''}")
 
     # Random reflection, +-4 pixel translation, random crop to the input size.
+    reflection = args.reflection == "on" or (args.reflection == "auto" and args.data)
     augmented_train = AugmentedImageDatastore(
-        image_size[:2], imds_train, random_x_reflection=args.data is not None,
+        image_size[:2], imds_train, random_x_reflection=bool(reflection),
         random_x_translation=(-4, 4), random_y_translation=(-4, 4),
         output_size_mode="randcrop")
-    # (Digits are not mirror-symmetric, so reflection is on only for --data images.)
 
     layers = network(image_size[2], len(classes), args.net_width, args.block_depth)
 
