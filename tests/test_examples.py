@@ -103,3 +103,36 @@ def test_resnet_ctrl_c_stops_every_worker_at_the_same_iteration(tmp_path):
     assert proc.returncode == 0, err
     assert "stop requested (Ctrl-C)" in out and "on every worker" in out, out
     assert out.strip().splitlines()[-1].startswith("accuracy = ")
+
+
+def test_trainnet_example_on_a_folder_of_colour_images_with_checkpoints(tmp_path):
+    """--data DIR (RGB images, one sub-folder per class), --checkpoint-path, --resume."""
+    pytest.importorskip("torch")
+    PIL = pytest.importorskip("PIL.Image")
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    for label, channel in (("red", 0), ("green", 1), ("blue", 2)):
+        os.makedirs(tmp_path / "data" / label)
+        for i in range(40):
+            image = rng.integers(0, 60, (20, 20, 3), dtype=np.uint8)
+            image[4:16, 4:16, channel] = 250
+            PIL.fromarray(image).save(tmp_path / "data" / label / f"{i}.png")
+    script = os.path.join(ROOT, "examples", "trainnet_parallel_auto.py")
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    common = [sys.executable, script, "--data", str(tmp_path / "data"), "--mini-batch-size",
+              "16", "--net-width", "4", "--block-depth", "1", "--checkpoint-path",
+              str(tmp_path / "ck")]
+    first = subprocess.run(mpiexec_args(2) + common + ["--epochs", "2"], capture_output=True,
+                           text=True, timeout=300, env=env, cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    assert "108 training images of (20, 20, 3), 3 classes" in first.stdout
+    assert sorted(int(name.split("__")[1]) for name in os.listdir(tmp_path / "ck")) == \
+        [6, 12]  # 108 // 16 = 6 iterations per epoch, a checkpoint every epoch
+    resumed = subprocess.run(mpiexec_args(2) + common + ["--epochs", "4", "--resume",
+                                                         str(tmp_path / "ck")],
+                             capture_output=True, text=True, timeout=300, env=env,
+                             cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stderr
+    assert "at iteration 24 (epoch 4)" in resumed.stdout
+    assert float(resumed.stdout.strip().splitlines()[-1].split("=")[1]) > 0.9
