@@ -14,7 +14,7 @@ from spmdlab import (SpmdMismatchError, SpmdTypeError, SpmdValueError,  # noqa: 
                      spmd_broadcast, spmd_cat, spmd_index, spmd_size)
 from spmdlab.training import (ArrayDatastore, TrainingOptions, minibatch_predict,  # noqa
                               rmsprop_update, trainnet, training_options)
-from spmdlab.training.trainer import latest_checkpoint  # noqa: E402
+from spmdlab.training.checkpoints import latest_checkpoint  # noqa: E402
 
 
 # -- training_options ----------------------------------------------------------------------

@@ -128,10 +128,10 @@ def minibatch_predict(model, data, mini_batch_size=128, device=None):
 
     if isinstance(data, Datastore):  # converted as trainnet converts its training data
         from .minibatch import MiniBatchQueue
-        from .trainer import _Source
+        from .netdata import Source
 
         dtype = next((p.dtype for p in model.parameters() if p.is_floating_point()), None)
-        source = _Source(data, "minibatch_predict data", dtype=dtype, inputs_only=True)
+        source = Source(data, "minibatch_predict data", dtype=dtype, inputs_only=True)
         data = (batch[0] for batch in MiniBatchQueue(data, mini_batch_size,
                                                      mini_batch_fcn=source.make))
     if isinstance(data, np.ndarray):

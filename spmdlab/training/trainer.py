@@ -11,8 +11,6 @@ drift. "auto" / "cpu" / "gpu" train in-process, on the whole mini-batch.
 
 import contextlib
 import math
-import os
-import re
 import sys
 import time
 import warnings
@@ -23,16 +21,18 @@ from .. import _env
 from ..collectives import fail_together, spmd_broadcast, spmd_index, spmd_plus, spmd_size
 from ..errors import SpmdError, SpmdMismatchError, SpmdTypeError, SpmdValueError
 from .aggregate import aggregate_gradients, aggregate_state
-from .datastores import ArrayDatastore, Datastore, partition
+from .checkpoints import (CHECKPOINT_FORMAT, cpu_copy, read_checkpoint, to_device,
+                          write_checkpoint)
+from .datastores import partition
 from .helpers import can_use_gpu, select_gpu
 from .minibatch import MiniBatchQueue, worker_mini_batch_sizes
 from .monitor import StopRequest, TrainingProgressMonitor
+from .netdata import Metric, Source, _torch, call, epoch_order, loss_function
 from .options import TrainingOptions
 from .updates import adam_update, rmsprop_update, sgdm_update
 
 __all__ = ["TrainingInfo", "trainnet"]
 
-CHECKPOINT_FORMAT = "spmdlab-trainnet-checkpoint-1"
 STOP_REASONS = {"max-epochs": "Max epochs completed", "stopped": "Stopped manually",
                 "patience": "Met validation criterion"}
 
@@ -71,164 +71,6 @@ class TrainingInfo:
                 f"output_network_iteration={self.output_network_iteration})")
 
 
-# -- losses and metrics ------------------------------------------------------------------
-
-
-def _torch():
-    import torch
-
-    return torch
-
-
-def _call():
-    """How errors name the call and the worker: ``trainnet (worker 2 of 4)``."""
-    return f"trainnet (worker {spmd_index()} of {spmd_size()})"
-
-
-def _loss_function(loss):
-    """``(name, fn(scores, targets) -> mean loss tensor)``."""
-    torch = _torch()
-    F = torch.nn.functional
-    if callable(loss):
-        return getattr(loss, "__name__", "loss"), loss
-    if not isinstance(loss, str):
-        raise SpmdTypeError(f"{_call()}: 'loss' must be 'crossentropy', 'mse' or a function "
-                            f"loss(scores, targets) (got {loss!r})")
-    name = loss.lower()
-    if name in ("crossentropy", "cross-entropy", "index-crossentropy"):
-        return "crossentropy", F.cross_entropy
-    if name in ("mse", "mean-squared-error", "l2loss"):
-        def mse(scores, targets):
-            return F.mse_loss(scores, targets.reshape(scores.shape)
-                              if targets.numel() == scores.numel() else targets)
-        return "mse", mse
-    raise SpmdValueError(f"{_call()}: unknown loss {loss!r}; use 'crossentropy', 'mse' or a "
-                         f"function loss(scores, targets)")
-
-
-def _predicted_classes(targets):
-    return targets if targets.dim() == 1 else targets.argmax(1)
-
-
-class _Metric:
-    """A metric as a per-observation mean (exact under weighted sums) and a finish step."""
-
-    def __init__(self, name, fcn):
-        self.name = name
-        self.fcn = fcn
-
-    def mean(self, scores, targets):
-        """The mean over this batch of the per-observation quantity (a float)."""
-        if self.fcn == "accuracy":
-            return float((scores.argmax(1) == _predicted_classes(targets)).float().mean())
-        if self.fcn == "rmse":
-            return float(((scores - targets.reshape(scores.shape)) ** 2).float().mean())
-        value = self.fcn(scores, targets)
-        return float(value.item() if hasattr(value, "item") else value)
-
-    def finish(self, mean):
-        if self.fcn == "accuracy":
-            return 100.0 * mean  # percent, as MATLAB reports it
-        if self.fcn == "rmse":
-            return math.sqrt(max(mean, 0.0))
-        return mean
-
-
-# -- data --------------------------------------------------------------------------------
-
-
-class _Source:
-    """A training or validation source: a datastore and a function making mini-batches."""
-
-    def __init__(self, data, what, class_index=None, mini_batch_fcn=None, dtype=None,
-                 inputs_only=False):
-        if isinstance(data, MiniBatchQueue):
-            mini_batch_fcn = mini_batch_fcn or data.mini_batch_fcn
-            data = data.datastore
-        elif isinstance(data, (tuple, list)) and len(data) == 2:
-            inputs, targets = data
-            if len(inputs) != len(targets):
-                raise SpmdValueError(f"{_call()}: {what} has {len(inputs)} inputs but "
-                                     f"{len(targets)} targets")
-            data = ArrayDatastore(inputs, targets)
-        elif not isinstance(data, Datastore):
-            raise SpmdTypeError(f"{_call()}: {what} must be a datastore, a MiniBatchQueue or "
-                                f"a pair (inputs, targets) (got {type(data).__name__})")
-        if len(data) == 0:
-            raise SpmdValueError(f"{_call()}: {what} is empty")
-        self.ds = data
-        self.images = bool(getattr(data, "_images", False))
-        self.class_index = class_index
-        self.user_fcn = mini_batch_fcn
-        self.dtype = dtype
-        self.inputs_only = inputs_only
-
-    @staticmethod
-    def class_index_of(ds, class_names=None):
-        """``{label: output index}`` for labels that are not integers, else None."""
-        if class_names is not None:
-            return {name: i for i, name in enumerate(class_names)}
-        labels = getattr(ds, "labels", None)
-        if labels is None or np.asarray(labels).dtype.kind in "iub" or \
-                np.asarray(labels).dtype.kind == "f":
-            return None
-        return {name: i for i, name in enumerate(ds.class_names)}
-
-    def make(self, *columns):
-        """One mini-batch ``(inputs, targets)`` from the observations' columns (a list
-        of inputs, a list of labels), as a MiniBatchQueue hands them over."""
-        if self.user_fcn is not None:
-            batch = self.user_fcn(*columns)
-            return batch if isinstance(batch, tuple) else (batch,)
-        x = self._inputs(columns[0])
-        if len(columns) == 1 or self.inputs_only:
-            return (x,)
-        return x, self._targets(columns[1])
-
-    def _inputs(self, xs):
-        torch = _torch()
-        if isinstance(xs[0], torch.Tensor):
-            x = torch.stack(xs)
-        else:
-            x = torch.from_numpy(np.ascontiguousarray(np.stack([np.asarray(v) for v in xs])))
-        if self.images:  # (N, H, W[, C]) as MATLAB reads images -> (N, C, H, W) in [0, 1]
-            if x.dim() == 3:
-                x = x.unsqueeze(-1)
-            scale = 1.0 / 255 if x.dtype == torch.uint8 else 1.0
-            x = x.permute(0, 3, 1, 2).to(self.dtype or torch.float32).mul_(scale)
-            return x.contiguous()
-        if x.is_floating_point() and self.dtype is not None:
-            x = x.to(self.dtype)
-        return x
-
-    def _targets(self, ys):
-        torch = _torch()
-        if self.class_index is not None:
-            try:
-                return torch.tensor([self.class_index[y] for y in ys], dtype=torch.int64)
-            except KeyError as exc:
-                raise SpmdValueError(f"{_call()}: label {exc.args[0]!r} is not one of the "
-                                     f"training classes {list(self.class_index)}") from None
-        if isinstance(ys[0], torch.Tensor):
-            y = torch.stack(ys)
-        else:
-            y = torch.from_numpy(np.ascontiguousarray(np.stack([np.asarray(v) for v in ys])))
-        if y.is_floating_point() and self.dtype is not None:
-            y = y.to(self.dtype)
-        return y
-
-    def queue(self, positions, size):
-        """A MiniBatchQueue over ``positions`` (this datastore's order), ``size`` a batch."""
-        return MiniBatchQueue(self.ds.subset(positions), size, mini_batch_fcn=self.make,
-                              partial_mini_batch="discard", dispatch_in_background=True)
-
-
-def _order(seed, shuffle, epoch, count):
-    """The global order of the training observations in ``epoch`` (same on every worker)."""
-    if shuffle == "never":
-        return np.arange(count)
-    return np.random.default_rng([seed, 0 if shuffle == "once" else epoch]).permutation(count)
-
 
 # -- parallel or serial ------------------------------------------------------------------
 
@@ -266,7 +108,7 @@ class _Group:
             if self.parallel:
                 kind = SpmdTypeError if isinstance(exc, TypeError) else SpmdValueError
                 try:
-                    fail_together("trainnet", kind(f"{_call()}, {where}: "
+                    fail_together("trainnet", kind(f"{call()}, {where}: "
                                                    f"{type(exc).__name__}: {exc}"))
                 except SpmdError:
                     pass
@@ -279,14 +121,14 @@ def _device(environment, group):
         return torch.device("cpu")
     if environment == "gpu":
         if not can_use_gpu():
-            raise SpmdValueError(f"{_call()}: execution_environment='gpu' "
+            raise SpmdValueError(f"{call()}: execution_environment='gpu' "
                                  f"but no GPU is usable here")
         return torch.device("cuda")
     if environment == "auto":
         return torch.device("cuda" if can_use_gpu() else "cpu")
     with_gpu = group.plus(int(can_use_gpu()))
     if environment == "parallel-gpu" and with_gpu < group.size:
-        raise SpmdValueError(f"{_call()}: execution_environment="
+        raise SpmdValueError(f"{call()}: execution_environment="
                              f"'parallel-gpu' but only {with_gpu} of {group.size} workers "
                              f"can use a GPU")
     if with_gpu == group.size:  # GPUs if every worker can have its own, else CPUs
@@ -297,75 +139,6 @@ def _device(environment, group):
                 raise
     return torch.device("cpu")
 
-
-# -- checkpoints -------------------------------------------------------------------------
-
-_CHECKPOINT_NAME = re.compile(r"^net_checkpoint__(\d+)__.*\.pt$")
-
-
-def _write_checkpoint(folder, state):
-    """Write ``state`` to a new file in ``folder`` atomically; returns its path.
-
-    The file is written under a temporary name, flushed to disk, then renamed: a crash at
-    any point leaves either no new file or a complete one.
-    """
-    torch = _torch()
-    os.makedirs(folder, exist_ok=True)
-    stamp = time.strftime("%Y_%m_%d__%H_%M_%S")
-    path = os.path.join(folder, f"net_checkpoint__{state['iteration']}__{stamp}.pt")
-    tmp = os.path.join(folder, f".net_checkpoint.tmp-{os.getpid()}")
-    try:
-        with open(tmp, "wb") as f:
-            torch.save(state, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
-    return path
-
-
-def latest_checkpoint(path):
-    """``path`` if it is a checkpoint file, else the checkpoint of ``path`` (a folder)
-    with the highest iteration. Raises SpmdValueError when there is none."""
-    if os.path.isfile(path):
-        return path
-    if not os.path.isdir(path):
-        raise SpmdValueError(f"{_call()}: resume_from={path!r} is neither a checkpoint file "
-                             f"nor a folder")
-    found = [(int(m.group(1)), name) for name in os.listdir(path)
-             for m in [_CHECKPOINT_NAME.match(name)] if m]
-    if not found:
-        raise SpmdValueError(f"{_call()}: no checkpoint (net_checkpoint__*.pt) in {path!r}")
-    return os.path.join(path, max(found)[1])
-
-
-def _read_checkpoint(path):
-    torch = _torch()
-    path = latest_checkpoint(path)
-    try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as exc:
-        raise SpmdValueError(f"{_call()}: cannot read checkpoint {path!r}: {exc}") from None
-    if not isinstance(state, dict) or state.get("format") != CHECKPOINT_FORMAT:
-        raise SpmdValueError(f"{_call()}: {path!r} is not a trainnet checkpoint")
-    state["path"] = path
-    return state
-
-
-def _cpu(tree):
-    """A copy of a dict of tensors (or None) on the CPU."""
-    if tree is None:
-        return None
-    return {k: (v.detach().cpu().clone() if v is not None else None) for k, v in tree.items()}
-
-
-def _to(tree, device):
-    if tree is None:
-        return None
-    return {k: (v.to(device) if v is not None else None) for k, v in tree.items()}
 
 
 # -- the solver --------------------------------------------------------------------------
@@ -430,10 +203,10 @@ class _Solver:
                 epsilon=o.epsilon)
 
     def state_dict(self):
-        return {k: _cpu(v) for k, v in self.state.items()}
+        return {k: cpu_copy(v) for k, v in self.state.items()}
 
     def load(self, state, device):
-        self.state = {k: _to(v, device) for k, v in state.items()}
+        self.state = {k: to_device(v, device) for k, v in state.items()}
 
 
 def _learn_rate(options, epoch):
@@ -549,276 +322,322 @@ def trainnet(data, net, loss, options, *, resume_from=None, mini_batch_fcn=None,
     every ``checkpoint_frequency`` epochs (or iterations), atomically;
     ``resume_from=`` a checkpoint file or folder (its latest checkpoint) continues from
     there, to ``max_epochs``. ``mini_batch_fcn(inputs, labels)`` replaces the default
-    conversion of observations to tensors.
+    conversion of observations to tensors. An error on any worker is raised on every
+    worker.
     """
-    torch = _torch()
-    if not isinstance(net, torch.nn.Module):
-        raise SpmdTypeError(f"{_call()}: 'net' must be a torch.nn.Module (got "
-                            f"{type(net).__name__})")
-    if not isinstance(options, TrainingOptions):
-        raise SpmdTypeError(f"{_call()}: 'options' must come from training_options(...) "
-                            f"(got {type(options).__name__})")
-    o = options
-    group = _Group(o.execution_environment.startswith("parallel"))
-    if not group.parallel and spmd_size() > 1 and spmd_index() == 1:
-        warnings.warn(f"trainnet: execution_environment={o.execution_environment!r} trains "
-                      f"on every one of the {spmd_size()} workers separately; use "
-                      f"'parallel-auto' to train one network data-parallel",
-                      stacklevel=2)
-    # Local set-up; an error on any worker is raised on every worker.
-    error = None
-    try:
-        device = _device(o.execution_environment, group)
-        dtype = next((p.dtype for p in net.parameters() if p.is_floating_point()),
-                     torch.float32)
-        loss_name, loss_fn = _loss_function(loss)
-        metrics = [_Metric(name, fcn) for name, fcn in o.metrics]
-        train = _Source(data, "the training data", None, mini_batch_fcn, dtype)
-        class_index = train.class_index = _Source.class_index_of(train.ds, class_names) \
-            if loss_name == "crossentropy" else None
-        validation = None if o.validation_data is None else _Source(
-            o.validation_data, "validation_data", class_index, mini_batch_fcn, dtype)
-        count = len(train.ds)
-        batch = o.mini_batch_size
-        sizes = worker_mini_batch_sizes(batch, group.size)
-        per_epoch = count // batch
-        if per_epoch == 0:
-            raise SpmdValueError(f"{_call()}: mini_batch_size={batch} is "
-                                 f"larger than the {count} training observations; no "
-                                 f"complete mini-batch")
-        params = [p for p in net.parameters() if p.requires_grad]
-        if not params:
-            raise SpmdValueError(f"{_call()}: the network has no trainable parameters")
-        config = {"solver": o.solver, "mini_batch_size": batch, "observations": count,
-                  "max_epochs": o.max_epochs, "loss": loss_name,
-                  "parameters": [list(p.shape) for p in params]}
-    except (SpmdError, ValueError, TypeError) as exc:
-        error = exc
-    group.check(error)
+    run = _Run(data, net, loss, options, mini_batch_fcn, class_names)
+    run.begin(resume_from)
+    run.train()
+    return run.finish()
 
-    # Worker 1's network, shuffle seed and checkpoint reach every worker.
-    seed = int(torch.randint(0, 2 ** 62, ()).item())
-    shared = None
-    error = None
-    if group.leader or not group.parallel:
-        try:
-            checkpoint = None if resume_from is None else _read_checkpoint(resume_from)
-            shared = {"config": config, "seed": seed, "checkpoint": checkpoint,
-                      "model": _cpu(net.state_dict())}
-        except (SpmdError, OSError) as exc:
+
+class _Run:
+    """One trainnet call: set-up, epochs and iterations, validation, checkpoints, result."""
+
+    def __init__(self, data, net, loss, options, mini_batch_fcn, class_names):
+        torch = _torch()
+        if not isinstance(net, torch.nn.Module):
+            raise SpmdTypeError(f"{call()}: 'net' must be a torch.nn.Module (got "
+                                f"{type(net).__name__})")
+        if not isinstance(options, TrainingOptions):
+            raise SpmdTypeError(f"{call()}: 'options' must come from training_options(...) "
+                                f"(got {type(options).__name__})")
+        self.net, self.o = net, options
+        self.group = _Group(options.execution_environment.startswith("parallel"))
+        if not self.group.parallel and spmd_size() > 1 and spmd_index() == 1:
+            warnings.warn(f"trainnet: execution_environment="
+                          f"{options.execution_environment!r} trains on every one of the "
+                          f"{spmd_size()} workers separately; use 'parallel-auto' to train "
+                          f"one network data-parallel", stacklevel=3)
+        error = None
+        try:  # local checks; an error on any worker is raised on every worker
+            self._prepare(data, loss, mini_batch_fcn, class_names)
+        except (SpmdError, ValueError, TypeError) as exc:
             error = exc
-    group.check(error)
-    shared = group.broadcast(shared)
-    checkpoint = shared["checkpoint"]
-    mismatch = [f"{k}={config[k]!r} here, {shared['config'][k]!r} on worker 1"
-                for k in config if config[k] != shared["config"][k]]
-    group.check(SpmdMismatchError(f"{_call()}: the workers disagree: "
-                                  f"{'; '.join(mismatch)}") if mismatch else None)
-    seed = shared["seed"]
-    net.to(device)
-    solver = _Solver(net, o)
-    info = TrainingInfo()
-    info.workers = group.size
-    info.class_names = None if class_index is None else list(class_index)
-    done = 0          # iterations completed
-    best = None       # (validation loss, iteration, state) for output_network
-    patience = 0
-    elapsed_before = 0.0
-    if checkpoint is not None:
+        self.group.check(error)
+
+    def _prepare(self, data, loss, mini_batch_fcn, class_names):
+        torch, o, group = _torch(), self.o, self.group
+        self.device = _device(o.execution_environment, group)
+        dtype = next((p.dtype for p in self.net.parameters() if p.is_floating_point()),
+                     torch.float32)
+        loss_name, self.loss_fn = loss_function(loss)
+        self.metrics = [Metric(name, fcn) for name, fcn in o.metrics]
+        self.train_data = Source(data, "the training data", None, mini_batch_fcn, dtype)
+        self.class_index = self.train_data.class_index = \
+            Source.class_index_of(self.train_data.ds, class_names) \
+            if loss_name == "crossentropy" else None
+        self.validation = None if o.validation_data is None else Source(
+            o.validation_data, "validation_data", self.class_index, mini_batch_fcn, dtype)
+        self.count = len(self.train_data.ds)
+        self.batch = o.mini_batch_size
+        sizes = worker_mini_batch_sizes(self.batch, group.size)
+        self.offset, self.mine = sum(sizes[:group.index - 1]), sizes[group.index - 1]
+        self.per_epoch = self.count // self.batch
+        if self.per_epoch == 0:
+            raise SpmdValueError(f"{call()}: mini_batch_size={self.batch} is larger than the "
+                                 f"{self.count} training observations; no complete "
+                                 f"mini-batch")
+        params = [p for p in self.net.parameters() if p.requires_grad]
+        if not params:
+            raise SpmdValueError(f"{call()}: the network has no trainable parameters")
+        self.config = {"solver": o.solver, "mini_batch_size": self.batch,
+                       "observations": self.count, "max_epochs": o.max_epochs,
+                       "loss": loss_name, "parameters": [list(p.shape) for p in params]}
+        self.output = o.output_network
+        if self.output == "auto":
+            self.output = "best-validation" if self.validation else "last-iteration"
+        if self.output == "best-validation" and self.validation is None:
+            raise SpmdValueError(f"{call()}: output_network='best-validation' needs "
+                                 f"validation_data")
+
+    def begin(self, resume_from):
+        """Worker 1's network, shuffle seed and checkpoint reach every worker."""
+        torch, group, net = _torch(), self.group, self.net
+        seed = int(torch.randint(0, 2 ** 62, ()).item())  # drawn everywhere, worker 1's used
+        shared, error = None, None
+        if group.leader or not group.parallel:
+            try:
+                shared = {"config": self.config, "seed": seed, "model": cpu_copy(
+                    net.state_dict()), "checkpoint": None if resume_from is None
+                    else read_checkpoint(resume_from)}
+            except (SpmdError, OSError) as exc:
+                error = exc
+        group.check(error)
+        shared = group.broadcast(shared)
+        mismatch = [f"{k}={v!r} here, {shared['config'][k]!r} on worker 1"
+                    for k, v in self.config.items() if v != shared["config"][k]]
+        group.check(SpmdMismatchError(f"{call()}: the workers disagree: "
+                                      f"{'; '.join(mismatch)}") if mismatch else None)
+        self.seed = shared["seed"]
+        net.to(self.device)
+        self.has_state = any(b.is_floating_point() for b in net.buffers())  # batch norm
+        self.solver = _Solver(net, self.o)
+        self.info = TrainingInfo()
+        self.info.workers = group.size
+        self.info.class_names = None if self.class_index is None else list(self.class_index)
+        self.done = 0            # iterations completed
+        self.best = None         # (validation loss, iteration, network state or None)
+        self.patience = 0        # validations since the best one
+        self.elapsed_before = 0.0
+        checkpoint = shared["checkpoint"]
+        if checkpoint is None:
+            net.load_state_dict(shared["model"])
+        else:
+            self._resume(checkpoint)
+
+    def _resume(self, checkpoint):
         error = None
         for key in ("solver", "mini_batch_size", "observations"):
-            if checkpoint[key] != config[key]:
+            if checkpoint[key] != self.config[key]:
                 error = SpmdValueError(
-                    f"{_call()}: checkpoint {checkpoint['path']!r} was made "
-                    f"with {key}={checkpoint[key]!r}, this run has {config[key]!r}")
+                    f"{call()}: checkpoint {checkpoint['path']!r} was made with "
+                    f"{key}={checkpoint[key]!r}, this run has {self.config[key]!r}")
         try:
-            net.load_state_dict(checkpoint["model"])
+            self.net.load_state_dict(checkpoint["model"])
         except RuntimeError as exc:  # the same checkpoint and network everywhere
-            error = SpmdValueError(f"{_call()}: checkpoint "
-                                   f"{checkpoint['path']!r} does not fit this network: {exc}")
-        group.check(error)
-        solver.load(checkpoint["solver_state"], device)
-        seed = checkpoint["seed"]
-        done = info.resumed_from = checkpoint["iteration"]
-        info.training_history = list(checkpoint["training_history"])
-        info.validation_history = list(checkpoint["validation_history"])
-        patience = checkpoint["patience"]
-        elapsed_before = checkpoint["time_elapsed"]
-        if checkpoint["best"] is not None:
-            b = checkpoint["best"]
-            best = (b["loss"], b["iteration"], b["state"])
-    else:
-        net.load_state_dict(shared["model"])
-    del shared
+            error = SpmdValueError(f"{call()}: checkpoint {checkpoint['path']!r} does not "
+                                   f"fit this network: {exc}")
+        self.group.check(error)
+        self.solver.load(checkpoint["solver_state"], self.device)
+        self.seed = checkpoint["seed"]
+        self.done = self.info.resumed_from = checkpoint["iteration"]
+        self.info.training_history = list(checkpoint["training_history"])
+        self.info.validation_history = list(checkpoint["validation_history"])
+        self.patience = checkpoint["patience"]
+        self.elapsed_before = checkpoint["time_elapsed"]
+        best = checkpoint["best"]
+        if best is not None:
+            self.best = (best["loss"], best["iteration"], best["state"])
 
-    output = o.output_network
-    if output == "auto":
-        output = "best-validation" if validation is not None else "last-iteration"
-    if output == "best-validation" and validation is None:
-        group.check(SpmdValueError(f"{_call()}: output_network='best-validation' needs "
-                                   "validation_data"))
-    has_state = any(b.is_floating_point() for b in net.buffers())
-    total = o.max_epochs * per_epoch
-    display = _Display(group, o, metrics, validation is not None, total)
-    monitor = None
-    stop_file = _env.get("STOP_FILE", None)
-    if o.plots == "training-progress":
-        names = ["loss"] + [m.name for m in metrics]
-        if validation is not None:
-            names += ["validation_loss"] + [f"validation_{m.name}" for m in metrics]
-        monitor = TrainingProgressMonitor(metrics=names, info=["epoch", "learn_rate"],
-                                          stop_file=stop_file)
-        stopper = None
-    else:
-        stopper = StopRequest(lambda reason: display.line(
-            f"trainnet: stop requested ({reason}); finishing the current iteration"),
-            stop_file)
+    # -- the loop ------------------------------------------------------------------------
 
-    def validate(epoch, iteration):
-        sums = np.zeros(2 + len(metrics))  # loss sum, metric sums, observations
-        mine = partition(validation.ds, group.size, group.index) if group.parallel \
-            else validation.ds
-        with group.local(f"validation at iteration {iteration}"), torch.no_grad():
+    def train(self):
+        """Every remaining epoch, until max_epochs or a stop; sets ``self.reason``."""
+        o, group = self.o, self.group
+        self.total = o.max_epochs * self.per_epoch
+        self.display = _Display(group, o, self.metrics, self.validation is not None,
+                                self.total)
+        stop_file = _env.get("STOP_FILE", None)
+        self.monitor = self.stopper = None
+        if o.plots == "training-progress":
+            names = ["loss"] + [m.name for m in self.metrics]
+            if self.validation is not None:
+                names += ["validation_loss"] + [f"validation_{m.name}" for m in self.metrics]
+            self.monitor = TrainingProgressMonitor(metrics=names,
+                                                   info=["epoch", "learn_rate"],
+                                                   stop_file=stop_file)
+        else:
+            self.stopper = StopRequest(lambda reason: self.display.line(
+                f"trainnet: stop requested ({reason}); finishing the current iteration"),
+                stop_file)
+        self.reason = "max-epochs"
+        self.start = time.monotonic()
+        self.display.header(group.size, f"{o.execution_environment}, {self.device.type}")
+        self.net.train()
+        mbq = None
+        try:
+            for epoch in range(self.done // self.per_epoch + 1, o.max_epochs + 1):
+                first = self.done - (epoch - 1) * self.per_epoch  # done in this epoch
+                order = epoch_order(self.seed, o.shuffle, epoch, self.count)
+                positions = order[:self.per_epoch * self.batch].reshape(
+                    self.per_epoch, self.batch)[first:, self.offset:self.offset + self.mine]
+                mbq = self.train_data.queue(positions.reshape(-1), self.mine)
+                learn_rate = _learn_rate(o, epoch)
+                for _ in range(first, self.per_epoch):
+                    if self._iteration(mbq, epoch, learn_rate):
+                        return
+                mbq.close()
+                if o.checkpoint_path and o.checkpoint_frequency_unit == "epoch" and \
+                        epoch % o.checkpoint_frequency == 0:
+                    self._save_checkpoint(epoch)
+        finally:
+            if mbq is not None:
+                mbq.close()
+            if self.stopper is not None:
+                self.stopper.restore()
+            if self.monitor is not None:
+                self.monitor.status = STOP_REASONS[self.reason]
+                self.monitor.close()
+
+    def _iteration(self, mbq, epoch, learn_rate):
+        """One iteration on every worker; returns whether training stops after it."""
+        o, group, net = self.o, self.group, self.net
+        with group.local(f"iteration {self.done + 1}"):
+            x, y = mbq.next()
+            x, y = x.to(self.device, non_blocking=True), y.to(self.device, non_blocking=True)
+            scores = net(x)
+            batch_loss = self.loss_fn(scores, y)
+            net.zero_grad(set_to_none=True)
+            batch_loss.backward()
+            values = [float(batch_loss.detach())]
+            values += [m.mean(scores.detach(), y) for m in self.metrics]
+        if group.parallel:
+            weight = self.mine / self.batch
+            aggregate_gradients(net, weight)
+            if self.has_state:
+                aggregate_state(net, weight)
+        self.done += 1
+        self.solver.step(learn_rate, self.done)
+        stop = self.stopper.check() if self.stopper is not None else self.monitor.stop
+        sums = np.array(values + [0.0]) * (self.mine / self.batch)
+        sums[-1] = float(bool(stop))  # anyone's stop request reaches everyone
+        summed = group.plus(sums)
+        record = {"iteration": self.done, "epoch": epoch, "time_elapsed":
+                  self.elapsed_before + time.monotonic() - self.start,
+                  "learn_rate": learn_rate, "loss": float(summed[0])}
+        for i, m in enumerate(self.metrics):
+            record[m.name] = m.finish(float(summed[1 + i]))
+        self.info.training_history.append(record)
+        stopping = summed[-1] > 0
+        if stopping:
+            self.reason = "stopped"
+        validation = None
+        if self.validation is not None and (self.done in (1, self.total) or stopping or
+                                            self.done % o.validation_frequency == 0):
+            validation = self._validate(epoch)
+            if self.best is None or validation["loss"] < self.best[0]:
+                state = cpu_copy(net.state_dict()) \
+                    if self.output == "best-validation" else None
+                self.best, self.patience = (validation["loss"], self.done, state), 0
+            else:
+                self.patience += 1
+                if self.patience >= o.validation_patience and not stopping:
+                    self.reason, stopping = "patience", True
+        self._show(record, validation, epoch, learn_rate, stopping)
+        if o.checkpoint_path and o.checkpoint_frequency_unit == "iteration" and \
+                self.done % o.checkpoint_frequency == 0:
+            self._save_checkpoint(epoch)
+        return stopping
+
+    def _show(self, record, validation, epoch, learn_rate, stopping):
+        done, display = self.done, self.display
+        if done == 1 or done % self.o.verbose_frequency == 0 or validation is not None or \
+                done == self.total or stopping:
+            display.row(record, validation)
+        display.progress(record)
+        if self.monitor is not None:
+            shown = {"loss": record["loss"]}
+            shown.update({m.name: record[m.name] for m in self.metrics})
+            if validation is not None:
+                shown["validation_loss"] = validation["loss"]
+                shown.update({f"validation_{m.name}": validation[m.name]
+                              for m in self.metrics})
+            self.monitor.record_metrics(done, **shown)
+            self.monitor.update_info(epoch=f"{epoch} of {self.o.max_epochs}",
+                                     learn_rate=f"{learn_rate:.4g}")
+            self.monitor.progress = min(100.0, 100.0 * done / self.total)
+
+    def _validate(self, epoch):
+        """Loss and metrics of the whole validation set: each worker scores its part."""
+        torch, group, net = _torch(), self.group, self.net
+        sums = np.zeros(2 + len(self.metrics))  # loss sum, metric sums, observations
+        mine = partition(self.validation.ds, group.size, group.index) if group.parallel \
+            else self.validation.ds
+        with group.local(f"validation at iteration {self.done}"), torch.no_grad():
             net.eval()
-            for x, y in MiniBatchQueue(mine, batch, mini_batch_fcn=validation.make) \
+            for x, y in MiniBatchQueue(mine, self.batch,
+                                       mini_batch_fcn=self.validation.make) \
                     if len(mine) else ():
-                x, y = x.to(device), y.to(device)
+                x, y = x.to(self.device), y.to(self.device)
                 scores = net(x)
                 n = len(y)
-                sums[0] += float(loss_fn(scores, y)) * n
-                for i, m in enumerate(metrics):
+                sums[0] += float(self.loss_fn(scores, y)) * n
+                for i, m in enumerate(self.metrics):
                     sums[1 + i] += m.mean(scores, y) * n
                 sums[-1] += n
             net.train()
         sums = group.plus(sums)
-        record = {"iteration": iteration, "epoch": epoch, "loss": float(sums[0] / sums[-1])}
-        for i, m in enumerate(metrics):
+        record = {"iteration": self.done, "epoch": epoch,
+                  "loss": float(sums[0] / sums[-1])}
+        for i, m in enumerate(self.metrics):
             record[m.name] = m.finish(float(sums[1 + i] / sums[-1]))
-        info.validation_history.append(record)
+        self.info.validation_history.append(record)
         return record
 
-    def checkpoint_state(epoch):
-        return {"format": CHECKPOINT_FORMAT, "iteration": done, "epoch": epoch,
-                "seed": seed, "solver": o.solver, "mini_batch_size": batch,
-                "observations": count, "time_elapsed": elapsed_before + time.monotonic()
-                - start, "model": _cpu(net.state_dict()),
-                "solver_state": solver.state_dict(),
-                "training_history": info.training_history,
-                "validation_history": info.validation_history, "patience": patience,
+    def _save_checkpoint(self, epoch):
+        """Worker 1 writes; a failure is raised on every worker."""
+        error = None
+        if self.group.leader:
+            best = self.best
+            state = {
+                "format": CHECKPOINT_FORMAT, "iteration": self.done, "epoch": epoch,
+                "seed": self.seed, "solver": self.o.solver, "mini_batch_size": self.batch,
+                "observations": self.count,
+                "time_elapsed": self.elapsed_before + time.monotonic() - self.start,
+                "model": cpu_copy(self.net.state_dict()),
+                "solver_state": self.solver.state_dict(),
+                "training_history": self.info.training_history,
+                "validation_history": self.info.validation_history,
+                "patience": self.patience,
                 "best": None if best is None else
                 {"loss": best[0], "iteration": best[1], "state": best[2]}}
-
-    def save_checkpoint(epoch):
-        error = None
-        if group.leader:
             try:
-                _write_checkpoint(o.checkpoint_path, checkpoint_state(epoch))
+                write_checkpoint(self.o.checkpoint_path, state)
             except OSError as exc:
-                error = SpmdValueError(f"{_call()}: cannot write a "
-                                       f"checkpoint in {o.checkpoint_path!r}: {exc}")
-        group.check(error)
+                error = SpmdValueError(f"{call()}: cannot write a checkpoint in "
+                                       f"{self.o.checkpoint_path!r}: {exc}")
+        self.group.check(error)
 
-    start = time.monotonic()
-    reason = "max-epochs"
-    offset, mine = sum(sizes[:group.index - 1]), sizes[group.index - 1]
-    weight = mine / batch
-    display.header(group.size, f"{o.execution_environment}, {device.type}")
-    net.train()
-    mbq = None
-    try:
-        for epoch in range(done // per_epoch + 1, o.max_epochs + 1):
-            first = done - (epoch - 1) * per_epoch  # iterations of this epoch already done
-            order = _order(seed, o.shuffle, epoch, count)[:per_epoch * batch]
-            positions = order.reshape(per_epoch, batch)[first:, offset:offset + mine]
-            mbq = train.queue(positions.reshape(-1), mine)
-            learn_rate = _learn_rate(o, epoch)
-            for _ in range(first, per_epoch):
-                with group.local(f"iteration {done + 1}"):
-                    x, y = mbq.next()
-                    x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
-                    scores = net(x)
-                    batch_loss = loss_fn(scores, y)
-                    net.zero_grad(set_to_none=True)
-                    batch_loss.backward()
-                    values = [float(batch_loss.detach())]
-                    values += [m.mean(scores.detach(), y) for m in metrics]
-                if group.parallel:
-                    aggregate_gradients(net, weight)
-                    if has_state:
-                        aggregate_state(net, weight)
-                done += 1
-                solver.step(learn_rate, done)
-                stop = stopper.check() if stopper is not None else monitor.stop
-                sums = np.array(values + [0.0]) * weight
-                sums[-1] = float(bool(stop))  # anyone's stop request reaches everyone
-                summed = group.plus(sums)
-                record = {"iteration": done, "epoch": epoch,
-                          "time_elapsed": elapsed_before + time.monotonic() - start,
-                          "learn_rate": learn_rate, "loss": float(summed[0])}
-                for i, m in enumerate(metrics):
-                    record[m.name] = m.finish(float(summed[1 + i]))
-                info.training_history.append(record)
-                stopping = summed[-1] > 0
-                last = stopping or done == total
-                val = None
-                if validation is not None and (done == 1 or done % o.validation_frequency == 0
-                                               or last):
-                    val = validate(epoch, done)
-                    if best is None or val["loss"] < best[0]:
-                        state = _cpu(net.state_dict()) \
-                            if output == "best-validation" else None
-                        best, patience = (val["loss"], done, state), 0
-                    else:
-                        patience += 1
-                        if patience >= o.validation_patience:
-                            reason, stopping = "patience", True
-                if done == 1 or done % o.verbose_frequency == 0 or val is not None or last \
-                        or stopping:
-                    display.row(record, val)
-                display.progress(record)
-                if monitor is not None:
-                    shown = {"loss": record["loss"]}
-                    shown.update({m.name: record[m.name] for m in metrics})
-                    if val is not None:
-                        shown["validation_loss"] = val["loss"]
-                        shown.update({f"validation_{m.name}": val[m.name] for m in metrics})
-                    monitor.record_metrics(done, **shown)
-                    monitor.update_info(epoch=f"{epoch} of {o.max_epochs}",
-                                        learn_rate=f"{learn_rate:.4g}")
-                    monitor.progress = min(100.0, 100.0 * done / total)
-                if o.checkpoint_path and o.checkpoint_frequency_unit == "iteration" and \
-                        done % o.checkpoint_frequency == 0:
-                    save_checkpoint(epoch)
-                if stopping:
-                    if summed[-1] > 0:
-                        reason = "stopped"
-                    break
-            mbq.close()
-            if reason != "max-epochs":
-                break
-            if o.checkpoint_path and o.checkpoint_frequency_unit == "epoch" and \
-                    epoch % o.checkpoint_frequency == 0:
-                save_checkpoint(epoch)
-    finally:
-        if mbq is not None:
-            mbq.close()
-        if stopper is not None:
-            stopper.restore()
-        if monitor is not None:
-            monitor.status = STOP_REASONS[reason]
-            monitor.close()
-    info.stop_reason = STOP_REASONS[reason]
-    info.output_network_iteration = done
-    if output == "best-validation" and best is not None and best[2] is not None:
-        net.load_state_dict(best[2])
-        info.output_network_iteration = best[1]
-    if o.batch_normalization_statistics == "population" and done > 0:
-        _population_statistics(net, train, group, count, batch, offset, mine, device)
-    display.line(f"trainnet: {info.stop_reason} after iteration {done} (epoch "
-                 f"{max(1, -(-done // per_epoch))}); network of iteration "
-                 f"{info.output_network_iteration}")
-    net.eval()
-    return net, info
+    # -- the result ----------------------------------------------------------------------
+
+    def finish(self):
+        """The output network (with population statistics) and the info, on every worker."""
+        info, net = self.info, self.net
+        info.stop_reason = STOP_REASONS[self.reason]
+        info.output_network_iteration = self.done
+        if self.output == "best-validation" and self.best is not None and \
+                self.best[2] is not None:
+            net.load_state_dict(self.best[2])
+            info.output_network_iteration = self.best[1]
+        if self.o.batch_normalization_statistics == "population" and self.done > 0:
+            _population_statistics(net, self.train_data, self.group, self.count, self.batch,
+                                   self.offset, self.mine, self.device)
+        self.display.line(f"trainnet: {info.stop_reason} after iteration {self.done} (epoch "
+                          f"{max(1, -(-self.done // self.per_epoch))}); network of iteration "
+                          f"{info.output_network_iteration}")
+        net.eval()
+        return net, info
 
 
 def _population_statistics(net, train, group, count, batch, offset, mine, device):
