@@ -60,3 +60,22 @@ def init_gloo(comm):
     port = comm.bcast(port, root=0)
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}",
                             rank=comm.Get_rank(), world_size=comm.Get_size())
+
+
+def interleaved(comm, runs, rounds, calls=1):
+    """Median seconds per call of each of ``runs`` (name -> function), timed between
+    barriers ``calls`` calls at a time, round by round with the order rotating."""
+    import statistics
+
+    samples = {name: [] for name in runs}
+    names = list(runs)
+    for r in range(rounds):
+        shift = r % len(names)
+        for name in names[shift:] + names[:shift]:
+            comm.Barrier()
+            start = time.perf_counter()
+            for _ in range(calls):
+                runs[name]()
+            comm.Barrier()
+            samples[name].append((time.perf_counter() - start) / calls)
+    return {name: float(statistics.median(v)) for name, v in samples.items()}

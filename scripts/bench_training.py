@@ -17,9 +17,8 @@ is the median time per step over rounds. Ratios below 1 mean spmdlab is faster.
 """
 
 import argparse
-import time
 
-from _launch import emit, header, init_gloo, run_at
+from _launch import emit, header, init_gloo, interleaved, run_at
 
 
 def models(torch):
@@ -101,17 +100,7 @@ def worker(args):
         for fn in steps.values():
             for _ in range(3):
                 fn()
-        samples = {k: [] for k in steps}
-        names = list(steps)
-        for r in range(args.rounds):
-            for k in names[r % 3:] + names[:r % 3]:
-                comm.Barrier()
-                start = time.perf_counter()
-                for _ in range(args.steps):
-                    steps[k]()
-                comm.Barrier()
-                samples[k].append((time.perf_counter() - start) / args.steps)
-        results[name] = {k: float(np.median(v)) for k, v in samples.items()}
+        results[name] = interleaved(comm, steps, args.rounds, calls=args.steps)
         results[name]["params"] = int(sum(p.numel() for p in model.parameters()))
     dist.destroy_process_group()
     if rank == 0:

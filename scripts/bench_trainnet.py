@@ -20,9 +20,8 @@ time per iteration over rounds. Ratios below 1 mean trainnet is faster.
 """
 
 import argparse
-import time
 
-from _launch import emit, header, init_gloo, run_at
+from _launch import emit, header, init_gloo, interleaved, run_at
 from bench_training import models
 
 
@@ -92,18 +91,10 @@ def worker(args):
     runs = {"trainnet": run_trainnet, "ddp": run_ddp, "toolkit": run_toolkit}
     for fn in runs.values():  # warm-up
         fn()
-    samples = {k: [] for k in runs}
-    names = list(runs)
-    for r in range(args.rounds):
-        for k in names[r % 3:] + names[:r % 3]:
-            comm.Barrier()
-            start = time.perf_counter()
-            runs[k]()
-            comm.Barrier()
-            samples[k].append((time.perf_counter() - start) / iterations)
+    per_call = interleaved(comm, runs, args.rounds)
     if comm.Get_rank() == 0:
         emit({"workers": comm.Get_size(), "iterations": iterations,
-              "results": {k: float(np.median(v)) for k, v in samples.items()}})
+              "results": {k: t / iterations for k, t in per_call.items()}})
 
 
 def report(res):

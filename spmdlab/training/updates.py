@@ -81,15 +81,26 @@ def _like_structure(call, name, x, treedef, count):
     return [_value(call, name, leaf) for leaf in leaves]
 
 
-def _zeros_like(v):
-    torch = sys.modules.get("torch")
-    if torch is not None and isinstance(v, torch.Tensor):
-        return torch.zeros_like(v)
-    return np.zeros_like(v)
+def _sqrt(v):
+    return v.sqrt() if hasattr(v, "sqrt") else np.sqrt(v)
 
 
 def _data(v):
     return v.detach() if hasattr(v, "detach") else v
+
+
+def _apply(params, values, grad_list, states, rule):
+    """``rule(p, g, *s) -> (new p, *new s)`` for every parameter with a gradient; one
+    without a gradient keeps its value and state. Returns the new values and states."""
+    outs = [[] for _ in range(1 + len(states))]
+    for p, g, *s in zip(values, grad_list, *states):
+        if g is None:
+            new = (None if _is_module(params) else p, *s)
+        else:
+            new = rule(_data(p), _data(g), *s)
+        for out, value in zip(outs, new):
+            out.append(value)
+    return outs
 
 
 def _check_positive(call, **values):
@@ -105,19 +116,13 @@ def sgdm_update(params, grads=None, velocity=None, learn_rate=0.01, momentum=0.9
     as they are."""
     call = "sgdm_update"
     _check_positive(call, learn_rate=learn_rate, momentum=momentum)
-    values, grad_list, (vel,), rebuild = _entries(call, params, grads, velocity)
-    new_values, new_vel = [], []
-    for p, g, v in zip(values, grad_list, vel):
-        if g is None:
-            new_values.append(None if _is_module(params) else p)
-            new_vel.append(v)
-            continue
-        p, g = _data(p), _data(g)
-        v = _zeros_like(p) if v is None else v
-        v = momentum * v - learn_rate * g
-        new_values.append(p + v)
-        new_vel.append(v)
-    return rebuild(new_values, new_vel)
+    values, grad_list, states, rebuild = _entries(call, params, grads, velocity)
+
+    def rule(p, g, v):
+        v = -learn_rate * g if v is None else momentum * v - learn_rate * g
+        return p + v, v
+
+    return rebuild(*_apply(params, values, grad_list, states, rule))
 
 
 def adam_update(params, grads=None, average_grad=None, average_sq_grad=None, iteration=1,
@@ -137,24 +142,16 @@ def adam_update(params, grads=None, average_grad=None, average_sq_grad=None, ite
     for name, b in (("gradient_decay_factor", b1), ("squared_gradient_decay_factor", b2)):
         if not 0 <= b < 1:
             raise SpmdValueError(f"{call}: '{name}' must be in [0, 1) (got {b!r})")
-    values, grad_list, (m_list, v_list), rebuild = _entries(
-        call, params, grads, average_grad, average_sq_grad)
+    values, grad_list, states, rebuild = _entries(call, params, grads, average_grad,
+                                                  average_sq_grad)
     step = learn_rate * math.sqrt(1 - b2 ** iteration) / (1 - b1 ** iteration)
-    new_values, new_m, new_v = [], [], []
-    for p, g, m, v in zip(values, grad_list, m_list, v_list):
-        if g is None:
-            new_values.append(None if _is_module(params) else p)
-            new_m.append(m)
-            new_v.append(v)
-            continue
-        p, g = _data(p), _data(g)
+
+    def rule(p, g, m, v):
         m = (1 - b1) * g if m is None else b1 * m + (1 - b1) * g
         v = (1 - b2) * g * g if v is None else b2 * v + (1 - b2) * g * g
-        sqrt = v.sqrt() if hasattr(v, "sqrt") else np.sqrt(v)
-        new_values.append(p - step * m / (sqrt + epsilon))
-        new_m.append(m)
-        new_v.append(v)
-    return rebuild(new_values, new_m, new_v)
+        return p - step * m / (_sqrt(v) + epsilon), m, v
+
+    return rebuild(*_apply(params, values, grad_list, states, rule))
 
 
 def rmsprop_update(params, grads=None, average_sq_grad=None, learn_rate=0.001,
@@ -170,19 +167,13 @@ def rmsprop_update(params, grads=None, average_sq_grad=None, learn_rate=0.001,
     if not 0 <= d < 1:
         raise SpmdValueError(f"{call}: 'squared_gradient_decay_factor' must be in [0, 1) "
                              f"(got {d!r})")
-    values, grad_list, (v_list,), rebuild = _entries(call, params, grads, average_sq_grad)
-    new_values, new_v = [], []
-    for p, g, v in zip(values, grad_list, v_list):
-        if g is None:
-            new_values.append(None if _is_module(params) else p)
-            new_v.append(v)
-            continue
-        p, g = _data(p), _data(g)
+    values, grad_list, states, rebuild = _entries(call, params, grads, average_sq_grad)
+
+    def rule(p, g, v):
         v = (1 - d) * g * g if v is None else d * v + (1 - d) * g * g
-        sqrt = v.sqrt() if hasattr(v, "sqrt") else np.sqrt(v)
-        new_values.append(p - learn_rate * g / (sqrt + epsilon))
-        new_v.append(v)
-    return rebuild(new_values, new_v)
+        return p - learn_rate * g / (_sqrt(v) + epsilon), v
+
+    return rebuild(*_apply(params, values, grad_list, states, rule))
 
 
 def dlupdate(fcn, params, *args):
