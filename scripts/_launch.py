@@ -43,6 +43,32 @@ def run_at(script, workers, worker_args, report):
         report(json.loads(lines[-1][len("RESULT "):]))
 
 
+def main(script, doc, worker, report, *, workers=(2, 4), options=(), extra=""):
+    """A benchmark's command line. The launcher takes ``--workers`` and ``options``
+    (``(flag, argparse keywords)`` pairs), prints the header and runs ``script`` under
+    mpiexec at each worker count, forwarding ``options``; ``--worker`` runs ``worker``."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    parser.add_argument("--workers", type=int, nargs="+", default=list(workers))
+    for flag, kwargs in options:
+        parser.add_argument(flag, **kwargs)
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        worker(args)
+        return
+    forwarded = []
+    for flag, kwargs in options:
+        value = getattr(args, flag[2:].replace("-", "_"))
+        if kwargs.get("action") == "store_true":
+            forwarded += [flag] if value else []
+        else:
+            forwarded += [flag, value]
+    header(os.path.splitext(os.path.basename(script))[0], extra)
+    run_at(script, args.workers, forwarded, report)
+
+
 def emit(result):
     """On worker 1: hand ``result`` to the launcher."""
     print("RESULT " + json.dumps(result), flush=True)

@@ -16,12 +16,11 @@ the mean time per call on worker 1. Ratios:
 ``spmd/raw`` throughput (>1 is faster than raw) and time.
 """
 
-import argparse
 import time
 
 SIZES = [8, 64, 1 << 10, 16 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20, 64 << 20]
 
-from _launch import emit, header, init_gloo, run_at
+from _launch import emit, init_gloo, main as bench_main
 
 
 def resnet_like(width=0.5):
@@ -178,22 +177,6 @@ def report(res):
           f"({nested['gloo'] / nested['spmd']:.2f}x)")
 
 
-def launch(args):
-    header("bench_collectives")
-    run_at(__file__, args.workers, ["--quick"] if args.quick else [], report)
-
-
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--workers", type=int, nargs="+", default=[2, 4])
-    parser.add_argument("--quick", action="store_true", help="fewer rounds, for a check")
-    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    if args.worker:
-        worker(args)
-    else:
-        launch(args)
-
-
 if __name__ == "__main__":
-    main()
+    bench_main(__file__, __doc__, worker, report, options=[
+        ("--quick", dict(action="store_true", help="fewer rounds, for a check"))])

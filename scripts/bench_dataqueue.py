@@ -16,10 +16,9 @@ At each worker count:
   round trip.
 """
 
-import argparse
 import time
 
-from _launch import emit, header, run_at
+from _launch import emit, main as bench_main
 
 
 def worker(args):
@@ -160,23 +159,7 @@ def report(res):
           f"{ql:.1f} us, raw send/recv {rl:.1f} us")
 
 
-def launch(args):
-    header("bench_dataqueue")
-    run_at(__file__, args.workers, ["--items", args.items, "--rounds", args.rounds], report)
-
-
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--workers", type=int, nargs="+", default=[4, 2])
-    parser.add_argument("--items", type=int, default=10_000)
-    parser.add_argument("--rounds", type=int, default=9)
-    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    if args.worker:
-        worker(args)
-    else:
-        launch(args)
-
-
 if __name__ == "__main__":
-    main()
+    bench_main(__file__, __doc__, worker, report, workers=(4, 2), options=[
+        ("--items", dict(type=int, default=10_000)),
+        ("--rounds", dict(type=int, default=9))])

@@ -16,9 +16,8 @@ interleaved, round by round (order rotating), on identical models and data; the 
 is the median time per step over rounds. Ratios below 1 mean spmdlab is faster.
 """
 
-import argparse
 
-from _launch import emit, header, init_gloo, interleaved, run_at
+from _launch import emit, init_gloo, interleaved, main as bench_main
 
 
 def models(torch):
@@ -117,23 +116,7 @@ def report(res):
               f"{r['spmdlab'] / r['mpi4py']:15.2f}")
 
 
-def launch(args):
-    header("bench_training", "; torch threads per worker: 1")
-    run_at(__file__, args.workers, ["--steps", args.steps, "--rounds", args.rounds], report)
-
-
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--workers", type=int, nargs="+", default=[2, 4])
-    parser.add_argument("--steps", type=int, default=10, help="steps per timed round")
-    parser.add_argument("--rounds", type=int, default=7)
-    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    if args.worker:
-        worker(args)
-    else:
-        launch(args)
-
-
 if __name__ == "__main__":
-    main()
+    bench_main(__file__, __doc__, worker, report, options=[
+        ("--steps", dict(type=int, default=10, help="steps per timed round")),
+        ("--rounds", dict(type=int, default=7))], extra="; torch threads per worker: 1")

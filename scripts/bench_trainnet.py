@@ -19,9 +19,8 @@ The three run interleaved, round by round (order rotating); the figure is the me
 time per iteration over rounds. Ratios below 1 mean trainnet is faster.
 """
 
-import argparse
 
-from _launch import emit, header, init_gloo, interleaved, run_at
+from _launch import emit, init_gloo, interleaved, main as bench_main
 from bench_training import models
 
 
@@ -107,21 +106,8 @@ def report(res):
           f"{r['trainnet'] / r['ddp']:13.2f} {r['trainnet'] / r['toolkit']:17.2f}")
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--workers", type=int, nargs="+", default=[2, 4])
-    parser.add_argument("--iterations", type=int, default=20,
-                        help="iterations per trainnet call (one epoch)")
-    parser.add_argument("--rounds", type=int, default=7)
-    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    if args.worker:
-        worker(args)
-    else:
-        header("bench_trainnet", "; torch threads per worker: 1")
-        run_at(__file__, args.workers, ["--iterations", args.iterations,
-                                        "--rounds", args.rounds], report)
-
-
 if __name__ == "__main__":
-    main()
+    bench_main(__file__, __doc__, worker, report, options=[
+        ("--iterations", dict(type=int, default=20,
+                              help="iterations per trainnet call (one epoch)")),
+        ("--rounds", dict(type=int, default=7))], extra="; torch threads per worker: 1")

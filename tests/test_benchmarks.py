@@ -1,0 +1,27 @@
+"""The benchmark scripts still run (smallest settings, 2 workers); no timing is asserted."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+pytestmark = pytest.mark.mpi_skip  # each launches mpiexec itself
+SCRIPTS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "scripts")
+
+
+@pytest.mark.parametrize("script, args, expect", [
+    ("bench_collectives.py", ["--quick"], "16 MiB float32: spmd_plus reaches"),
+    ("bench_dataqueue.py", ["--items", "100", "--rounds", "1"], "delivered in order"),
+    ("bench_training.py", ["--steps", "1", "--rounds", "1"], "spmdlab/DDP"),
+    ("bench_trainnet.py", ["--iterations", "2", "--rounds", "1"], "trainnet/DDP"),
+])
+def test_benchmark_script_runs(script, args, expect):
+    if script != "bench_dataqueue.py":
+        pytest.importorskip("torch")
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    out = subprocess.run([sys.executable, os.path.join(SCRIPTS, script), "--workers", "2",
+                          *args], capture_output=True, text=True, timeout=300, env=env,
+                         cwd=SCRIPTS)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert out.stdout.startswith(script[:-3] + ": ") and expect in out.stdout, out.stdout
