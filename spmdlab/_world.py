@@ -37,6 +37,7 @@ class Scope:
         self.world_ranks = world_ranks  # scope rank -> world rank
         self.regions = {}  # n -> Scope on this scope's first n workers (None: not a member)
         self._exchange = None
+        self._node = None
         self.arena = None  # shared-memory windows, made on first use (see _shm)
         self.next_queue_tag = 1  # MPI tag of the next DataQueue made in this scope
 
@@ -47,6 +48,14 @@ class Scope:
 
             self._exchange = Exchange(self.comm)
         return self._exchange
+
+    @property
+    def node(self):
+        """The workers of this scope on this worker's node (shared memory), in scope
+        order. Collective on first use: made inside collective calls only."""
+        if self._node is None:
+            self._node = self.comm.Split_type(MPI.COMM_TYPE_SHARED, key=self.rank)
+        return self._node
 
     def who(self):
         return f"worker {self.index} of {self.size}"
@@ -60,12 +69,13 @@ _ctl = _world_comm.Dup()
 
 
 def _oversubscribed():
-    """More workers on this node than cores this process may use."""
-    node = _world_comm.Split_type(MPI.COMM_TYPE_SHARED)
-    try:
-        workers = node.Get_size()
-    finally:
-        node.Free()
+    """More workers on this host than cores this process may use.
+
+    Counted by host name, not by MPI's node-local communicator: nodes simulated on one
+    machine (MPICH's MPIR_CVAR_NUM_CLIQUES) share its cores all the same.
+    """
+    host = socket.gethostname()
+    workers = _world_comm.allgather(host).count(host)
     try:
         cores = len(os.sched_getaffinity(0))
     except AttributeError:  # not Linux
@@ -108,23 +118,25 @@ def pop(scope):
     _stack.pop()
 
 
-_exit_buf = bytearray(1)
-_exit_status = MPI.Status()
-# Always one receive posted for the next exit notice, so that a blocked wait can wake on it.
-_exit_req = _ctl.Irecv(_exit_buf, MPI.ANY_SOURCE, _EXIT_TAG) if SIZE > 1 else None
+# One receive posted per other worker for its exit notice, so that a blocked wait can wake
+# on it. Never one receive from MPI.ANY_SOURCE: MPICH's ch4:ucx device loses messages
+# when a wildcard nonblocking receive is matched both in shared memory and on the network
+# (seen with workers on two nodes; tests/test_layouts.py).
+_exit_bufs = bytearray(max(SIZE, 1))
+_exit_reqs = [MPI.REQUEST_NULL if r == RANK else
+              _ctl.Irecv([memoryview(_exit_bufs)[r:r + 1], MPI.BYTE], r, _EXIT_TAG)
+              for r in range(SIZE)] if SIZE > 1 else []
 
 
-def _note_exit():
-    """Record the exit notice that ``_exit_req`` received and post the next receive."""
-    global _exit_req
-    _exited.add(_exit_status.Get_source())
-    _exit_req = _ctl.Irecv(_exit_buf, MPI.ANY_SOURCE, _EXIT_TAG) \
-        if len(_exited) < SIZE - 1 else None
+def _all_exited():
+    return len(_exited) >= SIZE - 1
 
 
 def _poll_exits():
-    while _exit_req is not None and _exit_req.Test(_exit_status):
-        _note_exit()
+    if not _all_exited():
+        done = MPI.Request.Testsome(_exit_reqs)
+        if done:
+            _exited.update(done)
 
 
 # A worker's exit notice travels on its own communicator and can overtake that worker's
@@ -170,10 +182,11 @@ def wait(request, scope, call):
         return
     # Let MPI wait (it spins and yields the core as it sees fit), waking on an exit notice.
     needed = [r for r in scope.world_ranks if r != RANK]
-    while _exit_req is not None:
-        if MPI.Request.Waitany([request, _exit_req], _exit_status) == 0:
+    while not _all_exited():
+        index = MPI.Request.Waitany([request] + _exit_reqs)
+        if index == 0:
             return
-        _note_exit()
+        _exited.add(index - 1)
         if any(r in _exited for r in needed):
             if _settles(request.Test):
                 return
@@ -267,10 +280,10 @@ def _at_exit():
     if SIZE == 1:
         return
     # Wait for the others' notices so that every message is matched before MPI finalizes.
-    while _exit_req is not None:
-        if _exit_req.Test(_exit_status):
-            _note_exit()
-            continue
+    while not _all_exited():
+        _poll_exits()
+        if _all_exited():
+            break
         _drain_unreceived()  # lets a sender still waiting on a message to us finish
         time.sleep(0.0005)
     _drain_unreceived()  # small messages sent last may land after their sender's notice

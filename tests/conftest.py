@@ -76,12 +76,12 @@ MPIEXEC = shutil.which("mpiexec", path=os.path.dirname(sys.executable)) or \
 
 def mpiexec_args(n):
     args = [MPIEXEC, "-n", str(n)]
-    if _is_open_mpi():
+    if is_open_mpi():
         args[1:1] = ["--oversubscribe"]
     return args
 
 
-def _is_open_mpi():
+def is_open_mpi():
     from mpi4py import MPI
 
     return MPI.Get_library_version().startswith("Open MPI")
@@ -95,8 +95,16 @@ class Job:
         self.seconds = seconds
 
 
-def run_job(source, n, *, timeout=60, env=None):
-    """Run ``source`` as a script under ``mpiexec -n n``; a hang fails after ``timeout``."""
+def run_job(source, n, *, timeout=60, env=None, nodes=1):
+    """Run ``source`` as a script under ``mpiexec -n n``; a hang fails after ``timeout``.
+
+    ``nodes=2`` spreads the workers over two nodes simulated by MPICH (the 2x2 layout
+    at 4 workers); the test is skipped under Open MPI, which has no equivalent.
+    """
+    if nodes > 1:
+        if is_open_mpi():
+            pytest.skip("simulated nodes need MPICH")
+        env = dict(env or {}, MPIR_CVAR_NUM_CLIQUES=str(nodes))
     import tempfile
 
     with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as f:
