@@ -246,8 +246,10 @@ class Scratch:
     def __init__(self):
         self._bufs = {}
 
-    def empty(self, dtype, count):
-        key = (dtype, count)
+    def empty(self, dtype, count, use=0):
+        """A buffer for ``count`` items of ``dtype``; ``use`` keeps apart buffers that
+        one call needs at the same time."""
+        key = (dtype, count, use)
         buf = self._bufs.get(key)
         if buf is None:
             if len(self._bufs) > 16:

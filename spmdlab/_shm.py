@@ -25,6 +25,7 @@ import numpy as np
 from mpi4py import MPI
 
 from . import _env
+from ._ops import fold
 
 SLOTS = 3  # result slots per window: the previous result may still be alive, and one more
 MIN_BYTES = _env.get("SHM_MIN_BYTES", 1 << 16, cast=int)
@@ -47,11 +48,9 @@ class Arena:
     """The shared-memory windows of one scope (None until first needed)."""
 
     def __init__(self, scope):
-        node = scope.comm.Split_type(MPI.COMM_TYPE_SHARED, key=scope.rank)
+        node = scope.node
         self.usable = node.Get_size() == scope.size
         self.node = node if self.usable else None
-        if not self.usable:
-            node.Free()
         self.rank = scope.rank
         self.size = scope.size
         self.windows = {}  # capacity -> Window
@@ -184,7 +183,7 @@ def reduce(scope, window, locations, leaves, arrays, layout, op):
             continue
         others = [window.regions[k][locations[k][0]] for k in range(n)]
         if in_loc != 0:  # my input is a previous result slot: one fold over the whole slice
-            _fold(op, [o[a:b].view(dtype) for o in others], mine[a:b].view(dtype))
+            fold(op, [o[a:b].view(dtype) for o in others], mine[a:b].view(dtype))
         else:
             for i in range(first, last):
                 start, stop = layout[i][1], layout[i][1] + leaves[i].nbytes
@@ -194,7 +193,7 @@ def reduce(scope, window, locations, leaves, arrays, layout, op):
                 k = (lo - start) // dtype.itemsize
                 sources = [o[lo:hi].view(dtype) for o in others]
                 sources[me] = flat[i][k:k + (hi - lo) // dtype.itemsize]
-                _fold(op, sources, mine[lo:hi].view(dtype))
+                fold(op, sources, mine[lo:hi].view(dtype))
         result = mine[a:b]
         for k in range(n):
             if k != me:
@@ -203,13 +202,6 @@ def reduce(scope, window, locations, leaves, arrays, layout, op):
     node.Barrier()
     win.Sync()
     return mine
-
-
-def _fold(op, sources, out):
-    """``out = sources[0] op sources[1] op ...`` in worker order."""
-    op.ufunc(sources[0], sources[1], out=out)
-    for source in sources[2:]:
-        op.ufunc(out, source, out=out)
 
 
 def _runs(leaves, layout, me, n):

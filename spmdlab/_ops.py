@@ -1,0 +1,71 @@
+"""Reduction operations: which functions spmdlab folds itself, and the fold.
+
+An operation is a numpy ufunc that folds element-wise, the dtype kinds it is defined
+for, and the same fold on Python scalars. Every reduction strategy (``_reduce``,
+``_shm``) folds with ``fold``: the workers' values in worker order, left to right,
+``((x1 op x2) op x3) ... op xN``, so a float sum has the same bits on every worker and
+at every node layout.
+"""
+
+import operator
+
+import numpy as np
+
+
+class Op:
+    """A reduction: its name, its numpy ufunc, its dtype kinds, its scalar fold."""
+
+    def __init__(self, name, ufunc, kinds, pyfold=None):
+        self.name = name
+        self.ufunc = ufunc
+        self.kinds = kinds  # numpy dtype kinds the operation is defined for
+        self.pyfold = pyfold or ufunc  # the same fold on Python scalars, without numpy
+
+    def __repr__(self):
+        return f"Op({self.name})"
+
+
+_NUMERIC = "iufc"
+SUM = Op("sum", np.add, _NUMERIC, operator.add)
+PROD = Op("prod", np.multiply, _NUMERIC, operator.mul)
+MAX = Op("max", np.maximum, "iuf")
+MIN = Op("min", np.minimum, "iuf")
+LAND = Op("land", np.logical_and, "b", operator.and_)
+LOR = Op("lor", np.logical_or, "b", operator.or_)
+LXOR = Op("lxor", np.logical_xor, "b", operator.xor)
+BAND = Op("band", np.bitwise_and, "iu", operator.and_)
+BOR = Op("bor", np.bitwise_or, "iu", operator.or_)
+BXOR = Op("bxor", np.bitwise_xor, "iu", operator.xor)
+
+# fcn -> candidate operations; the first whose dtype kinds fit every leaf is used.
+KNOWN = {
+    operator.add: (SUM,), np.add: (SUM,),
+    operator.mul: (PROD,), np.multiply: (PROD,),
+    max: (MAX,), np.maximum: (MAX,), min: (MIN,), np.minimum: (MIN,),
+    operator.and_: (LAND, BAND), operator.or_: (LOR, BOR),
+    operator.xor: (LXOR, BXOR),
+    np.logical_and: (LAND,), np.logical_or: (LOR,), np.logical_xor: (LXOR,),
+    np.bitwise_and: (BAND,), np.bitwise_or: (BOR,), np.bitwise_xor: (BXOR,),
+}
+# The scalar fast paths (see ``_reduce.fast_paths``) cover these.
+SCALAR_OPS = (SUM, PROD, LAND, LOR, LXOR, BAND, BOR, BXOR)
+
+VERB = {"sum": "sum", "prod": "multiply", "max": "take the maximum of",
+        "min": "take the minimum of"}
+
+
+def fold(op, sources, out):
+    """``out = sources[0] op sources[1] op ...``, left to right (worker order).
+
+    ``sources`` is a sequence of equally shaped arrays (or a 2-D array, one row per
+    worker); ``out`` may be one of them only if it is the first.
+    """
+    n = len(sources)
+    if n == 1:
+        if out is not sources[0]:
+            out[...] = sources[0]
+        return out
+    op.ufunc(sources[0], sources[1], out=out)
+    for k in range(2, n):
+        op.ufunc(out, sources[k], out=out)
+    return out

@@ -1,0 +1,419 @@
+"""Reductions: ``spmd_plus`` and ``spmd_reduce`` with a known operation, end to end.
+
+Every reduction folds the workers' values in worker order, ``x1 op x2 op ... op xN``
+(``_ops.fold``), and every worker gets the same bits, whatever the node layout. After
+the agreement record exchange (``_agree``) the data moves by one of four strategies:
+
+- inline: every value (at most ``SPMDLAB_INLINE_BYTES``) rode in the record; each
+  worker folds them all itself. A scalar ``spmd_plus`` is one MPI call in all.
+- shared: every worker on one node and 64 KiB or more: MPI shared-memory windows, each
+  worker folding its slice of every input (``_shm``).
+- gathered: small values: one Allgather of every worker's bytes; each worker folds all.
+- scattered: larger values: each worker receives its 1/N slice of every worker's input
+  (Alltoallv), folds it, and the folded slices are gathered back into the result
+  (Allgatherv in place): 2(N-1)/N of the data, as MPI's own large Allreduce moves.
+
+MPI's own reductions are never used: their algorithms (recursive doubling, node-aware
+trees) combine partial results in an order that depends on the node layout, so a float
+sum would change in its last bits from one layout to another, and, in some layouts,
+from one worker to another. The strategy depends only on values every worker agreed on,
+so every worker takes the same one.
+"""
+
+import struct
+
+import numpy as np
+from mpi4py import MPI
+
+from . import _backends, _env, _pack, _shm, _world
+from ._agree import INLINE, agree, fast_header
+from ._backends import Leaf
+from ._ops import KNOWN, SCALAR_OPS, SUM, VERB, fold
+from ._pack import Obj, digest
+from .errors import SpmdTypeError
+
+# Up to this many bytes gathered in all (value size times workers), a reduction gathers
+# every worker's value and folds it locally; above, each worker folds a slice.
+GATHER_BYTES = _env.get("GATHER_BYTES", 1 << 16, cast=int)
+
+_INT64 = np.dtype(np.int64)
+_INT64_MIN, _INT64_MAX = -(2 ** 63), 2 ** 63 - 1
+_SCALAR_STRUCT = {"py-float": struct.Struct("<d"), "py-int": struct.Struct("<q"),
+                  "py-bool": struct.Struct("<?")}
+
+
+def key(call, op, destination, tree, leaves):
+    """The agreement key of a reduction: the one builder every path uses.
+
+    ``tree`` is ``_pack.tree_signature`` of the value, ``leaves`` its leaves'
+    ``(dtype.str, shape)``: equal keys mean the same call on values that can be combined.
+    """
+    return digest((call, op.name, destination, tree, tuple(leaves)))
+
+
+def known_op(fcn, treedef, leaves):
+    """The operation that computes ``fcn`` on these values, or None.
+
+    Lists and tuples keep Python's meaning (``operator.add`` concatenates them), so only
+    single values and dicts of them map to element-wise operations.
+    """
+    if _has_sequences(treedef):
+        return None
+    try:
+        candidates = KNOWN.get(fcn)
+    except TypeError:  # unhashable callable
+        return None
+    if candidates is None:
+        return None
+    for op in candidates:
+        if all(type(l) is Leaf and l.dtype.kind in op.kinds for l in leaves):
+            return op
+    return None
+
+
+def _has_sequences(treedef):
+    if treedef is None:
+        return False
+    return treedef[0] != "dict" or any(_has_sequences(c) for c in treedef[3])
+
+
+# -- the general path ---------------------------------------------------------------------
+
+
+def reduce_op(call, x, op, destination, check_worker):
+    """Reduce ``x`` over the current scope with ``op``: on every worker, or on worker
+    ``destination`` only (None elsewhere). ``check_worker`` validates ``destination``."""
+    scope = _world.current()
+    if destination is None:
+        kind = type(x)
+        if kind is np.ndarray:
+            entry = _array_entry(call, op, x)
+            if entry is not None:
+                return _reduce_array(scope, call, x, op, entry)
+        fast = FAST.get((call, op, kind))
+        if fast is not None and (kind is not int or _INT64_MIN <= x <= _INT64_MAX):
+            return reduce_scalar(scope, call, x, op, fast)
+    treedef, leaves = _pack.flatten(x)
+    error = check_worker(call, scope, "destination", destination)
+    if error is None:
+        error = _check_reducible(call, scope, op, leaves)
+    total, offsets, payload, k = 0, None, None, 0
+    if error is None:
+        if op is SUM:
+            for leaf in leaves:  # True + True == 2, as in Python (and MATLAB's plus)
+                if leaf.family == "py-bool":
+                    leaf.family, leaf.value, leaf.dtype = "py-int", int(leaf.value), _INT64
+        offsets, total = _layout(leaves)
+        k = key(call, op, destination, _pack.tree_signature(treedef),
+                ((l.dtype.str, l.shape) for l in leaves))
+        payload = _payload(leaves, offsets, total) if total <= INLINE else None
+    aux, arrays = _shm.AUX_NO, None
+    if error is None and payload is None and destination is None:
+        aux, arrays = _shm.offer(scope, leaves, list(enumerate(offsets)), total)
+    ex, _, inline = agree(scope, call, k, exact=k, nbytes=total, payload=payload,
+                          error=error, describe=lambda: _describe(call, treedef, leaves),
+                          aux=aux)
+    wanted = destination is None or destination == scope.index
+    if inline:
+        if not wanted:
+            return None
+        out = [_fold_inline(ex, leaf, off, op) for leaf, off in zip(leaves, offsets)]
+        return out[0] if treedef is None else _pack.unflatten(treedef, out)
+    plan = _shm.plan(ex, scope.size) if scope.size > 1 else None
+    if plan is not None:
+        return _reduce_shared(scope, call, treedef, leaves, arrays, offsets, total, op, plan)
+    return _reduce_tree(scope, call, treedef, leaves, op, destination, wanted)
+
+
+def _layout(leaves):
+    """Byte offsets of each leaf in a packed payload (aligned to the item size)."""
+    if len(leaves) == 1:
+        return _ZERO, leaves[0].nbytes
+    offsets = []
+    total = 0
+    for leaf in leaves:
+        size = leaf.dtype.itemsize
+        total = (total + size - 1) // size * size
+        offsets.append(total)
+        total += leaf.nbytes
+    return offsets, total
+
+
+_ZERO = (0,)
+
+
+def _payload(leaves, offsets, total):
+    leaf = leaves[0]
+    if len(leaves) == 1:
+        fmt = _SCALAR_STRUCT.get(leaf.family)
+        if fmt is not None:
+            return fmt.pack(leaf.value)
+        return np.ascontiguousarray(leaf.host()).tobytes()
+    buf = bytearray(total)
+    for leaf, off in zip(leaves, offsets):
+        data = np.ascontiguousarray(leaf.host()).tobytes()
+        buf[off:off + len(data)] = data
+    return buf
+
+
+def _check_reducible(call, scope, op, leaves):
+    for leaf in leaves:
+        if type(leaf) is Obj:
+            return SpmdTypeError(
+                f"{call} ({scope.who()}): cannot {VERB.get(op.name, 'reduce')} a value of "
+                f"type {type(leaf.value).__name__} ({_pack.describe_leaf(leaf)}); pass "
+                f"numbers, arrays or tensors")
+        if op is SUM and leaf.family == "py-bool":
+            continue
+        if leaf.dtype.kind not in op.kinds:
+            hint = ""
+            if leaf.dtype.kind == "b" and op is SUM:
+                hint = "; sum x.astype(int) to count, or use spmd_reduce(numpy.logical_or, x)"
+            elif leaf.dtype == _backends.BF16_HOST:
+                hint = "; reduce x.float() and convert the result back"
+            return SpmdTypeError(
+                f"{call} ({scope.who()}): cannot {VERB.get(op.name, op.name)} "
+                f"{_pack.dtype_name(leaf.dtype)} values ({_pack.describe_leaf(leaf)}){hint}")
+    return None
+
+
+def _describe(call, treedef, leaves):
+    return f"{call}({_pack.describe(treedef, leaves)})"
+
+
+# -- strategy: inline (values rode in the agreement record) -------------------------------
+
+
+def _fold_inline(ex, leaf, offset, op):
+    """Fold every worker's inline copy of one leaf, in worker order."""
+    fmt = _SCALAR_STRUCT.get(leaf.family)
+    if fmt is not None:
+        view = ex.view
+        offsets = iter(ex.offsets(offset))
+        acc = fmt.unpack_from(view, next(offsets))[0]
+        for o in offsets:
+            acc = op.pyfold(acc, fmt.unpack_from(view, o)[0])
+        return _wrap_scalar_or_array(leaf, acc)
+    block = ex.block(offset, leaf.nbytes).view(leaf.dtype)
+    out = np.empty(block.shape[1], dtype=leaf.dtype)
+    fold(op, block, out)
+    return _wrap_scalar_or_array(leaf, out)
+
+
+def _wrap_scalar_or_array(leaf, value):
+    if leaf.family in ("py-float", "py-int", "py-bool") and type(value) in (float, int, bool):
+        return value
+    return leaf.wrap(np.asarray(value, dtype=leaf.dtype).reshape(leaf.shape))
+
+
+# -- strategy: shared memory on one node --------------------------------------------------
+
+
+def _reduce_shared(scope, call, treedef, leaves, arrays, offsets, total, op, plan):
+    """The reduction through node shared memory (see ``_shm``); every worker gets here."""
+    if plan == "setup":
+        window = _shm.setup(scope, total)
+        if window is None:  # not one node, or over SPMDLAB_SHM_BYTES: the same everywhere
+            return _reduce_tree(scope, call, treedef, leaves, op, None, True)
+        locations = [(0, 1)] * scope.size  # a new window: every slot is free
+    else:
+        window = scope.arena.windows[_shm.capacity_for(total)]
+        locations = plan
+    if arrays is None:
+        arrays = [leaf.host() for leaf in leaves]
+    layout = list(enumerate(offsets))
+    region = _shm.reduce(scope, window, locations, leaves, arrays, layout, op)
+    out = []
+    for leaf, off in zip(leaves, offsets):
+        view = region[off:off + leaf.nbytes].view(leaf.dtype).reshape(leaf.shape)
+        out.append(leaf.wrap(view))
+    return out[0] if treedef is None else _pack.unflatten(treedef, out)
+
+
+# -- strategies over MPI: gathered and scattered ------------------------------------------
+
+
+def _reduce_tree(scope, call, treedef, leaves, op, destination, wanted):
+    """Every leaf reduced over MPI in worker order: one buffer per dtype.
+
+    Leaves on a GPU are staged through host memory: the fold runs on the host.
+    """
+    groups = {}
+    for i, leaf in enumerate(leaves):
+        groups.setdefault(leaf.dtype, []).append(i)
+    root = None if destination is None else destination - 1
+    out = [None] * len(leaves)
+    for dtype, members in groups.items():
+        count = sum(leaves[i].nbytes // dtype.itemsize for i in members)
+        send = _host_send(leaves, members, dtype, count)
+        recv = _pack.results.empty(dtype, count) if wanted else None
+        ordered(scope, call, send, recv, op, root)
+        if not wanted:
+            continue
+        offset = 0
+        for i in members:
+            leaf = leaves[i]
+            n = leaf.nbytes // dtype.itemsize
+            out[i] = leaf.wrap(recv[offset:offset + n].reshape(leaf.shape))
+            offset += n
+    if not wanted:
+        return None
+    return out[0] if treedef is None else _pack.unflatten(treedef, out)
+
+
+def _host_send(leaves, members, dtype, count):
+    if len(members) == 1:
+        array = leaves[members[0]].host()
+        if array.flags.c_contiguous:
+            return array.reshape(-1)
+    send = _pack.scratch.empty(dtype, count)
+    offset = 0
+    for i in members:
+        array = leaves[i].host()
+        n = array.size
+        send[offset:offset + n].reshape(array.shape)[...] = array
+        offset += n
+    return send
+
+
+def ordered(scope, call, send, recv, op, root=None):
+    """Collective: fold every worker's 1-D host array ``send`` in worker order.
+
+    The result goes to ``recv`` (same dtype and length) on every worker, or on scope rank
+    ``root`` only (``recv`` None elsewhere). Every wait goes through ``_world.wait``, so
+    a worker that has left, or ``SPMDLAB_TIMEOUT``, ends it with an error.
+    """
+    n, me, count = scope.size, scope.rank, send.size
+    if count == 0:
+        return recv
+    if n == 1:
+        recv[...] = send
+        return recv
+    comm, dtype = scope.comm, send.dtype
+    raw = send.view(np.uint8)
+    if send.nbytes * n <= GATHER_BYTES:  # gathered
+        rows = np.empty((n, count), dtype=dtype) if root is None or me == root else None
+        target = None if rows is None else [rows.reshape(-1).view(np.uint8), MPI.BYTE]
+        if root is None:
+            request = comm.Iallgather([raw, MPI.BYTE], target)
+        else:
+            request = comm.Igather([raw, MPI.BYTE], target, root=root)
+        _world.wait(request, scope, call)
+        if rows is not None:
+            fold(op, rows, recv)
+        return recv
+    # scattered: worker j folds elements [bounds[j], bounds[j + 1]) of every input
+    item = dtype.itemsize
+    bounds = [count * j // n for j in range(n + 1)]
+    lo, hi = bounds[me], bounds[me + 1]
+    sizes = [(bounds[j + 1] - bounds[j]) * item for j in range(n)]
+    starts = [b * item for b in bounds[:-1]]
+    mine = hi - lo
+    parts = _pack.scratch.empty(dtype, n * mine, use=1).reshape(n, mine)
+    request = comm.Ialltoallv(
+        [raw, (sizes, starts), MPI.BYTE],
+        [parts.reshape(-1).view(np.uint8),
+         ([mine * item] * n, [j * mine * item for j in range(n)]), MPI.BYTE])
+    _world.wait(request, scope, call)
+    result = recv if recv is not None else np.empty(count, dtype=dtype)
+    fold(op, parts, result[lo:hi])
+    whole = [result.view(np.uint8), (sizes, starts), MPI.BYTE]
+    if root is None:
+        request = comm.Iallgatherv(MPI.IN_PLACE, whole)
+    elif me == root:
+        request = comm.Igatherv(MPI.IN_PLACE, whole, root=root)
+    else:
+        request = comm.Igatherv([result[lo:hi].view(np.uint8), MPI.BYTE], None, root=root)
+    _world.wait(request, scope, call)
+    return recv
+
+
+# -- fast paths: one scalar, one small numpy array ----------------------------------------
+
+
+def reduce_scalar(scope, call, x, op, fast):
+    """``reduce_op`` for one scalar: the same key and the same answer, less overhead."""
+    k, fmt, cast, element, header = fast
+    ex = scope.exchange
+    ex.put_value(fmt, x if cast is None else cast(x))
+    ex.fast(scope, call, header, lambda: f"{call}({type(x).__name__} scalar)")
+    view, pyfold = ex.view, op.pyfold
+    offsets = iter(ex.offsets())
+    acc = fmt.unpack_from(view, next(offsets))[0]
+    if element is None:  # Python numbers, and float64 (Python's float arithmetic is IEEE's)
+        for o in offsets:
+            acc = pyfold(acc, fmt.unpack_from(view, o)[0])
+        return acc if type(x) is not np.float64 else np.float64(acc)
+    acc = element(acc)  # numpy scalars fold in their own dtype (float32 rounds each step)
+    for o in offsets:
+        acc = pyfold(acc, element(fmt.unpack_from(view, o)[0]))
+    return acc
+
+
+_ARRAYS = {}  # (call, op, dtype, shape) -> (header, nbytes, inline) for _reduce_array
+
+
+def _array_entry(call, op, x):
+    """The fast-path entry for one numpy array, or None when the general path must run."""
+    k = (call, op, x.dtype, x.shape)
+    entry = _ARRAYS.get(k)
+    if entry is None:
+        dtype = x.dtype
+        if dtype.kind not in op.kinds or x.nbytes >= _shm.MIN_BYTES or dtype.hasobject:
+            return None
+        inline = x.nbytes <= INLINE
+        header = fast_header(key(call, op, None, None, ((dtype.str, x.shape),)), x.nbytes,
+                             inline, _shm.AUX_NO)
+        if len(_ARRAYS) > 1024:
+            _ARRAYS.clear()
+        entry = _ARRAYS[k] = (header, x.nbytes, inline)
+    return entry
+
+
+def _reduce_array(scope, call, x, op, entry):
+    """``reduce_op`` for one small numpy array (below the shared-memory size)."""
+    header, nbytes, inline = entry
+    ex = scope.exchange
+    if not x.flags.c_contiguous:
+        x = np.ascontiguousarray(x)
+    if inline:
+        ex.put(x.tobytes())
+    ex.fast(scope, call, header,
+            lambda: f"{call}({_pack.describe_leaf(_backends.classify(x))})")
+    result = _pack.results.empty(x.dtype, x.size)
+    if inline:
+        fold(op, ex.block(0, nbytes).view(x.dtype), result)
+    else:
+        ordered(scope, call, x.reshape(-1), result, op)
+    return result.reshape(x.shape)
+
+
+def fast_paths():
+    """(call, op, type) -> (key, struct, cast, element, header) for ``reduce_scalar``.
+
+    Keys are those ``reduce_op`` computes for the same value, so a worker on the fast path
+    and one on the general path still agree.
+    """
+    table = {}
+    kinds = [(float, "d", None), (int, "q", None), (bool, "?", None),
+             (np.float64, "d", None), (np.float32, "f", np.float32),
+             (np.int64, "q", np.int64), (np.int32, "i", np.int32),
+             (np.bool_, "?", np.bool_)]
+    for call in ("spmd_plus", "spmd_reduce"):
+        for op in SCALAR_OPS:
+            for kind, code, element in kinds:
+                dtype = _backends.classify(kind(0)).dtype
+                fmt, cast = struct.Struct("<" + code), None
+                if kind is bool and op is SUM:
+                    dtype, fmt, cast = _INT64, struct.Struct("<q"), int
+                if dtype.kind not in op.kinds:
+                    continue
+                k = key(call, op, None, None, ((dtype.str, ()),))
+                header = fast_header(k, fmt.size, True, _shm.AUX_NO)
+                table[(call, op, kind)] = (k, fmt, cast, element, header)
+    return table
+
+
+FAST = fast_paths()
+FAST_PLUS = {kind: fast for (call, op, kind), fast in FAST.items()
+             if call == "spmd_plus" and op is SUM}
