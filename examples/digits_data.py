@@ -36,16 +36,20 @@ def split_per_label(labels, fraction=0.9, seed=0):
 def digits_folder(root=None):
     """The digits written once as PNG files, one sub-folder per class; returns the path.
 
-    Under ``root`` (default: ``~/.cache/spmdlab/digits``). Written by worker 1 only,
-    atomically (a finished folder is renamed into place), so concurrent workers are safe.
+    Under ``root`` (default: ``~/.cache/spmdlab/digits``), written atomically (a
+    finished folder is renamed into place), so writers on several nodes that share the
+    folder are safe. Call it through ``spmdlab.training.on_each_node`` so that one
+    worker per node writes it: nodes need not share a file system.
     """
+    import socket
+
     from PIL import Image
 
     root = root or os.path.join(os.path.expanduser("~"), ".cache", "spmdlab", "digits")
     if os.path.isdir(root):
         return root
     images, labels = digits_28x28()
-    tmp = f"{root}.tmp-{os.getpid()}"
+    tmp = f"{root}.tmp-{socket.gethostname()}-{os.getpid()}"
     for i, (image, label) in enumerate(zip(images, labels)):
         folder = os.path.join(tmp, str(label))
         os.makedirs(folder, exist_ok=True)

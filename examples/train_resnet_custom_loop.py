@@ -21,11 +21,10 @@ import argparse
 import numpy as np
 import torch
 
-from spmdlab import (DataQueue, PollableDataQueue, spmd_broadcast, spmd_cat, spmd_index,
-                     spmd_plus, spmd_size)
+from spmdlab import DataQueue, PollableDataQueue, spmd_cat, spmd_index, spmd_plus, spmd_size
 from spmdlab.training import (AugmentedImageDatastore, ImageDatastore, MiniBatchQueue,
                               TrainingProgressMonitor, aggregate_gradients, aggregate_state,
-                              partition, sgdm_update, split_each_label, weighted_sum,
+                              on_each_node, partition, sgdm_update, split_each_label, weighted_sum,
                               worker_mini_batch_sizes)
 
 from digits_data import digits_folder, report_accuracy
@@ -75,8 +74,8 @@ def main():
     torch.manual_seed(0)
     n, k = spmd_size(), spmd_index()
     folder = args.data
-    if folder is None:  # worker 1 writes the cache once; the others wait for its path
-        folder = spmd_broadcast(1, digits_folder() if k == 1 else None)
+    if folder is None:  # one worker per node writes the cache: nodes need not share a disk
+        folder = on_each_node(digits_folder)
     images = ImageDatastore(folder)
     classes = images.class_names
     train_files, test_files = split_each_label(images, 0.9, randomize=True, seed=0)

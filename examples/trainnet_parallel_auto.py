@@ -21,9 +21,9 @@ import argparse
 import numpy as np
 import torch
 
-from spmdlab import spmd_broadcast, spmd_index, spmd_plus, spmd_size
+from spmdlab import spmd_index, spmd_plus, spmd_size
 from spmdlab.training import (AugmentedImageDatastore, ImageDatastore, count_each_label,
-                              minibatch_predict, partition, scores2label, split_each_label,
+                              minibatch_predict, on_each_node, partition, scores2label, split_each_label,
                               trainnet, training_options)
 
 from digits_data import digits_folder
@@ -85,8 +85,8 @@ def main():
     torch.set_num_threads(1)
     torch.manual_seed(0)
     folder = args.data
-    if folder is None:  # worker 1 writes the cache once; the others wait for its path
-        folder = spmd_broadcast(1, digits_folder() if spmd_index() == 1 else None)
+    if folder is None:  # one worker per node writes the cache: nodes need not share a disk
+        folder = on_each_node(digits_folder)
     images = ImageDatastore(folder)
     if args.test_data:
         imds_train, imds_test = images, ImageDatastore(args.test_data)

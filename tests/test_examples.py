@@ -1,4 +1,4 @@
-"""The examples run end to end in their short mode, at 1 and 4 workers."""
+"""The examples run end to end in their short mode, at 1 and 4 workers and at 2x2."""
 
 import os
 import subprocess
@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from conftest import mpiexec_args
+from conftest import is_open_mpi, mpiexec_args
 
 pytestmark = pytest.mark.mpi_skip  # launches mpiexec itself
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -16,21 +16,34 @@ EXAMPLES = ["digits_spmd.py", "train_digits_custom_loop.py", "train_multiple_net
             "train_resnet_custom_loop.py", "trainnet_parallel_auto.py"]
 
 
-@pytest.mark.parametrize("workers", [1, 4])
+@pytest.mark.parametrize("workers", [1, 4, "2x2"])
 @pytest.mark.parametrize("example", EXAMPLES)
 def test_example_short_mode(example, workers, tmp_path):
+    """``2x2``: two nodes of two workers, simulated by MPICH (MPIR_CVAR_NUM_CLIQUES=2),
+    each node with a cache folder of its own (HOME), as nodes without a shared disk."""
     pytest.importorskip("sklearn")
     if example != "digits_spmd.py":
         pytest.importorskip("torch")
         pytest.importorskip("PIL")
     script = os.path.join(ROOT, "examples", example)
     cmd = [sys.executable, script, "--short"]
-    if workers > 1:
-        cmd = mpiexec_args(workers) + cmd
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    if workers == "2x2":
+        if is_open_mpi():
+            pytest.skip("simulated nodes need MPICH (Open MPI has no equivalent)")
+        env["MPIR_CVAR_NUM_CLIQUES"] = "2"  # workers 1, 3 on one node, 2, 4 on the other
+        homes = [tmp_path / "node-a", tmp_path / "node-b"]
+        blocks = [["-n", "1", "-env", "HOME", str(homes[k % 2])] + cmd for k in range(4)]
+        cmd = [mpiexec_args(1)[0]] + [a for b in blocks for a in b + [":"]][:-1]
+    elif workers > 1:
+        cmd = mpiexec_args(workers) + cmd
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env,
                          cwd=tmp_path)
     assert out.returncode == 0, out.stderr
+    if workers == "2x2" and example in ("train_resnet_custom_loop.py",
+                                        "trainnet_parallel_auto.py"):
+        for home in homes:  # each node wrote its own image cache
+            assert (home / ".cache" / "spmdlab" / "digits" / "7").is_dir()
     last = out.stdout.strip().splitlines()[-1]
     assert last.startswith("accuracy = ")
     if example != "train_resnet_custom_loop.py":  # 1 epoch: batch norm not settled yet
@@ -93,9 +106,9 @@ def test_resnet_stop_file_stops_every_worker_at_the_same_iteration(tmp_path):
 def test_resnet_ctrl_c_stops_every_worker_at_the_same_iteration(tmp_path):
     import signal
 
-    from conftest import _is_open_mpi
+    from conftest import is_open_mpi
 
-    if _is_open_mpi():
+    if is_open_mpi():
         pytest.skip("Open MPI's launcher ends the job on the first Ctrl-C")
     proc, lines = _start_resnet(tmp_path)
     proc.send_signal(signal.SIGINT)  # what the terminal sends mpiexec on Ctrl-C

@@ -58,8 +58,8 @@ def test_training_names():
         "MiniBatchQueue", "TrainingInfo", "TrainingOptions", "TrainingProgressMonitor",
         "adam_update", "aggregate_gradients", "aggregate_state", "aggregate_state_values",
         "can_use_gpu", "count_each_label", "dlupdate", "gpu_device_count",
-        "minibatch_predict", "onehotencode", "partition", "read_all", "rmsprop_update",
-        "scores2label", "select_gpu", "sgdm_update", "split_each_label", "training_options",
+        "minibatch_predict", "on_each_node", "onehotencode", "partition", "read_all",
+        "rmsprop_update", "scores2label", "select_gpu", "sgdm_update", "split_each_label", "training_options",
         "trainnet", "weighted_sum", "worker_mini_batch_sizes",
     ]
 

@@ -5,7 +5,9 @@ import copy
 import numpy as np
 import pytest
 
-from spmdlab import SpmdMismatchError, SpmdValueError, spmd_cat, spmd_index, spmd_size
+from mpi4py import MPI
+
+from spmdlab import SpmdMismatchError, SpmdValueError, spmd_cat, spmd_index, spmd_plus, spmd_size
 from spmdlab.training import (adam_update, aggregate_gradients, aggregate_state,
                               aggregate_state_values, dlupdate, sgdm_update, weighted_sum,
                               worker_mini_batch_sizes)
@@ -204,4 +206,29 @@ def test_select_gpu(monkeypatch):
         select_gpu()
     monkeypatch.setattr(helpers, "gpu_device_count", lambda: 8)
     index = select_gpu(set_device=False)
-    assert sorted(spmd_cat(index).tolist()) == list(range(spmd_size()))  # one node here
+    # per node: its workers take GPUs 0, 1, ... in worker order (2x2: 0, 1 on each node)
+    node = MPI.COMM_WORLD.Split_type(MPI.COMM_TYPE_SHARED)
+    first, per_node = node.bcast(spmd_index(), root=0), node.Get_size()
+    node.Free()
+    everyone = spmd_cat(np.array([[first, index]]))
+    for leader in set(everyone[:, 0].tolist()):
+        assert everyone[everyone[:, 0] == leader, 1].tolist() == list(range(per_node))
+    assert index < per_node
+
+
+def test_on_each_node_runs_once_per_node(tmp_path):
+    from spmdlab.training import on_each_node
+
+    node = MPI.COMM_WORLD.Split_type(MPI.COMM_TYPE_SHARED)
+    leader = node.Get_rank() == 0
+    node.Free()
+    calls = []
+    result = on_each_node(lambda: calls.append(spmd_index()) or f"written by {spmd_index()}")
+    assert calls == ([spmd_index()] if leader else [])
+    assert result.startswith("written by ")
+    assert spmd_plus(len(calls)) == spmd_plus(int(leader))  # once per node
+
+    def fails():
+        raise OSError("disk full")
+    with pytest.raises(Exception, match="disk full"):
+        on_each_node(fails)

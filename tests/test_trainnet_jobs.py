@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from conftest import _is_open_mpi, mpiexec_args
+from conftest import is_open_mpi, mpiexec_args
 
 pytestmark = pytest.mark.mpi_skip  # launches mpiexec itself
 
@@ -146,7 +146,7 @@ def test_the_stop_file_stops_every_worker_at_the_same_iteration(script, tmp_path
 
 
 def test_ctrl_c_stops_every_worker_at_the_same_iteration(script, tmp_path):
-    if _is_open_mpi():
+    if is_open_mpi():
         pytest.skip("Open MPI's launcher ends the job on the first Ctrl-C")
     folder = str(tmp_path / "checkpoints")
     proc = _start(script, "--delay", "0.02", "--epochs", "60", "--folder", folder)

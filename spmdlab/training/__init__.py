@@ -8,8 +8,8 @@ and ``trainnet`` with ``training_options`` on top of all of them.
 
 from .aggregate import (aggregate_gradients, aggregate_state, aggregate_state_values,
                         weighted_sum)
-from .helpers import (can_use_gpu, gpu_device_count, minibatch_predict, onehotencode,
-                      scores2label, select_gpu)
+from .helpers import (can_use_gpu, gpu_device_count, minibatch_predict, on_each_node,
+                      onehotencode, scores2label, select_gpu)
 from .datastores import (ArrayDatastore, AugmentedImageDatastore, Datastore,
                          ImageDatastore, count_each_label, partition, read_all,
                          split_each_label)
@@ -37,6 +37,7 @@ __all__ = [
     "dlupdate",
     "gpu_device_count",
     "minibatch_predict",
+    "on_each_node",
     "onehotencode",
     "partition",
     "read_all",

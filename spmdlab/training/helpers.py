@@ -3,15 +3,13 @@
 import sys
 
 import numpy as np
-from mpi4py import MPI
-
 from .. import _world
 from .._agree import agree
 from .._pack import digest
 from ..errors import SpmdTypeError, SpmdValueError
 
-__all__ = ["can_use_gpu", "gpu_device_count", "minibatch_predict", "onehotencode",
-           "scores2label", "select_gpu"]
+__all__ = ["can_use_gpu", "gpu_device_count", "minibatch_predict", "on_each_node",
+           "onehotencode", "scores2label", "select_gpu"]
 
 
 def _torch():
@@ -43,9 +41,7 @@ def select_gpu(*, set_device=True):
     worker when some node has more workers than GPUs (MATLAB: one worker per GPU).
     """
     scope = _world.current()
-    node = scope.comm.Split_type(MPI.COMM_TYPE_SHARED, key=scope.rank)
-    local, workers = node.Get_rank(), node.Get_size()
-    node.Free()
+    local, workers = scope.node.Get_rank(), scope.node.Get_size()
     count = gpu_device_count()
     error = None
     if count < workers:
@@ -57,6 +53,29 @@ def select_gpu(*, set_device=True):
     if set_device:
         _torch().cuda.set_device(local)
     return local
+
+
+def on_each_node(fn):
+    """Call ``fn()`` on the first worker of each node; every worker gets that result.
+
+    Collective: every worker must call this. For what each node needs once on its own
+    disk (a data cache, an unpacked archive): the nodes of a cluster need not share a
+    file system, and the workers of one node should not all write the same files. The
+    other workers of the node wait for their first worker; the result (any picklable
+    value, such as a path) reaches them from it. If ``fn`` raises on some node, every
+    worker raises, naming the worker that failed.
+    """
+    scope = _world.current()
+    node = scope.node
+    result, error = None, None
+    if node.Get_rank() == 0:
+        try:
+            result = fn()
+        except Exception as exc:  # reported on every worker by the agreement
+            error = exc
+    agree(scope, "on_each_node", digest(("on_each_node",)), error=error,
+          describe=lambda: "on_each_node()")
+    return node.bcast(result, root=0)
 
 
 def scores2label(scores, class_names=None, axis=-1):
