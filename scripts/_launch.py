@@ -22,18 +22,49 @@ def header(name, extra=""):
           f"{time.strftime('%Y-%m-%d %H:%M')}{extra}")
 
 
+def layout(spec):
+    """A ``--workers`` entry: ``N`` (N workers on this node) or ``CxP`` (C simulated nodes
+    of P workers: MPICH's MPIR_CVAR_NUM_CLIQUES, workers dealt to the nodes in turn).
+    Returns ``(workers, nodes)``."""
+    text = str(spec)
+    if "x" in text:
+        nodes, per = (int(v) for v in text.split("x"))
+        return nodes * per, nodes
+    return int(text), 1
+
+
+def layout_name():
+    """On a worker: '1x4', '2x2', ... for the layout this job runs in."""
+    from mpi4py import MPI
+
+    world = MPI.COMM_WORLD
+    node = world.Split_type(MPI.COMM_TYPE_SHARED)
+    per = node.Get_size()
+    node.Free()
+    return f"{world.Get_size() // per}x{per}"
+
+
 def run_at(script, workers, worker_args, report):
-    """``script --worker *worker_args`` under ``mpiexec -n N`` for each N in ``workers``."""
+    """``script --worker *worker_args`` under ``mpiexec`` for each entry of ``workers``
+    (see ``layout``)."""
     from mpi4py import MPI
 
     mpiexec = os.path.join(os.path.dirname(sys.executable), "mpiexec")
     if not os.path.exists(mpiexec):
         mpiexec = "mpiexec"
     extra = ["--oversubscribe"] if MPI.Get_library_version().startswith("Open MPI") else []
-    if any(n > (os.cpu_count() or 1) for n in workers):
+    layouts = [layout(w) for w in workers]
+    if any(n > (os.cpu_count() or 1) for n, _ in layouts):
         print("note: more workers than cores is oversubscribed; times include scheduling")
-    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
-    for n in workers:
+    if any(nodes > 1 for _, nodes in layouts):
+        print("note: CxP layouts are nodes simulated on this machine (MPICH's "
+              "MPIR_CVAR_NUM_CLIQUES): traffic between them leaves shared memory")
+    for n, nodes in layouts:
+        if nodes > 1 and extra:
+            sys.exit("simulated nodes (CxP) need MPICH's mpiexec")
+        env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+        if nodes > 1:
+            env["MPIR_CVAR_NUM_CLIQUES"] = str(nodes)
         cmd = [mpiexec, *extra, "-n", str(n), sys.executable, os.path.abspath(script),
                "--worker", *map(str, worker_args)]
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=1800, env=env)
@@ -50,7 +81,8 @@ def main(script, doc, worker, report, *, workers=(2, 4), options=(), extra=""):
     import argparse
 
     parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
-    parser.add_argument("--workers", type=int, nargs="+", default=list(workers))
+    parser.add_argument("--workers", nargs="+", default=list(workers),
+                        help="worker counts, or CxP for C simulated nodes of P workers")
     for flag, kwargs in options:
         parser.add_argument(flag, **kwargs)
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)

@@ -1,7 +1,10 @@
 """spmd_plus against raw mpi4py Allreduce and torch.distributed (gloo), in one run.
 
-    python scripts/bench_collectives.py              # launches itself at 2 and 4 workers
+    python scripts/bench_collectives.py              # at 2 and 4 workers, and at 2x2
     python scripts/bench_collectives.py --workers 2 --quick
+
+2x2 is two nodes of two workers simulated on this machine (MPICH's
+MPIR_CVAR_NUM_CLIQUES=2): the traffic between the nodes leaves shared memory.
 
 For each worker count it measures, interleaved round by round on the same buffers:
 - a size sweep from 8 B to 64 MiB: ``spmd_plus(x)`` (agreement included, result a new
@@ -20,7 +23,7 @@ import time
 
 SIZES = [8, 64, 1 << 10, 16 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20, 64 << 20]
 
-from _launch import emit, init_gloo, main as bench_main
+from _launch import emit, init_gloo, layout_name, main as bench_main
 
 
 def resnet_like(width=0.5):
@@ -71,6 +74,7 @@ def worker(args):
 
     comm = MPI.COMM_WORLD.Dup()
     rank, size = comm.Get_rank(), comm.Get_size()
+    layout = layout_name()
     init_gloo(comm)
     torch.set_num_threads(1)
     rounds = 3 if args.quick else 9
@@ -140,7 +144,7 @@ def worker(args):
     nested.update(arrays=len(arrays), floats=int(sum(a.size for a in arrays)))
     dist.destroy_process_group()
     if rank == 0:
-        emit({"workers": size, "sweep": sweep, "nested": nested})
+        emit({"workers": size, "layout": layout, "sweep": sweep, "nested": nested})
 
 
 def human(nbytes):
@@ -156,7 +160,8 @@ def us(seconds):
 
 def report(res):
     n = res["workers"]
-    print(f"\n== {n} workers: spmd_plus vs raw Allreduce (preallocated out) vs gloo "
+    print(f"\n== {n} workers, layout {res['layout']} (nodes x workers per node): "
+          f"spmd_plus vs raw Allreduce (preallocated out) vs gloo "
           f"(times in us per call; ratio = raw time / other time, >1 is faster than raw)")
     print(f"{'size':>8} {'raw':>10} {'spmd_plus':>10} {'gloo':>10} {'spmd/raw':>9} "
           f"{'gloo/raw':>9}")
@@ -179,4 +184,5 @@ def report(res):
 
 if __name__ == "__main__":
     bench_main(__file__, __doc__, worker, report, options=[
-        ("--quick", dict(action="store_true", help="fewer rounds, for a check"))])
+        ("--quick", dict(action="store_true", help="fewer rounds, for a check"))],
+        workers=(2, 4, "2x2"))
