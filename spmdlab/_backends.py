@@ -236,21 +236,3 @@ def _query_cuda_support():
         return bool(query())
     except Exception:  # a symbol that cannot be called is as good as none
         return False
-
-
-def device_buffer(leaf):
-    """The leaf's device memory as an object MPI can read (CUDA-aware MPI only)."""
-    sync_device(leaf)
-    value = leaf.value
-    if leaf.family == "torch":
-        return value.detach().contiguous()
-    return _cupy().ascontiguousarray(value)
-
-
-def device_empty(leaf, count):
-    """A 1-D device array of ``count`` elements of the leaf's dtype on the leaf's device."""
-    if leaf.family == "torch":
-        return _torch().empty(count, dtype=leaf.value.dtype, device=leaf.value.device)
-    cupy = _cupy()
-    with cupy.cuda.Device(leaf.device):
-        return cupy.empty(count, dtype=leaf.dtype)

@@ -292,15 +292,16 @@ def ordered(scope, call, send, recv, op, root=None):
     comm, dtype = scope.comm, send.dtype
     raw = send.view(np.uint8)
     if send.nbytes * n <= GATHER_BYTES:  # gathered
-        rows = np.empty((n, count), dtype=dtype) if root is None or me == root else None
-        target = None if rows is None else [rows.reshape(-1).view(np.uint8), MPI.BYTE]
+        rows = None
+        if root is None or me == root:
+            rows = _pack.scratch.empty(np.dtype(np.uint8), n * send.nbytes, use=2)
         if root is None:
-            request = comm.Iallgather([raw, MPI.BYTE], target)
+            request = comm.Iallgather(raw, rows)
         else:
-            request = comm.Igather([raw, MPI.BYTE], target, root=root)
+            request = comm.Igather(raw, rows, root=root)
         _world.wait(request, scope, call)
         if rows is not None:
-            fold(op, rows, recv)
+            fold(op, rows.view(dtype).reshape(n, count), recv)
         return recv
     # scattered: worker j folds elements [bounds[j], bounds[j + 1]) of every input
     item = dtype.itemsize
