@@ -36,6 +36,9 @@ tristate.__name__ = "one of auto, 1, 0"
 # Seconds a blocking spmdlab call may wait for other workers before it raises
 # SpmdTimeoutError; None waits as long as every worker is still running.
 TIMEOUT = get("TIMEOUT", None, cast=float)
+# Seconds after which a worker waiting on others at the end of the program says, once,
+# which workers it waits for (0: never).
+STALL_WARNING = get("STALL_WARNING", 60.0, cast=float)
 # Whether the MPI library reads GPU memory itself (None: ask the library at run time).
 CUDA_AWARE = get("CUDA_AWARE", None, cast=tristate)
 # Payloads up to this many bytes ride inside the agreement record (one MPI call in all).

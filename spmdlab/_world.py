@@ -248,14 +248,48 @@ def _flush_sends():
     """Wait until every message this worker sent has been received.
 
     A receiver that finishes without receiving a message drains and reports it while it
-    waits for the others at exit, so this wait always ends.
+    waits for the others at exit, so this wait ends unless a receiver never finishes.
     """
-    while _pending_sends:
+    def pending():
         with _sends_lock:
             _pending_sends[:] = [p for p in _pending_sends if not p[0].Test()]
-        if _pending_sends:
-            _drain_unreceived()  # two workers may be waiting on messages to each other
-            time.sleep(0.0005)
+            return {p[2] for p in _pending_sends}
+
+    wait_for_workers("spmd_send (at exit): waiting until every message is received",
+                     pending, _drain_unreceived)  # two workers may wait on each other
+
+
+def wait_for_workers(what, pending, between=None):
+    """Wait until ``pending()`` (world ranks still awaited) is empty.
+
+    For the waits at the end of the program. Calls ``between()`` while waiting. Says once
+    on stderr, after ``SPMDLAB_STALL_WARNING`` seconds, which workers it waits for, and
+    raises SpmdTimeoutError naming them after ``SPMDLAB_TIMEOUT``.
+    """
+    started = time.monotonic()
+    warned = False
+    while True:
+        waiting = pending()
+        if not waiting:
+            return
+        if between is not None:
+            between()
+        elapsed = time.monotonic() - started
+        late = _workers_text(waiting)
+        if not warned and _env.STALL_WARNING and elapsed > _env.STALL_WARNING:
+            warned = True
+            sys.stderr.write(f"spmdlab: worker {RANK + 1} of {SIZE}: {what}; still waiting "
+                             f"for {late} after {elapsed:.0f} s\n")
+            sys.stderr.flush()
+        if _env.TIMEOUT is not None and elapsed > _env.TIMEOUT:
+            raise SpmdTimeoutError(f"worker {RANK + 1} of {SIZE}: {what}; no answer from "
+                                   f"{late} after SPMDLAB_TIMEOUT={_env.TIMEOUT:g} s")
+        time.sleep(0.0005)
+
+
+def _workers_text(ranks):
+    ranks = sorted(r + 1 for r in ranks)
+    return ("worker " if len(ranks) == 1 else "workers ") + ", ".join(map(str, ranks))
 
 
 # -- ending the job -----------------------------------------------------------------------
@@ -270,6 +304,16 @@ def at_exit(fn):
 
 
 def _at_exit():
+    try:
+        _end_of_program()
+    except SpmdTimeoutError as exc:  # a worker that never finishes: end the job, say who
+        sys.stderr.write(f"### spmdlab: {exc}; ending the job\n")
+        sys.stderr.flush()
+        time.sleep(0.2)  # let mpiexec forward the message before the job is aborted
+        _world_comm.Abort(1)
+
+
+def _end_of_program():
     _flush_sends()
     if SIZE > 1:
         # Tell everyone this worker is done: a worker blocked in a collective that this
@@ -279,13 +323,15 @@ def _at_exit():
         fn()
     if SIZE == 1:
         return
-    # Wait for the others' notices so that every message is matched before MPI finalizes.
-    while not _all_exited():
+
+    def still_running():
         _poll_exits()
-        if _all_exited():
-            break
-        _drain_unreceived()  # lets a sender still waiting on a message to us finish
-        time.sleep(0.0005)
+        return [r for r in range(SIZE) if r != RANK and r not in _exited]
+
+    # Wait for the others' notices so that every message is matched before MPI finalizes;
+    # meanwhile receive what nobody will, so that a sender waiting on it can finish.
+    wait_for_workers("finished the program, waiting for the other workers to finish",
+                     still_running, _drain_unreceived)
     _drain_unreceived()  # small messages sent last may land after their sender's notice
     MPI.Request.Waitall(requests)
 

@@ -200,8 +200,11 @@ def _finish():
             if rank != chan.scope.rank:
                 _hub.track(chan.comm.Isend([buf, MPI.BYTE], rank, _CTRL), buf)
     for chan in list(_hub.channels.values()):
-        while len(chan.ended) < chan.scope.size - 1:
-            time.sleep(0.0005)
+        scope = chan.scope
+        _world.wait_for_workers(
+            "DataQueue (at exit): waiting for the last items of the other workers",
+            lambda: [scope.world_ranks[r] for r in range(scope.size)
+                     if r != scope.rank and r not in chan.ended])
     _hub.flush()
     _hub.stop = True
     if _hub.thread is not None and _hub.thread is not threading.current_thread():

@@ -40,3 +40,23 @@ time.sleep(2)
 """, 2)
     assert job.returncode != 0
     assert "collectives cannot be called from a DataQueue listener" in job.stderr
+
+
+@pytest.mark.parametrize("queue", [False, True])
+def test_waits_at_exit_name_the_late_worker(queue):
+    """Exit notices and end markers: a slow worker is named once; with SPMDLAB_TIMEOUT
+    the job ends with an error that names it instead of waiting for ever."""
+    source = f"""
+import time
+from spmdlab import *
+if {queue}:
+    q = DataQueue()
+if spmd_index() == 2:
+    time.sleep(5)
+"""
+    job = run_job(source, 3, env={"SPMDLAB_STALL_WARNING": "1"})
+    assert job.returncode == 0, job.stderr
+    assert "still waiting for worker 2 after" in job.stderr
+    job = run_job(source, 3, env={"SPMDLAB_TIMEOUT": "1.5"})
+    assert job.returncode != 0
+    assert "no answer from worker 2 after SPMDLAB_TIMEOUT=1.5 s" in job.stderr
