@@ -28,6 +28,7 @@ from mpi4py import MPI
 from . import _backends, _env, _pack, _shm, _world
 from ._agree import INLINE, agree, fast_header
 from ._backends import Leaf
+from ._checks import check_worker
 from ._ops import KNOWN, SCALAR_OPS, SUM, VERB, fold
 from ._pack import Obj, digest
 from .errors import SpmdTypeError
@@ -80,9 +81,9 @@ def _has_sequences(treedef):
 # -- the general path ---------------------------------------------------------------------
 
 
-def reduce_op(call, x, op, destination, check_worker):
+def reduce_op(call, x, op, destination):
     """Reduce ``x`` over the current scope with ``op``: on every worker, or on worker
-    ``destination`` only (None elsewhere). ``check_worker`` validates ``destination``."""
+    ``destination`` only (None elsewhere)."""
     scope = _world.current()
     if destination is None:
         kind = type(x)

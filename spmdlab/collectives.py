@@ -11,6 +11,7 @@ from mpi4py import MPI
 
 from . import _pack, _reduce, _world
 from ._agree import INLINE, agree
+from ._checks import check_worker, fail_together
 from ._backends import Leaf
 from ._ops import SUM
 from ._pack import digest
@@ -28,26 +29,6 @@ def spmd_index():
 def spmd_size():
     """The number of workers in the current scope (MATLAB ``spmdSize``)."""
     return _world.current().size
-
-
-def check_worker(call, scope, name, value, *, none_ok=True):
-    """None, or the error for a worker number outside 1..size (an exception, not raised)."""
-    if value is None and none_ok:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        return SpmdTypeError(
-            f"{call} ({scope.who()}): '{name}' must be a worker number from 1 to "
-            f"{scope.size} (got {value!r} that is a {type(value).__name__})")
-    if not 1 <= value <= scope.size:
-        return SpmdValueError(
-            f"{call} ({scope.who()}): '{name}' must be a worker number from 1 to "
-            f"{scope.size} (got {value}); worker numbers are 1-based")
-    return None
-
-
-def fail_together(call, error):
-    """Collective: raise ``error`` here and a matching error on every other worker."""
-    agree(_world.current(), call, 0, error=error)
 
 
 # -- public reductions -------------------------------------------------------------------
@@ -68,7 +49,7 @@ def spmd_plus(x, destination=None):
         fast = _reduce.FAST_PLUS.get(type(x))
         if fast is not None and (type(x) is not int or -2 ** 63 <= x < 2 ** 63):
             return _reduce.reduce_scalar(_world.current(), "spmd_plus", x, SUM, fast)
-    return _reduce.reduce_op("spmd_plus", x, SUM, destination, check_worker)
+    return _reduce.reduce_op("spmd_plus", x, SUM, destination)
 
 
 def spmd_reduce(fcn, x, destination=None):
@@ -77,8 +58,8 @@ def spmd_reduce(fcn, x, destination=None):
     Collective: every worker must call this.
 
     ``fcn(a, b)`` must be associative. Known functions (``operator.add``, ``max``,
-    ``min``, ``operator.and_``, ``numpy.logical_or``, ``numpy.maximum``, ...) become
-    MPI's own reductions on arrays; any other function is applied to the workers'
+    ``min``, ``operator.and_``, ``numpy.logical_or``, ``numpy.maximum``, ...) are folded
+    element-wise on the raw buffers (still in worker order); any other function is applied to the workers'
     values, which may then be any picklable objects, in worker order. With
     ``destination`` the result is returned on that worker only (None elsewhere).
     """
@@ -90,7 +71,7 @@ def spmd_reduce(fcn, x, destination=None):
     treedef, leaves = _pack.flatten(x)
     op = _reduce.known_op(fcn, treedef, leaves)
     if op is not None:
-        return _reduce.reduce_op("spmd_reduce", x, op, destination, check_worker)
+        return _reduce.reduce_op("spmd_reduce", x, op, destination)
     name = getattr(fcn, "__qualname__", type(fcn).__qualname__)
     values = _gather("spmd_reduce", scope, treedef, leaves, destination,
                      ("reduce", name))

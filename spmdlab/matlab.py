@@ -16,7 +16,7 @@ import operator
 
 import numpy as np
 
-from . import collectives, p2p
+from . import _checks, collectives, p2p
 from ._backends import classify
 from .errors import SpmdValueError
 
@@ -79,7 +79,7 @@ def spmdCat(X, dim=2, destination=None):
     Structs (dicts) and other objects give a list with one entry per worker.
     """
     if isinstance(dim, bool) or not isinstance(dim, (int, np.integer)) or dim < 1:
-        collectives.fail_together("spmdCat", SpmdValueError(
+        _checks.fail_together("spmdCat", SpmdValueError(
             f"spmdCat (worker {spmdIndex()} of {spmdSize()}): 'dim' must be a positive int "
             f"(1-based, as in MATLAB; got {dim!r})"))
     leaf = classify(X)

@@ -9,7 +9,7 @@ import numpy as np
 from mpi4py import MPI
 
 from . import _pack, _world
-from .collectives import check_worker
+from ._checks import check_worker
 from .errors import SpmdTypeError, SpmdValueError
 
 __all__ = ["spmd_probe", "spmd_receive", "spmd_send", "spmd_send_receive"]

@@ -29,7 +29,7 @@ from mpi4py import MPI
 from . import _world
 from ._agree import agree
 from ._pack import digest
-from .collectives import check_worker
+from ._checks import check_worker
 from .errors import SpmdTypeError, SpmdValueError
 
 __all__ = ["DataQueue", "PollableDataQueue", "QueueSet"]

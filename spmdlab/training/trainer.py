@@ -18,7 +18,8 @@ import warnings
 import numpy as np
 
 from .. import _env
-from ..collectives import fail_together, spmd_broadcast, spmd_index, spmd_plus, spmd_size
+from .._checks import fail_together
+from ..collectives import spmd_broadcast, spmd_index, spmd_plus, spmd_size
 from ..errors import SpmdError, SpmdMismatchError, SpmdTypeError, SpmdValueError
 from .aggregate import aggregate_gradients, aggregate_state
 from .checkpoints import (CHECKPOINT_FORMAT, cpu_copy, read_checkpoint, to_device,
