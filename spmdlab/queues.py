@@ -129,14 +129,19 @@ class _Hub:
                 pending.popleft()
             pending.append((request, buf))
 
+    def progress(self):
+        """Test the sends in flight (MPI moves a message only inside an MPI call of its
+        sender: a worker that sent many items and then computes, or waits, must keep
+        calling); returns how many are still in flight."""
+        with self.lock:
+            pending = self.pending
+            while pending and pending[0][0].Test():
+                pending.popleft()
+            return len(pending)
+
     def flush(self):
         """Wait until every send of this worker has completed."""
-        while True:
-            with self.lock:
-                while self.pending and self.pending[0][0].Test():
-                    self.pending.popleft()
-                if not self.pending:
-                    return
+        while self.progress():
             time.sleep(0.0005)
 
     def _run(self):
@@ -160,6 +165,8 @@ class _Hub:
                         finally:
                             _world.listener_running = False
                         got = True
+                if self.pending and self.progress():
+                    got = True  # sends in flight: keep calling MPI at the busy rate
                 now = time.monotonic()
                 if got:
                     sleep, quiet_since = _BUSY_SLEEP, now
@@ -204,7 +211,7 @@ def _finish():
         _world.wait_for_workers(
             "DataQueue (at exit): waiting for the last items of the other workers",
             lambda: [scope.world_ranks[r] for r in range(scope.size)
-                     if r != scope.rank and r not in chan.ended])
+                     if r != scope.rank and r not in chan.ended], _hub.progress)
     _hub.flush()
     _hub.stop = True
     if _hub.thread is not None and _hub.thread is not threading.current_thread():

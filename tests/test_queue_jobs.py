@@ -60,3 +60,25 @@ if spmd_index() == 2:
     job = run_job(source, 3, env={"SPMDLAB_TIMEOUT": "1.5"})
     assert job.returncode != 0
     assert "no answer from worker 2 after SPMDLAB_TIMEOUT=1.5 s" in job.stderr
+
+
+def test_a_flood_from_every_worker_then_exit_is_delivered():
+    """Every worker (the owner too) sends 10,000 items and the program ends at once.
+
+    This took 93 s at 4 workers: a sender's MPI moves queued messages only inside its own
+    MPI calls, and a finished worker waiting for end markers made none. The job timeout
+    (well above the few seconds it takes now) is the hang guard."""
+    job = run_job("""
+from spmdlab import *
+q = DataQueue()
+counts = {}
+def count(item):
+    counts[item[0]] = counts.get(item[0], 0) + 1
+    if sum(counts.values()) == 10_000 * spmd_size():
+        print("delivered", sorted(counts.items()), flush=True)
+q.after_each(count)
+for i in range(10_000):
+    q.send((spmd_index(), i))
+""", 4, timeout=45)
+    assert job.returncode == 0, job.stderr
+    assert "delivered [(1, 10000), (2, 10000), (3, 10000), (4, 10000)]" in job.stdout
