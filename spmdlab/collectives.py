@@ -15,7 +15,7 @@ from ._checks import check_worker, fail_together
 from ._backends import Leaf
 from ._ops import SUM
 from ._pack import digest
-from .errors import SpmdTypeError, SpmdValueError
+from .errors import SpmdError, SpmdTypeError, SpmdValueError
 
 __all__ = ["spmd_barrier", "spmd_broadcast", "spmd_cat", "spmd_index", "spmd_plus",
            "spmd_reduce", "spmd_size"]
@@ -59,9 +59,11 @@ def spmd_reduce(fcn, x, destination=None):
 
     ``fcn(a, b)`` must be associative. Known functions (``operator.add``, ``max``,
     ``min``, ``operator.and_``, ``numpy.logical_or``, ``numpy.maximum``, ...) are folded
-    element-wise on the raw buffers (still in worker order); any other function is applied to the workers'
-    values, which may then be any picklable objects, in worker order. With
-    ``destination`` the result is returned on that worker only (None elsewhere).
+    element-wise on the raw buffers (still in worker order); any other function is
+    applied to the workers' values, which may then be any picklable objects, in worker
+    order. With ``destination`` the result is returned on that worker only (None
+    elsewhere). If ``fcn`` raises on any worker, every worker raises SpmdError naming
+    that worker and the function.
     """
     scope = _world.current()
     if not callable(fcn):
@@ -75,13 +77,22 @@ def spmd_reduce(fcn, x, destination=None):
     name = getattr(fcn, "__qualname__", type(fcn).__qualname__)
     values = _gather("spmd_reduce", scope, treedef, leaves, destination,
                      ("reduce", name))
-    if values is None:
-        return None
-    if all(type(l) is Leaf for l in leaves):
-        fcn = _ELEMENTWISE.get(fcn, fcn)
-    acc = values[0]
-    for value in values[1:]:
-        acc = fcn(acc, value)
+    acc, error = None, None
+    if values is not None:
+        if all(type(l) is Leaf for l in leaves):
+            fcn = _ELEMENTWISE.get(fcn, fcn)
+        try:
+            acc = values[0]
+            for value in values[1:]:
+                acc = fcn(acc, value)
+        except Exception as exc:  # every worker learns of it below
+            error = SpmdError(f"spmd_reduce ({scope.who()}): the reduction function "
+                              f"{name} raised {type(exc).__name__}: {exc}")
+            error.__cause__ = exc
+    # The function may fail on some workers only (it may depend on the worker): agree on
+    # the outcome so that every worker raises or none does.
+    agree(scope, "spmd_reduce", digest(("spmd_reduce", "folded", name)), error=error,
+          describe=lambda: f"spmd_reduce({name}, ...)")
     return acc
 
 

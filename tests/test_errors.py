@@ -149,3 +149,27 @@ def test_point_to_point_bad_arguments():
     with pytest.raises(SpmdValueError, match="'destination' is an empty list"):
         spmd_send(1, [])
     spmd_barrier()
+
+
+@needs2
+@pytest.mark.parametrize("destination", [None, 1, 2])
+def test_reduction_function_failing_on_one_worker_fails_everywhere(destination):
+    """A function that raises on worker 2 only: every worker raises, naming worker 2."""
+    me = spmd_index()
+
+    def picky(a, b):
+        if me == 2:
+            raise ZeroDivisionError("not on this worker")
+        return a + b
+
+    if destination is not None and destination != 2:  # only the destination folds
+        result = spmd_reduce(picky, [me], destination=destination)
+        assert result == (list(range(1, spmd_size() + 1)) if me == destination else None)
+        return
+    from spmdlab import SpmdError
+
+    with pytest.raises(SpmdError) as info:
+        spmd_reduce(picky, [me], destination=destination)
+    text = str(info.value)
+    assert "picky raised ZeroDivisionError: not on this worker" in text
+    assert "worker 2" in text
