@@ -31,7 +31,7 @@ from ._backends import Leaf
 from ._checks import check_worker
 from ._ops import KNOWN, SCALAR_OPS, SUM, VERB, fold
 from ._pack import Obj, digest
-from .errors import SpmdTypeError
+from .errors import SpmdTypeError, SpmdValueError
 
 # Up to this many bytes gathered in all (value size times workers), a reduction gathers
 # every worker's value and folds it locally; above, each worker folds a slice.
@@ -159,6 +159,10 @@ def _payload(leaves, offsets, total):
 
 def _check_reducible(call, scope, op, leaves):
     for leaf in leaves:
+        if type(leaf) is Obj and type(leaf.value) is int:
+            return SpmdValueError(
+                f"{call} ({scope.who()}): the int {leaf.value} does not fit in 64 bits; "
+                f"{call} combines Python ints as int64 (pass a float, or split the number)")
         if type(leaf) is Obj:
             return SpmdTypeError(
                 f"{call} ({scope.who()}): cannot {VERB.get(op.name, 'reduce')} a value of "

@@ -173,3 +173,11 @@ def test_reduction_function_failing_on_one_worker_fails_everywhere(destination):
     text = str(info.value)
     assert "picky raised ZeroDivisionError: not on this worker" in text
     assert "worker 2" in text
+
+
+def test_an_int_beyond_64_bits_is_named_as_such():
+    with pytest.raises(SpmdValueError, match=r"the int 1180591620717411303424 does not fit "
+                                             r"in 64 bits"):
+        spmd_plus(2 ** 70)
+    with pytest.raises(SpmdValueError, match="does not fit in 64 bits"):
+        spmd_plus({"n": -2 ** 64})
