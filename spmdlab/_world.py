@@ -40,6 +40,7 @@ class Scope:
         self._node = None
         self.arena = None  # shared-memory windows, made on first use (see _shm)
         self.next_queue_tag = 1  # MPI tag of the next DataQueue made in this scope
+        self.self_sends = {}  # tag -> messages this worker sent itself, not yet received
 
     @property
     def exchange(self):

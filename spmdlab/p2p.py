@@ -56,8 +56,27 @@ def spmd_send(x, destination, tag=0):
     _check_tag(call, scope, tag, none_ok=False)
     buf = _pack.pack(*_pack.flatten(x), f"{call} ({scope.who()})")
     for d in targets:
-        request = scope.comm.Isend([buf, MPI.BYTE], d - 1, tag)
-        _world.track_send(request, buf, scope.world_ranks[d - 1])
+        _isend(scope, buf, d, tag)
+
+
+def _isend(scope, buf, destination, tag):
+    request = scope.comm.Isend([buf, MPI.BYTE], destination - 1, tag)
+    _world.track_send(request, buf, scope.world_ranks[destination - 1])
+    if destination == scope.index:
+        scope.self_sends[tag] = scope.self_sends.get(tag, 0) + 1
+
+
+def _recv(message, st, scope):
+    """Receive a matched message; returns its value."""
+    buf = np.empty(st.Get_count(MPI.BYTE), dtype=np.uint8)
+    message.Recv([buf, MPI.BYTE])
+    if st.Get_source() == scope.rank:
+        tag = st.Get_tag()
+        scope.self_sends[tag] -= 1
+        if not scope.self_sends[tag]:
+            del scope.self_sends[tag]
+    treedef, _, values = _pack.unpack(buf)
+    return _pack.unflatten(treedef, values)
 
 
 def _match(call, scope, source, tag):
@@ -70,6 +89,15 @@ def _match(call, scope, source, tag):
     def probe():
         return comm.Improbe(src, mpi_tag, status)
 
+    if source == scope.index or (source is None and scope.size == 1):
+        # Only this worker can send it: with no such message sent, none ever will be.
+        sent = scope.self_sends
+        if not (sent.get(tag, 0) if tag is not None else sum(sent.values())):
+            raise SpmdValueError(
+                f"{call} ({scope.who()}): receiving from this worker itself"
+                f"{'' if tag is None else f' with tag {tag}'}, but no such message was "
+                f"sent to it, so the receive would wait for ever; send first (spmd_send "
+                f"returns at once)")
     if source is None:
         needed = [r for r in scope.world_ranks if r != _world.RANK]
         message = _world.spin(probe, scope, call, needed, any_of=True)
@@ -90,10 +118,7 @@ def spmd_receive(source=None, tag=None, *, status=False):
     _check(call, scope, "source", source, none_ok=True)
     _check_tag(call, scope, tag, none_ok=True)
     message, st = _match(call, scope, source, tag)
-    buf = np.empty(st.Get_count(MPI.BYTE), dtype=np.uint8)
-    message.Recv([buf, MPI.BYTE])
-    treedef, _, values = _pack.unpack(buf)
-    value = _pack.unflatten(treedef, values)
+    value = _recv(message, st, scope)
     if status:
         return value, st.Get_source() + 1, st.Get_tag()
     return value
@@ -130,13 +155,8 @@ def spmd_send_receive(destination, source, x, tag=0):
     _check(call, scope, "source", source, none_ok=True)
     _check_tag(call, scope, tag, none_ok=False)
     if destination is not None:
-        buf = _pack.pack(*_pack.flatten(x), f"{call} ({scope.who()})")
-        request = scope.comm.Isend([buf, MPI.BYTE], destination - 1, tag)
-        _world.track_send(request, buf, scope.world_ranks[destination - 1])
+        _isend(scope, _pack.pack(*_pack.flatten(x), f"{call} ({scope.who()})"),
+               destination, tag)
     if source is None:
         return None
-    message, st = _match(call, scope, source, tag)
-    buf = np.empty(st.Get_count(MPI.BYTE), dtype=np.uint8)
-    message.Recv([buf, MPI.BYTE])
-    treedef, _, values = _pack.unpack(buf)
-    return _pack.unflatten(treedef, values)
+    return _recv(*_match(call, scope, source, tag), scope)

@@ -97,3 +97,19 @@ def test_unpicklable_object_fails_on_the_sender_only():
 
     with pytest.raises(SpmdTypeError, match="spmd_send.*cannot be pickled"):
         spmd_send(lambda: 0, right())
+
+
+def test_receive_from_oneself_with_nothing_sent_raises_at_once():
+    from spmdlab import SpmdValueError
+
+    with pytest.raises(SpmdValueError, match="receiving from this worker itself"):
+        spmd_receive(source=spmd_index())
+    with pytest.raises(SpmdValueError, match="with tag 5"):
+        spmd_receive(source=spmd_index(), tag=5)
+    spmd_send({"me": spmd_index()}, spmd_index(), tag=5)  # sent first: received at once
+    with pytest.raises(SpmdValueError, match="with tag 4"):
+        spmd_receive(source=spmd_index(), tag=4)
+    assert spmd_receive(source=spmd_index(), tag=5) == {"me": spmd_index()}
+    if spmd_size() == 1:  # nobody else could send
+        with pytest.raises(SpmdValueError, match="receiving from this worker itself"):
+            spmd_receive()
