@@ -160,6 +160,46 @@ def agree(scope, call, key, *, exact=0, nbytes=0, payload=None, error=None,
     return ex.check(scope, call, key, flags, error, describe)
 
 
+class Description:
+    """A worker's account of its call for mismatch messages: its text, and the fields
+    (``destination``, ``axis``, ``dtype``, ``dict keys``, ...) compared between workers to
+    say what differs."""
+
+    def __init__(self, text, **fields):
+        self.text = text
+        self.fields = fields
+
+
+def describe_call(call, value=None, fields=None, **options):
+    """``spmd_plus(float32 (3,) numpy, destination=2)`` as a Description; ``value`` is
+    the value's text, ``fields`` its compared fields (``_pack.value_fields``), ``options``
+    the call's other arguments (None ones are shown only where another worker's are not).
+    """
+    shown = [value] if value is not None else []
+    shown += [f"{k}={v!r}" for k, v in options.items() if v is not None]
+    compared = dict(fields or {})
+    compared.update({k: repr(v) for k, v in options.items()})
+    compared["call"] = call
+    return Description(f"{call}({', '.join(shown)})", **compared)
+
+
+def _differences(descriptions):
+    """The fields that differ between workers' Descriptions, most telling first."""
+    fields = [d.fields for d in descriptions if isinstance(d, Description)]
+    if len(fields) < len(descriptions):
+        return []
+    order = ["call", "dict keys", "structure", "type", "dtype", "shape"]
+    names = order + sorted({n for f in fields for n in f} - set(order))
+    differ = [n for n in names if len({f.get(n) for f in fields}) > 1]
+    if "call" in differ:
+        return ["call"]
+    if "dict keys" in differ:  # then the leaves differ too: the keys say why
+        return ["dict keys"]
+    if "structure" in differ:
+        return ["structure"]
+    return differ
+
+
 def _raise_everywhere(scope, call, error, describe):
     """Every worker gets here together: gather what each saw and raise one error."""
     mine = (None if error is None else (type(error), str(error)),
@@ -172,12 +212,15 @@ def _raise_everywhere(scope, call, error, describe):
             raise error
         lines = "; ".join(f"worker {k}: {msg}" for k, (_, msg) in failed)
         raise kind(f"{call} ({scope.who()}): failed on another worker: {lines}")
+    descriptions = [d for _, d in reports]
     groups = {}
-    for k, (_, text) in enumerate(reports, 1):
-        groups.setdefault(text, []).append(k)
+    for k, d in enumerate(descriptions, 1):
+        groups.setdefault(d.text if isinstance(d, Description) else d, []).append(k)
     parts = [f"{_workers(ks)}: {text}" for text, ks in groups.items()]
+    differ = _differences(descriptions)
+    what = f" (they differ in: {', '.join(differ)})" if differ else ""
     raise SpmdMismatchError(
-        f"{call} ({scope.who()}): workers passed values that cannot be combined: "
+        f"{call} ({scope.who()}): workers passed values that cannot be combined{what}: "
         + "; ".join(parts))
 
 

@@ -121,13 +121,28 @@ def describe_leaf(leaf):
 
 
 def describe(treedef, leaves):
+    """A short account of a value: ``float32 (3,) numpy``, ``dict {b, w} of ...``."""
     if treedef is None:
         return describe_leaf(leaves[0])
     if len(leaves) <= 3:
         inner = ", ".join(describe_leaf(l) for l in leaves)
     else:
         inner = f"{len(leaves)} leaves"
+    if treedef[0] == "dict":
+        return f"dict {{{', '.join(map(str, treedef[2]))}}} of {inner}"
     return f"{treedef[0]} of {inner}"
+
+
+def value_fields(treedef, leaves):
+    """What a mismatch message compares between workers, field by field."""
+    fields = {"structure": repr(tree_signature(treedef))}
+    if treedef is not None and treedef[0] == "dict":
+        fields["dict keys"] = ", ".join(map(str, treedef[2]))
+    arrays = [l for l in leaves if type(l) is not Obj]
+    fields["dtype"] = ", ".join(dtype_name(l.dtype) for l in arrays)
+    fields["shape"] = ", ".join(str(l.shape) for l in arrays)
+    fields["type"] = ", ".join(type(l.value).__name__ for l in leaves)
+    return fields
 
 
 # -- byte packing: [u64 header length | pickled (treedef, specs) | pad | leaf data] --------

@@ -26,7 +26,7 @@ import numpy as np
 from mpi4py import MPI
 
 from . import _backends, _env, _pack, _shm, _world
-from ._agree import INLINE, agree, fast_header
+from ._agree import INLINE, agree, describe_call, fast_header
 from ._backends import Leaf
 from ._checks import check_worker
 from ._ops import KNOWN, SCALAR_OPS, SUM, VERB, fold
@@ -112,7 +112,8 @@ def reduce_op(call, x, op, destination):
     if error is None and payload is None and destination is None:
         aux, arrays = _shm.offer(scope, leaves, list(enumerate(offsets)), total)
     ex, _, inline = agree(scope, call, k, exact=k, nbytes=total, payload=payload,
-                          error=error, describe=lambda: _describe(call, treedef, leaves),
+                          error=error,
+                          describe=lambda: _describe(call, treedef, leaves, destination),
                           aux=aux)
     wanted = destination is None or destination == scope.index
     if inline:
@@ -182,8 +183,9 @@ def _check_reducible(call, scope, op, leaves):
     return None
 
 
-def _describe(call, treedef, leaves):
-    return f"{call}({_pack.describe(treedef, leaves)})"
+def _describe(call, treedef, leaves, destination=None):
+    return describe_call(call, _pack.describe(treedef, leaves),
+                         _pack.value_fields(treedef, leaves), destination=destination)
 
 
 # -- strategy: inline (values rode in the agreement record) -------------------------------
@@ -342,7 +344,7 @@ def reduce_scalar(scope, call, x, op, fast):
     k, fmt, cast, element, header = fast
     ex = scope.exchange
     ex.put_value(fmt, x if cast is None else cast(x))
-    ex.fast(scope, call, header, lambda: f"{call}({type(x).__name__} scalar)")
+    ex.fast(scope, call, header, lambda: _describe(call, None, [_backends.classify(x)]))
     view, pyfold = ex.view, op.pyfold
     offsets = iter(ex.offsets())
     acc = fmt.unpack_from(view, next(offsets))[0]
@@ -384,8 +386,7 @@ def _reduce_array(scope, call, x, op, entry):
         x = np.ascontiguousarray(x)
     if inline:
         ex.put(x.tobytes())
-    ex.fast(scope, call, header,
-            lambda: f"{call}({_pack.describe_leaf(_backends.classify(x))})")
+    ex.fast(scope, call, header, lambda: _describe(call, None, [_backends.classify(x)]))
     result = _pack.results.empty(x.dtype, x.size)
     if inline:
         fold(op, ex.block(0, nbytes).view(x.dtype), result)

@@ -10,7 +10,7 @@ import numpy as np
 from mpi4py import MPI
 
 from . import _pack, _reduce, _world
-from ._agree import INLINE, agree
+from ._agree import INLINE, agree, describe_call
 from ._checks import check_worker, fail_together
 from ._backends import Leaf
 from ._ops import SUM
@@ -151,7 +151,12 @@ def _cat_arrays(call, scope, leaf, axis, destination):
     nbytes = host.nbytes
     payload = host.tobytes() if nbytes <= INLINE else None
     ex, _, inline = agree(scope, call, key, exact=length, nbytes=nbytes, payload=payload,
-                          describe=lambda: f"{call}({_pack.describe_leaf(leaf)}, axis={axis})")
+                          describe=lambda: describe_call(
+                              call, _pack.describe_leaf(leaf), {
+                                  "dtype": _pack.dtype_name(leaf.dtype),
+                                  "dimensions": str(ndim),
+                                  "sizes outside axis": str(other)},
+                              axis=axis, destination=destination))
     wanted = destination is None or destination == scope.index
     lengths = [ex.field(k, 1) for k in range(scope.size)]
     sizes = ex.sizes()
@@ -215,7 +220,9 @@ def _gather(call, scope, treedef, leaves, destination, what):
     key = digest((call, what, destination))
     ex, _, _ = agree(scope, call, key, nbytes=0 if buf is None else buf.nbytes,
                      error=error,
-                     describe=lambda: f"{call}({_pack.describe(treedef, leaves)})")
+                     describe=lambda: describe_call(
+                         call, _pack.describe(treedef, leaves),
+                         {"kind": repr(what)}, destination=destination))
     sizes = ex.sizes()
     recv = _gatherv(call, scope, buf, sizes, destination)
     if recv is None:
@@ -248,7 +255,7 @@ def spmd_broadcast(source, x=None):
             error = exc
     key = digest((call, source if error is None else None))
     ex, _, _ = agree(scope, call, key, nbytes=0 if buf is None else buf.nbytes,
-                     error=error, describe=lambda: f"{call}(source={source!r})")
+                     error=error, describe=lambda: describe_call(call, source=source))
     if buf is None:
         buf = np.empty(ex.field(source - 1, 2), dtype=np.uint8)
     _world.wait(scope.comm.Ibcast(buf, root=source - 1), scope, call)

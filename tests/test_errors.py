@@ -50,7 +50,11 @@ def test_large_arrays_that_differ_never_reach_mpi():
 @needs2
 def test_structures_differ():
     value = {"a": 1.0} if spmd_index() == 1 else {"a": 1.0, "b": 2.0}
-    with pytest.raises(SpmdMismatchError, match="dict of float64 scalar py-float"):
+    with pytest.raises(SpmdMismatchError, match=r"differ in: dict keys\).*dict \{a\} of "
+                                                r"float64 scalar py-float"):
+        spmd_plus(value)
+    value = [1.0] if spmd_index() == 1 else [1.0, 2.0]
+    with pytest.raises(SpmdMismatchError, match="differ in: structure"):
         spmd_plus(value)
 
 
@@ -181,3 +185,28 @@ def test_an_int_beyond_64_bits_is_named_as_such():
         spmd_plus(2 ** 70)
     with pytest.raises(SpmdValueError, match="does not fit in 64 bits"):
         spmd_plus({"n": -2 ** 64})
+
+
+@needs2
+def test_mismatch_names_the_dict_keys():
+    a = np.ones(3, np.float32)
+    value = {"w": a, "b": a} if spmd_index() == 1 else {"w": a, "c": a}
+    with pytest.raises(SpmdMismatchError) as info:
+        spmd_plus(value)
+    text = str(info.value)
+    assert "they differ in: dict keys" in text
+    assert "dict {b, w}" in text and "dict {c, w}" in text
+
+
+@needs2
+def test_mismatch_names_a_differing_destination_and_axis():
+    x = np.ones(300, np.float32)
+    with pytest.raises(SpmdMismatchError) as info:
+        spmd_plus(x, destination=spmd_index())
+    assert "they differ in: destination" in str(info.value)
+    assert "destination=1" in str(info.value) and "destination=2" in str(info.value)
+    with pytest.raises(SpmdMismatchError) as info:
+        spmd_cat(np.ones((2, 2)), axis=spmd_index() % 2)
+    assert "they differ in: axis" in str(info.value)
+    with pytest.raises(SpmdMismatchError, match="they differ in: type, dtype"):
+        spmd_plus(1.0 if spmd_index() == 1 else np.float32(1))
