@@ -30,7 +30,7 @@ from . import _world
 from ._agree import agree
 from ._pack import digest
 from ._checks import check_worker
-from .errors import SpmdTypeError, SpmdValueError
+from .errors import SpmdError, SpmdTypeError, SpmdValueError
 
 __all__ = ["DataQueue", "PollableDataQueue", "QueueSet"]
 
@@ -199,6 +199,26 @@ class _Hub:
 _hub = _Hub()
 
 
+def thread_level():
+    """The thread support the MPI library gave this process."""
+    return MPI.Query_thread()
+
+
+def _thread_error(call, scope):
+    """Queues need MPI_THREAD_MULTIPLE: their receiver thread calls MPI beside the
+    program. The error to raise on every worker when the library gave less, or None."""
+    level = thread_level()
+    if level >= MPI.THREAD_MULTIPLE:
+        return None
+    names = {MPI.THREAD_SINGLE: "MPI_THREAD_SINGLE", MPI.THREAD_FUNNELED:
+             "MPI_THREAD_FUNNELED", MPI.THREAD_SERIALIZED: "MPI_THREAD_SERIALIZED"}
+    return SpmdError(
+        f"{call} ({scope.who()}): queues need MPI_THREAD_MULTIPLE (their receiver thread "
+        f"calls MPI while the program does), but the MPI library gave "
+        f"{names.get(level, level)}; leave mpi4py.rc.thread_level at 'multiple' (its "
+        f"default) and use an MPI built with thread support")
+
+
 def _finish():
     """At exit: mark the end of this worker's items and wait for everyone's markers."""
     for chan in list(_hub.channels.values()):
@@ -228,7 +248,8 @@ class _Queue:
         self._scope = scope
         call = self._kind
         if _tag is None:  # a queue of its own: collective, every worker makes it here
-            error = check_worker(call, scope, "owner", owner, none_ok=False)
+            error = _thread_error(call, scope) or check_worker(call, scope, "owner", owner,
+                                                               none_ok=False)
             _tag = scope.next_queue_tag
             agree(scope, call, digest((call, _tag, owner if error is None else None)),
                   error=error, describe=lambda: f"{call}(owner={owner!r})")
@@ -340,7 +361,8 @@ class _Queue:
         scope = _world.current()
         call = f"{cls._kind}.per_worker"
         first = scope.next_queue_tag
-        agree(scope, call, digest((call, first)), describe=lambda: f"{call}()")
+        agree(scope, call, digest((call, first)), error=_thread_error(call, scope),
+              describe=lambda: f"{call}()")
         scope.next_queue_tag += scope.size
         queues = [cls(k, _scope=scope, _tag=first + k - 1) for k in range(1, scope.size + 1)]
         return QueueSet(queues, scope.index)

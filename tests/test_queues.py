@@ -203,3 +203,21 @@ def test_flush_waits_for_the_owners_own_items():
     else:
         assert q.flush() is True
     spmd_barrier()
+
+
+@pytest.mark.parametrize("where", ["everywhere", "worker 1"])
+def test_queues_need_mpi_thread_multiple(monkeypatch, where):
+    from mpi4py import MPI
+
+    from spmdlab import SpmdError, queues, spmd_index
+
+    if where == "everywhere" or spmd_index() == 1:
+        monkeypatch.setattr(queues, "thread_level", lambda: MPI.THREAD_SERIALIZED)
+    with pytest.raises(SpmdError, match="queues need MPI_THREAD_MULTIPLE.*"
+                                        "MPI_THREAD_SERIALIZED|failed on another worker"):
+        DataQueue()
+    with pytest.raises(SpmdError):
+        PollableDataQueue.per_worker()
+    monkeypatch.undo()
+    q = DataQueue()  # the next queue works: every worker left the failed call together
+    q.send(1)
