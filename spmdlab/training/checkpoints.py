@@ -11,6 +11,7 @@ import re
 import time
 
 from ..errors import SpmdValueError
+from .files import write_atomic
 from .netdata import _torch, call
 
 __all__ = ["CHECKPOINT_FORMAT", "cpu_copy", "latest_checkpoint", "read_checkpoint",
@@ -23,25 +24,14 @@ _CHECKPOINT_NAME = re.compile(r"^net_checkpoint__(\d+)__.*\.pt$")
 def write_checkpoint(folder, state):
     """Write ``state`` to a new file in ``folder`` atomically; returns its path.
 
-    The file is written under a temporary name, flushed to disk, then renamed: a crash at
-    any point leaves either no new file or a complete one.
+    The file is written under a temporary name, flushed to disk, then renamed
+    (``files.write_atomic``): a crash at any point leaves either no new file or a
+    complete one.
     """
     torch = _torch()
-    os.makedirs(folder, exist_ok=True)
     stamp = time.strftime("%Y_%m_%d__%H_%M_%S")
     path = os.path.join(folder, f"net_checkpoint__{state['iteration']}__{stamp}.pt")
-    tmp = os.path.join(folder, f".net_checkpoint.tmp-{os.getpid()}")
-    try:
-        with open(tmp, "wb") as f:
-            torch.save(state, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
-    return path
+    return write_atomic(path, lambda f: torch.save(state, f))
 
 
 def latest_checkpoint(path):

@@ -17,6 +17,7 @@ import time
 
 from .. import _env, _world
 from ..errors import SpmdTypeError, SpmdValueError
+from .files import write_atomic
 
 __all__ = ["TrainingProgressMonitor"]
 
@@ -176,10 +177,10 @@ class TrainingProgressMonitor:
         title = f"{self._progress:.0f}%" + (f" - {self.status}" if self.status else "")
         axes[0, 0].set_title(title)
         fig.tight_layout()
-        tmp = f"{path}.tmp-{os.getpid()}.png"
-        fig.savefig(tmp, dpi=90)
-        plt.close(fig)
-        os.replace(tmp, path)
+        try:
+            write_atomic(path, lambda f: fig.savefig(f, dpi=90, format="png"))
+        finally:
+            plt.close(fig)
         return path
 
     def close(self):
