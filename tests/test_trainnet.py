@@ -502,3 +502,34 @@ def test_rmsprop_update_matches_torch():
     np.testing.assert_allclose(_flat(a), _flat(b), rtol=1e-5, atol=1e-6)
     with pytest.raises(SpmdValueError, match="'squared_gradient_decay_factor' must be in"):
         rmsprop_update(a, squared_gradient_decay_factor=1.0)
+
+
+@pytest.mark.parametrize("where", ["prepare", "begin", "checkpoint"])
+def test_any_exception_on_one_worker_reaches_every_worker(monkeypatch, tmp_path, where):
+    """Not only ValueError and TypeError: a RuntimeError in one worker's own set-up,
+    checkpoint reading or writing is raised on every worker (the others used to wait)."""
+    from spmdlab.training import trainer
+
+    failing = spmd_size()  # the last worker (worker 1 where only it does the work)
+    if where == "prepare":
+        real = trainer._device
+
+        def device(environment, group):
+            if spmd_index() == failing:
+                raise RuntimeError("CUDA error: out of memory")
+            return real(environment, group)
+        monkeypatch.setattr(trainer, "_device", device)
+    elif where == "begin":
+        failing = 1
+        monkeypatch.setattr(trainer, "cpu_copy", lambda tree: (_ for _ in ()).throw(
+            RuntimeError("CUDA error: out of memory")))
+    else:
+        failing = 1
+        monkeypatch.setattr(trainer, "write_checkpoint", lambda folder, state: (
+            _ for _ in ()).throw(RuntimeError("CUDA error: out of memory")))
+    folder = spmd_broadcast(1, str(tmp_path))
+    with pytest.raises(Exception) as info:
+        _train("parallel-cpu", max_epochs=1, checkpoint_path=folder)
+    assert "CUDA error: out of memory" in str(info.value)
+    if spmd_index() != failing:
+        assert f"worker {failing}" in str(info.value)

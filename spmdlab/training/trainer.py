@@ -353,7 +353,7 @@ class _Run:
         error = None
         try:  # local checks; an error on any worker is raised on every worker
             self._prepare(data, loss, mini_batch_fcn, class_names)
-        except (SpmdError, ValueError, TypeError) as exc:
+        except Exception as exc:  # any kind: the others must not wait for this worker
             error = exc
         self.group.check(error)
 
@@ -402,7 +402,7 @@ class _Run:
                 shared = {"config": self.config, "seed": seed, "model": cpu_copy(
                     net.state_dict()), "checkpoint": None if resume_from is None
                     else read_checkpoint(resume_from)}
-            except (SpmdError, OSError) as exc:
+            except Exception as exc:  # any kind: the others wait in the broadcast below
                 error = exc
         group.check(error)
         shared = group.broadcast(shared)
@@ -615,9 +615,11 @@ class _Run:
                 {"loss": best[0], "iteration": best[1], "state": best[2]}}
             try:
                 write_checkpoint(self.o.checkpoint_path, state)
-            except OSError as exc:
+            except Exception as exc:  # any kind: the others wait in the check below
                 error = SpmdValueError(f"{call()}: cannot write a checkpoint in "
-                                       f"{self.o.checkpoint_path!r}: {exc}")
+                                       f"{self.o.checkpoint_path!r}: "
+                                       f"{type(exc).__name__}: {exc}")
+                error.__cause__ = exc
         self.group.check(error)
 
     # -- the result ----------------------------------------------------------------------
