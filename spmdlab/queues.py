@@ -331,15 +331,24 @@ class _Queue:
         been handed to the listeners); returns whether they all did. Elsewhere: True.
 
         For a client that reports to itself through the queue and wants the report shown
-        before it prints its last line.
+        before it prints its last line. Raises SpmdError when called from a listener (the
+        thread it would wait for) and SpmdValueError, without a timeout, on a DataQueue
+        with no listener (its items would never be handed over).
         """
         if not self.is_owner:
             return True
+        if threading.get_ident() == _world.LISTENER:
+            raise SpmdError(f"{self._who('flush')}: called from a listener, which runs in "
+                            f"the thread that delivers the items it would wait for")
+        if isinstance(self, DataQueue) and not self._listeners and timeout is None:
+            raise SpmdValueError(f"{self._who('flush')}: the queue has no listener, so its "
+                                 f"items are never handed over and flush would wait for "
+                                 f"ever; register one with after_each first")
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._cond:
             self._pollers += 1
             try:
-                while self._own_handled < self._own_sent:
+                while self._own_handled < self._own_sent or self._waiting():
                     left = None if deadline is None else deadline - time.monotonic()
                     if left is not None and left <= 0:
                         return False
@@ -350,6 +359,10 @@ class _Queue:
 
     def _dispatch(self):
         pass
+
+    def _waiting(self):
+        """Items arrived but not yet handed over (a DataQueue without a listener)."""
+        return False
 
     @classmethod
     def per_worker(cls):
@@ -415,6 +428,9 @@ class DataQueue(_Queue):
         return listener
 
     afterEach = after_each
+
+    def _waiting(self):
+        return bool(self._items)
 
     def _dispatch(self):
         while self._items and self._listeners:

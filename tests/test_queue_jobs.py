@@ -82,3 +82,16 @@ for i in range(10_000):
 """, 4, timeout=45)
     assert job.returncode == 0, job.stderr
     assert "delivered [(1, 10000), (2, 10000), (3, 10000), (4, 10000)]" in job.stdout
+
+
+def test_flush_from_a_listener_ends_the_job_with_a_clear_error():
+    job = run_job("""
+import time
+from spmdlab import *
+q = DataQueue()
+q.after_each(lambda item: q.flush())
+q.send(1)
+time.sleep(3)
+""", 2, timeout=30)
+    assert job.returncode != 0
+    assert "called from a listener" in job.stderr

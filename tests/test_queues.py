@@ -221,3 +221,19 @@ def test_queues_need_mpi_thread_multiple(monkeypatch, where):
     monkeypatch.undo()
     q = DataQueue()  # the next queue works: every worker left the failed call together
     q.send(1)
+
+
+def test_flush_without_a_listener_does_not_claim_success():
+    from spmdlab import spmd_index
+
+    q = DataQueue()
+    if spmd_index() == 1:
+        q.send("mine")
+        with pytest.raises(SpmdValueError, match="no listener.*wait for ever"):
+            q.flush()
+        assert q.flush(timeout=0.2) is False  # arrived, but handed to nobody
+        got = []
+        q.after_each(got.append)
+        assert q.flush() is True and got == ["mine"]
+    else:
+        assert q.flush() is True  # not the owner: nothing to wait for
