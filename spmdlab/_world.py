@@ -162,10 +162,14 @@ def _check(scope, call, needed, started, any_of):
     if gone and (not any_of or len(gone) == len(needed)):
         workers = ", ".join(str(scope.world_ranks.index(r) + 1) for r in gone)
         plural = "s" if len(gone) > 1 else ""
-        raise SpmdPeerError(
-            f"{call} ({scope.who()}): worker{plural} {workers} finished the program "
+        statuses = {_exit_bufs[r] for r in gone} - {0}
+        how = f" (exit status {', '.join(map(str, sorted(statuses)))})" if statuses else ""
+        error = SpmdPeerError(
+            f"{call} ({scope.who()}): worker{plural} {workers} finished the program{how} "
             f"without making the matching call, so this call can never complete; every "
             f"worker must make the same spmdlab calls in the same order")
+        error.status = max(statuses) if statuses else None
+        raise error
     if _env.TIMEOUT is not None and time.monotonic() - started > _env.TIMEOUT:
         raise SpmdTimeoutError(
             f"{call} ({scope.who()}): no answer from the other workers after "
@@ -319,7 +323,8 @@ def _end_of_program():
     if SIZE > 1:
         # Tell everyone this worker is done: a worker blocked in a collective that this
         # worker will never join then raises instead of hanging.
-        requests = [_ctl.Isend(bytearray(1), r, _EXIT_TAG) for r in range(SIZE) if r != RANK]
+        notice = bytearray([_exit_status_byte()])
+        requests = [_ctl.Isend(notice, r, _EXIT_TAG) for r in range(SIZE) if r != RANK]
     for fn in reversed(_hooks_at_exit):  # DataQueue: deliver every item still in flight
         fn()
     if SIZE == 1:
@@ -371,9 +376,50 @@ def _excepthook(etype, value, tb):
         # aborted: give it a moment, or this traceback may never reach the terminal
         time.sleep(0.2)
     finally:
-        _world_comm.Abort(1)
+        # a worker that ended with sys.exit(k) made this one fail: the job ends with k
+        _world_comm.Abort(getattr(value, "status", None) or 1)
+
+
+# -- the exit status of a worker ------------------------------------------------------------
+# Python keeps no record of sys.exit's argument that an atexit handler could read, so a
+# worker's sys.exit is wrapped to note it (in the worker process only); the exit notice
+# carries it, and workers that fail because of it end the job with the same status.
+
+_PID = os.getpid()
+_exit_code = None
+_sys_exit = sys.exit
+_os_exit = os._exit
+
+
+def _noting_exit(status=None):
+    global _exit_code
+    _exit_code = status
+    _sys_exit(status)
+
+
+def _exit_status_byte():
+    code = _exit_code
+    if code is None or code is False:
+        return 0
+    if isinstance(code, int):
+        return code & 0xFF
+    return 1  # sys.exit("message") exits with status 1
+
+
+def _vanishing_exit(status):
+    """``os._exit`` in a worker: skips every cleanup, so say who left before MPI notices."""
+    if os.getpid() == _PID and SIZE > 1:
+        sys.stderr.write(f"### spmdlab: worker {RANK + 1} of {SIZE} ({socket.gethostname()}, "
+                         f"pid {os.getpid()}) called os._exit({status}); ending the job\n")
+        sys.stderr.flush()
+        time.sleep(0.2)  # let mpiexec forward the line
+        _world_comm.Abort(status & 0xFF or 1)
+    _os_exit(status)
 
 
 atexit.register(_at_exit)
+if SIZE > 1:
+    sys.exit = _noting_exit
+    os._exit = _vanishing_exit
 if SIZE > 1 and _env.ABORT_ON_ERROR is not False:
     sys.excepthook = _excepthook

@@ -139,7 +139,7 @@ BAD_INPUTS = {
     "dtypes differ": ("spmd_plus(np.ones(3, np.float32 if spmd_index() == 1 else np.int64))",
                       "SpmdMismatchError: spmd_plus", "int64 (3,) numpy"),
     "structures differ": ("spmd_cat({'a': 1} if spmd_index() == 1 else [1])",
-                          "SpmdMismatchError: spmd_cat", "worker 1: spmd_cat(dict of"),
+                          "SpmdMismatchError: spmd_cat", "worker 1: spmd_cat(dict {a} of"),
     "destination out of range": ("spmd_plus(1.0, destination=spmd_index() + 2)",
                                  "SpmdValueError: spmd_plus",
                                  "'destination' must be a worker number from 1 to 3"),
@@ -190,3 +190,41 @@ if spmd_index() == 1:
     assert "receive gave up" in job.stdout
     assert job.returncode != 0 and "SpmdPeerError: spmd_barrier" in job.stderr, job.stderr
     assert job.seconds < 20
+
+
+LOOP_WITH_EXIT = """
+import os, sys, time
+from spmdlab import spmd_index, spmd_plus
+for i in range(200):
+    if spmd_index() == 2 and i == 5:
+        {exit}
+    spmd_plus(1.0)
+    time.sleep(0.01)
+"""
+
+
+def test_sys_exit_status_of_one_worker_is_the_jobs():
+    job = run_job(LOOP_WITH_EXIT.format(exit="sys.exit(3)"), 3)
+    assert job.returncode == 3, job.stderr
+    assert "worker 2 finished the program (exit status 3)" in job.stderr
+
+
+def test_os_exit_on_one_worker_is_named():
+    job = run_job(LOOP_WITH_EXIT.format(exit="os._exit(4)"), 3)
+    assert job.returncode == 4, job.stderr
+    assert "worker 2 of 3" in job.stderr and "called os._exit(4)" in job.stderr
+
+
+def test_os_exit_in_a_forked_child_is_left_alone():
+    job = run_job("""
+import os
+from spmdlab import spmd_plus
+pid = os.fork()
+if pid == 0:
+    os._exit(7)  # a child process, not a worker: no MPI here
+_, status = os.waitpid(pid, 0)
+print("child status", os.waitstatus_to_exitcode(status), flush=True)
+spmd_plus(1.0)
+""", 2)
+    assert job.returncode == 0, job.stderr
+    assert job.stdout.count("child status 7") == 2
