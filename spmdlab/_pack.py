@@ -218,6 +218,24 @@ def unpack(buf, *, raw=False):
 _POOL_MIN_BYTES = 1 << 16
 
 
+def _refcounts_tell_views():
+    """Whether ``sys.getrefcount`` counts a live view of an array the way the pools
+    assume (3 references when idle, more with a view alive). Checked once at import:
+    an interpreter that counts otherwise (borrowed references, a future optimisation)
+    turns recycling off instead of handing out memory a result still uses."""
+    bases = [np.empty(1)]
+    for base in bases:
+        idle = sys.getrefcount(base)
+    view = bases[0][:]
+    for base in bases:
+        busy = sys.getrefcount(base)
+    del view
+    return idle == 3 and busy > 3
+
+
+RECYCLE = _refcounts_tell_views()
+
+
 class ResultPool:
     """Host result buffers reused across calls once no result view of them is alive.
 
@@ -233,7 +251,7 @@ class ResultPool:
         self._max_keys = max_keys
 
     def empty(self, dtype, count):
-        if count * dtype.itemsize < _POOL_MIN_BYTES:
+        if count * dtype.itemsize < _POOL_MIN_BYTES or not RECYCLE:
             return np.empty(count, dtype=dtype)
         key = (dtype, count)
         bases = self._bases.pop(key, None)

@@ -26,6 +26,7 @@ from mpi4py import MPI
 
 from . import _env
 from ._ops import fold
+from ._pack import RECYCLE
 
 SLOTS = 3  # result slots per window: the previous result may still be alive, and one more
 MIN_BYTES = _env.get("SHM_MIN_BYTES", 1 << 16, cast=int)
@@ -76,6 +77,8 @@ class Window:
         self.win.Lock_all()
 
     def free_slot(self):
+        if not RECYCLE:  # no way to tell a slot nobody uses: MPI does these reductions
+            return -1
         for j in range(1, 1 + SLOTS):
             region = self.mine[j]
             # references: self.mine's list, the local name, getrefcount's argument

@@ -127,3 +127,17 @@ def test_shared_memory_turned_off(monkeypatch):
     monkeypatch.setattr(_shm, "MIN_BYTES", 1 << 40)  # on every worker, as the env var would
     x = np.ones(BIG, np.float32)
     assert (spmd_plus(x) == spmd_size()).all()
+
+
+def test_without_reliable_reference_counts_nothing_is_recycled(monkeypatch):
+    """Where sys.getrefcount cannot tell a live view (checked at import), every result
+    gets memory of its own: the pools fail safe."""
+    from spmdlab import _pack
+
+    monkeypatch.setattr(_pack, "RECYCLE", False)  # on every worker
+    monkeypatch.setattr(_shm, "RECYCLE", False)
+    x = np.ones(BIG, np.float32) * spmd_index()
+    kept = [spmd_plus(x * (i + 1)) for i in range(2 * _shm.SLOTS + 1)]
+    for i, result in enumerate(kept):
+        assert (result == tri() * (i + 1)).all(), i
+    assert len({r.__array_interface__["data"][0] for r in kept}) == len(kept)
