@@ -8,6 +8,7 @@
 #     (MPIR_CVAR_NUM_CLIQUES=2: workers 1, 3 on one node, 2, 4 on the other; traffic
 #     between them leaves shared memory). Open MPI has no way to split one machine into
 #     nodes, so its runs are all single-node.
+# Then the core on the newest Python found (3.13 or 3.12), MPICH, without torch.
 # Every mpiexec is bounded by a timeout. SPMDLAB_TEST_MPI=mpich (or openmpi) tests one MPI
 # only. About 12 minutes on 2 cores.
 set -euo pipefail
@@ -39,6 +40,18 @@ for mpi in ${SPMDLAB_TEST_MPI:-mpich openmpi}; do
       --color=no -p no:cacheprovider tests || failed=1
   done
 done
+# The core (no torch) on the newest Python here, where reference counts and threads may
+# behave differently: plain pytest and pytest-mpi at 3 workers, MPICH.
+newest=$(command -v python3.13 || command -v python3.12 || true)
+if [ -n "$newest" ]; then
+  venv=.venv-test-newest
+  echo "=== $("$newest" --version): installing into $venv"
+  PYTHON=$newest make_venv "$venv" "test" mpich
+  timeout 600 "$venv/bin/python" -m pytest -q --color=no -p no:cacheprovider tests \
+    -k "not example and not trainnet and not benchmark" || failed=1
+  timeout 600 "$venv/bin/mpiexec" -n 3 "$venv/bin/python" -m pytest --with-mpi -q \
+    --color=no -p no:cacheprovider tests || failed=1
+fi
 if [ "$failed" != 0 ]; then
   echo "FAILED: see the runs above"
   exit 1
