@@ -146,14 +146,18 @@ _EXIT_GRACE = 2.0
 
 
 def _settles(done):
-    """Whether ``done()`` comes true within the grace period after a peer's exit."""
-    deadline = time.monotonic() + _EXIT_GRACE
-    while time.monotonic() < deadline:
+    """Whether ``done()`` comes true within the grace period after a peer's exit.
+
+    No grace after a failed exit (a non-zero status): the job ends with it anyway."""
+    failed = any(_exit_bufs[r] for r in _exited)
+    deadline = time.monotonic() + (0.0 if failed else _EXIT_GRACE)
+    while True:
         result = done()
         if result:
             return result
+        if time.monotonic() >= deadline:
+            return None
         time.sleep(0.0005)
-    return None
 
 
 def _check(scope, call, needed, started, any_of):
