@@ -65,29 +65,17 @@ class Scope:
 _world_comm = MPI.COMM_WORLD
 RANK = _world_comm.Get_rank()
 SIZE = _world_comm.Get_size()
-WORLD = Scope(_world_comm.Dup(), list(range(SIZE)))
-_ctl = _world_comm.Dup()
-
-
-def _oversubscribed():
-    """More workers on this host than cores this process may use.
-
-    Counted by host name, not by MPI's node-local communicator: nodes simulated on one
-    machine (MPICH's MPIR_CVAR_NUM_CLIQUES) share its cores all the same.
-    """
-    host = socket.gethostname()
-    workers = _world_comm.allgather(host).count(host)
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        cores = os.cpu_count() or 1
-    return workers > cores
-
-
+# Made on first use by ``_start`` (importing spmdlab does no MPI communication, so a
+# program that imports it on some workers only does not hang):
+WORLD = None  # the world scope, on a private duplicate of COMM_WORLD
+_ctl = None  # a second duplicate: the notices that a worker has finished the program
 # With more workers than cores a waiting worker must give its core away at once, or the
 # worker it waits for may not run until the scheduler's time slice ends (milliseconds).
-OVERSUBSCRIBED = SIZE > 1 and _oversubscribed()
-_stack = [WORLD]
+OVERSUBSCRIBED = False
+_stack = []  # the scopes entered: the world, then spmd(n) regions
+SCOPES = []  # every scope made so far (regions add theirs)
+_exited = set()  # world ranks known to have reached the end of the program
+_pending_sends = []  # (request, buffer, world rank): kept alive until done
 # True while a DataQueue listener runs in the receiver thread (whose id is LISTENER):
 # collectives check the flag, and only then the thread, so the check costs next to nothing
 listener_running = False
@@ -99,14 +87,61 @@ def refuse_in_listener(call):
     if threading.get_ident() == LISTENER:
         raise SpmdError(f"{call}: collectives cannot be called from a DataQueue listener "
                         f"(it runs beside the program, not in step with it)")
-SCOPES = [WORLD]  # every scope made so far (regions add theirs)
-_exited = set()  # world ranks known to have reached the end of the program
-_pending_sends = []  # (request, buffer, destination scope, world rank): kept alive until done
 
 
 def current():
-    """The innermost scope (a ``spmd(n)`` region, else the world)."""
+    """The innermost scope (a ``spmd(n)`` region, else the world). The first call on a
+    worker starts spmdlab there (collective: every worker's first spmdlab call)."""
+    if not _stack:
+        _start()
     return _stack[-1]
+
+
+def started():
+    return WORLD is not None
+
+
+def _start():
+    """Duplicate COMM_WORLD twice and post the exit-notice receives.
+
+    Nonblocking duplicates, waited for with a report: a worker whose first spmdlab call
+    the others never make says so after SPMDLAB_STALL_WARNING seconds (and raises after
+    SPMDLAB_TIMEOUT) instead of hanging without a word.
+    """
+    global WORLD, _ctl, OVERSUBSCRIBED, _exit_reqs
+    if SIZE == 1:
+        comm, ctl = _world_comm.Dup(), _world_comm.Dup()
+    else:
+        comm, first = _world_comm.Idup()
+        ctl, second = _world_comm.Idup()
+        wait_for_workers("its first spmdlab call: waiting for every other worker's first "
+                         "spmdlab call", lambda: [] if MPI.Request.Testall(
+                             [first, second]) else [r for r in range(SIZE) if r != RANK])
+    _ctl = ctl
+    if SIZE > 1:
+        _exit_reqs = [MPI.REQUEST_NULL if r == RANK else
+                      _ctl.Irecv([memoryview(_exit_bufs)[r:r + 1], MPI.BYTE], r, _EXIT_TAG)
+                      for r in range(SIZE)]
+    world = Scope(comm, list(range(SIZE)))
+    OVERSUBSCRIBED = SIZE > 1 and _oversubscribed(world.comm)
+    WORLD = world
+    _stack.append(world)
+    SCOPES.append(world)
+
+
+def _oversubscribed(comm):
+    """More workers on this host than cores this process may use.
+
+    Counted by host name, not by MPI's node-local communicator: nodes simulated on one
+    machine (MPICH's MPIR_CVAR_NUM_CLIQUES) share its cores all the same.
+    """
+    host = socket.gethostname()
+    workers = comm.allgather(host).count(host)
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        cores = os.cpu_count() or 1
+    return workers > cores
 
 
 def push(scope):
@@ -119,14 +154,12 @@ def pop(scope):
     _stack.pop()
 
 
-# One receive posted per other worker for its exit notice, so that a blocked wait can wake
-# on it. Never one receive from MPI.ANY_SOURCE: MPICH's ch4:ucx device loses messages
-# when a wildcard nonblocking receive is matched both in shared memory and on the network
-# (seen with workers on two nodes; tests/test_layouts.py).
+# One receive posted per other worker for its exit notice (from ``_start``), so that a
+# blocked wait can wake on it. Never one receive from MPI.ANY_SOURCE: MPICH's ch4:ucx
+# device loses messages when a wildcard nonblocking receive is matched both in shared
+# memory and on the network (seen with workers on two nodes; tests/test_queue_jobs.py).
 _exit_bufs = bytearray(max(SIZE, 1))
-_exit_reqs = [MPI.REQUEST_NULL if r == RANK else
-              _ctl.Irecv([memoryview(_exit_bufs)[r:r + 1], MPI.BYTE], r, _EXIT_TAG)
-              for r in range(SIZE)] if SIZE > 1 else []
+_exit_reqs = []
 
 
 def _all_exited():
@@ -313,6 +346,8 @@ def at_exit(fn):
 
 
 def _at_exit():
+    if not started():  # spmdlab was imported but never used on this worker
+        return
     try:
         _end_of_program()
     except SpmdTimeoutError as exc:  # a worker that never finishes: end the job, say who

@@ -228,3 +228,30 @@ spmd_plus(1.0)
 """, 2)
     assert job.returncode == 0, job.stderr
     assert job.stdout.count("child status 7") == 2
+
+
+def test_importing_spmdlab_on_some_workers_only_does_not_hang():
+    job = run_job("""
+from mpi4py import MPI
+if MPI.COMM_WORLD.Get_rank() == 0:
+    import spmdlab  # no MPI communication at import
+    from spmdlab.matlab import labindex
+print("done", flush=True)
+""", 3, timeout=30)
+    assert job.returncode == 0, job.stderr
+    assert job.stdout.count("done") == 3
+
+
+def test_a_first_call_the_others_never_make_is_reported():
+    job = run_job("""
+import time
+from mpi4py import MPI
+if MPI.COMM_WORLD.Get_rank() == 0:
+    from spmdlab import spmd_plus
+    spmd_plus(1.0)  # alone: the others never start spmdlab
+else:
+    time.sleep(20)
+""", 3, timeout=40, env={"SPMDLAB_TIMEOUT": "2"})
+    assert job.returncode != 0
+    assert "waiting for every other worker's first spmdlab call" in job.stderr
+    assert "no answer from workers 2, 3" in job.stderr
