@@ -22,6 +22,7 @@ import struct
 import sys
 import threading
 import time
+import weakref
 
 import numpy as np
 from mpi4py import MPI
@@ -88,7 +89,11 @@ class _Channel:
     def __init__(self, scope):
         self.scope = scope
         self.comm = scope.comm.Dup()
-        self.queues = {}  # tag -> queue
+        # tag -> queue, weakly: a queue the program dropped is collected (a queue per
+        # epoch for a million epochs must not pile up); one with listeners is pinned
+        self.queues = weakref.WeakValueDictionary()
+        self.pinned = {}  # tag -> queue with listeners (its items have somewhere to go)
+        self.registered = 1  # every tag below this was registered here (alive or dropped)
         # Items (and close notices) can arrive before this worker has made the queue:
         # another worker may be past the creating agreement and sending while this one
         # is still on its way out of it. They wait here, in order, for the queue.
@@ -184,14 +189,16 @@ class _Hub:
                     chan.ended.add(source)
                 elif item[0] == "close":
                     queue = chan.queues.get(item[1])
-                    if queue is None:
-                        chan.early_closed.add(item[1])
-                    else:
+                    if queue is not None:
                         queue._closed_by_owner = True
+                    elif item[1] >= chan.registered:
+                        chan.early_closed.add(item[1])
                 return
             queue = chan.queues.get(tag)
             if queue is None:
-                chan.early.setdefault(tag, []).append(item)
+                if tag >= chan.registered:  # not made here yet: it waits for the queue
+                    chan.early.setdefault(tag, []).append(item)
+                # else the program dropped the queue: nobody can receive the item
             else:
                 queue._arrive(item, own=source == chan.scope.rank)
 
@@ -202,6 +209,18 @@ _hub = _Hub()
 def thread_level():
     """The thread support the MPI library gave this process."""
     return MPI.Query_thread()
+
+
+_TAG_UB = MPI.COMM_WORLD.Get_attr(MPI.TAG_UB) or 32767  # a local query, no communication
+
+
+def _tag_error(call, scope, tag):
+    """Each queue of a scope has an MPI tag of its own; the error when they run out."""
+    if tag <= _TAG_UB:
+        return None
+    return SpmdValueError(
+        f"{call} ({scope.who()}): this scope has made {tag - 1} queues, as many as MPI "
+        f"has tags (MPI_TAG_UB = {_TAG_UB}); make queues once and reuse them")
 
 
 def _thread_error(call, scope):
@@ -248,9 +267,9 @@ class _Queue:
         self._scope = scope
         call = self._kind
         if _tag is None:  # a queue of its own: collective, every worker makes it here
-            error = _thread_error(call, scope) or check_worker(call, scope, "owner", owner,
-                                                               none_ok=False)
             _tag = scope.next_queue_tag
+            error = _thread_error(call, scope) or _tag_error(call, scope, _tag) or \
+                check_worker(call, scope, "owner", owner, none_ok=False)
             agree(scope, call, digest((call, _tag, owner if error is None else None)),
                   error=error, describe=lambda: f"{call}(owner={owner!r})")
             scope.next_queue_tag += 1
@@ -266,6 +285,7 @@ class _Queue:
         self._closed_by_owner = False
         with chan.lock:
             chan.queues[_tag] = self
+            chan.registered = max(chan.registered, _tag + 1)
             self._closed_by_owner = _tag in chan.early_closed
             for item in chan.early.pop(_tag, ()):
                 self._arrive(item)  # early items come from other workers
@@ -374,8 +394,8 @@ class _Queue:
         scope = _world.current()
         call = f"{cls._kind}.per_worker"
         first = scope.next_queue_tag
-        agree(scope, call, digest((call, first)), error=_thread_error(call, scope),
-              describe=lambda: f"{call}()")
+        error = _thread_error(call, scope) or _tag_error(call, scope, first + scope.size - 1)
+        agree(scope, call, digest((call, first)), error=error, describe=lambda: f"{call}()")
         scope.next_queue_tag += scope.size
         queues = [cls(k, _scope=scope, _tag=first + k - 1) for k in range(1, scope.size + 1)]
         return QueueSet(queues, scope.index)
@@ -389,9 +409,12 @@ class _Listener:
         self.fn = fn
 
     def remove(self):
-        with self.queue._cond:
-            if self in self.queue._listeners:
-                self.queue._listeners.remove(self)
+        queue = self.queue
+        with queue._cond:
+            if self in queue._listeners:
+                queue._listeners.remove(self)
+            if not queue._listeners:
+                queue._chan.pinned.pop(queue._tag, None)
 
 
 class DataQueue(_Queue):
@@ -399,7 +422,9 @@ class DataQueue(_Queue):
 
     ``DataQueue()`` is collective: every worker creates it at the same point. It is owned
     by worker 1 unless ``owner=k``. Items sent before a listener exists wait
-    (``queue_length``) and are handed to the first listener registered.
+    (``queue_length``) and are handed to the first listener registered. A queue lives
+    while the program holds it or it has a listener; items that reach a queue the owner
+    has dropped are discarded.
     """
 
     _kind = "DataQueue"
@@ -424,6 +449,7 @@ class DataQueue(_Queue):
         if self.is_owner:
             with self._cond:
                 self._listeners.append(listener)
+                self._chan.pinned[self._tag] = self
                 self._dispatch()
         return listener
 

@@ -237,3 +237,42 @@ def test_flush_without_a_listener_does_not_claim_success():
         assert q.flush() is True and got == ["mine"]
     else:
         assert q.flush() is True  # not the owner: nothing to wait for
+
+
+def test_a_queue_per_epoch_for_many_epochs():
+    """Queues made and dropped in a loop are collected (their tags are not reused, and
+    items sent to a dropped queue are discarded); a queue with a listener is kept."""
+    import gc
+
+    from spmdlab import queues, spmd_barrier, spmd_index
+
+    kept = []
+    q = DataQueue()
+    q.after_each(kept.append)  # no reference kept to q below: the listener pins it
+    q.send(spmd_index())
+    del q
+    for epoch in range(2000):
+        q = PollableDataQueue()
+        q.send(epoch)
+        if spmd_index() == 1:
+            q.poll(timeout=5.0)
+    del q
+    spmd_barrier()
+    gc.collect()
+    chan = next(iter(queues._hub.channels.values()))
+    assert len(chan.queues) < 50  # not 2,000
+    import time
+    deadline = time.monotonic() + 10
+    while spmd_index() == 1 and len(kept) < spmd_size() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    if spmd_index() == 1:
+        assert sorted(kept) == list(range(1, spmd_size() + 1))
+
+
+def test_running_out_of_tags_is_a_clear_error(monkeypatch):
+    from spmdlab import queues
+
+    monkeypatch.setattr(queues, "_TAG_UB", 3)  # every worker
+    with pytest.raises(SpmdValueError, match="as many as MPI has tags"):
+        for _ in range(10):
+            DataQueue()
