@@ -53,6 +53,8 @@ class Exchange:
         self.words = self.view.cast("q")
         self.rows = np.frombuffer(self.recv, dtype=np.uint8).reshape(self.size, RECORD)
         self.comm = comm
+        # where each worker's inline payload starts in ``recv`` (for the fast paths' loops)
+        self.payloads = range(HEADER, RECORD * self.size, RECORD)
         try:
             self.request = comm.Allgather_init(self.send, self.recv)
         except (NotImplementedError, MPI.Exception):  # MPI < 4: no persistent collectives
@@ -67,10 +69,11 @@ class Exchange:
         else:
             _world.wait(self.comm.Iallgather(self.send, self.recv), scope, call)
 
-    def fast(self, scope, call, header, describe):
+    def fast(self, scope, call, header, describe, *args):
         """The exchange of a fast path whose header (``fast_header``) and payload are
         already in ``send``: equal headers everywhere mean agreement; anything else goes
-        to the full check, which raises on every worker."""
+        to the full check, which raises on every worker (``describe(*args)`` then says
+        what this worker passed)."""
         self.send[:HEADER] = header
         request = self.request
         if request is None or _world.listener_running:
@@ -83,7 +86,7 @@ class Exchange:
         for offset in range(0, RECORD * self.size, RECORD):
             if recv[offset:offset + HEADER] != header:
                 key, _, _, flags, _ = _HEAD.unpack(header)
-                self.check(scope, call, key, flags, None, describe)
+                self.check(scope, call, key, flags, None, lambda: describe(*args))
                 return
 
     def put(self, data, offset=0):

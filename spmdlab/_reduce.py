@@ -344,18 +344,21 @@ def reduce_scalar(scope, call, x, op, fast):
     k, fmt, cast, element, header = fast
     ex = scope.exchange
     ex.put_value(fmt, x if cast is None else cast(x))
-    ex.fast(scope, call, header, lambda: _describe(call, None, [_backends.classify(x)]))
-    view, pyfold = ex.view, op.pyfold
-    offsets = iter(ex.offsets())
-    acc = fmt.unpack_from(view, next(offsets))[0]
+    ex.fast(scope, call, header, _describe_value, call, x)
+    view, pyfold, offsets = ex.view, op.pyfold, ex.payloads
+    acc = fmt.unpack_from(view, offsets[0])[0]
     if element is None:  # Python numbers, and float64 (Python's float arithmetic is IEEE's)
-        for o in offsets:
+        for o in offsets[1:]:
             acc = pyfold(acc, fmt.unpack_from(view, o)[0])
         return acc if type(x) is not np.float64 else np.float64(acc)
     acc = element(acc)  # numpy scalars fold in their own dtype (float32 rounds each step)
-    for o in offsets:
+    for o in offsets[1:]:
         acc = pyfold(acc, element(fmt.unpack_from(view, o)[0]))
     return acc
+
+
+def _describe_value(call, x):
+    return _describe(call, None, [_backends.classify(x)])
 
 
 _ARRAYS = {}  # (call, op, dtype, shape) -> (header, nbytes, inline) for _reduce_array
@@ -386,7 +389,7 @@ def _reduce_array(scope, call, x, op, entry):
         x = np.ascontiguousarray(x)
     if inline:
         ex.put(x.tobytes())
-    ex.fast(scope, call, header, lambda: _describe(call, None, [_backends.classify(x)]))
+    ex.fast(scope, call, header, _describe_value, call, x)
     result = _pack.results.empty(x.dtype, x.size)
     if inline:
         fold(op, ex.block(0, nbytes).view(x.dtype), result)
