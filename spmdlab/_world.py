@@ -24,6 +24,8 @@ from . import _env
 from .errors import SpmdError, SpmdPeerError, SpmdTimeoutError
 
 _EXIT_TAG = 1
+_ASK_TAG = 2  # "which call are you waiting in?", sent when a wait times out
+_HERE_TAG = 3  # the answer: the call this worker waits in
 
 
 class Scope:
@@ -193,7 +195,7 @@ def _settles(done):
         time.sleep(0.0005)
 
 
-def _check(scope, call, needed, started, any_of):
+def _check(scope, call, needed, started, any_of, collective=False):
     _poll_exits()
     gone = [r for r in needed if r in _exited]
     if gone and (not any_of or len(gone) == len(needed)):
@@ -207,10 +209,60 @@ def _check(scope, call, needed, started, any_of):
             f"worker must make the same spmdlab calls in the same order")
         error.status = max(statuses) if statuses else None
         raise error
+    _answer_questions(call)
     if _env.TIMEOUT is not None and time.monotonic() - started > _env.TIMEOUT:
+        if collective:
+            waiting, late = _who_is_where(scope, call)
+            where = "; ".join(f"worker {scope.world_ranks.index(r) + 1} waits in {c}"
+                              for r, c in sorted(waiting.items()))
+            what = (f"{_workers_text([scope.world_ranks.index(r) for r in late])} "
+                    f"{'has' if len(late) == 1 else 'have'} not reached a spmdlab call "
+                    f"(still computing, or blocked elsewhere)" if late else
+                    "every worker is waiting in a spmdlab call")
+            text = what + (f"; {where}" if where else "")
+        else:
+            text = f"no message from {_workers_text([scope.world_ranks.index(r) for r in needed])}"
         raise SpmdTimeoutError(
-            f"{call} ({scope.who()}): no answer from the other workers after "
+            f"{call} ({scope.who()}): {text}; gave up after "
             f"SPMDLAB_TIMEOUT={_env.TIMEOUT:g} s")
+
+
+_asked = []  # answers in flight (kept alive until sent)
+
+
+def _answer_questions(call):
+    """Tell every worker that asked (its wait timed out) which call this one waits in."""
+    status = MPI.Status()
+    while True:
+        message = _ctl.Improbe(MPI.ANY_SOURCE, _ASK_TAG, status)
+        if message is None:
+            break
+        message.Recv(bytearray(1))
+        answer = call.encode()[:200]
+        _asked[:] = [(r, b) for r, b in _asked if not r.Test()]
+        _asked.append((_ctl.Isend(answer, status.Get_source(), _HERE_TAG), answer))
+
+
+def _who_is_where(scope, call, patience=1.0):
+    """Ask the scope's other workers where they wait; returns ``({world rank: call},
+    [world ranks that did not answer and have not finished])``."""
+    others = [r for r in scope.world_ranks if r != RANK]
+    asks = [_ctl.Isend(bytearray(1), r, _ASK_TAG) for r in others]
+    waiting = {}
+    status = MPI.Status()
+    deadline = time.monotonic() + patience
+    while len(waiting) < len(others) and time.monotonic() < deadline:
+        _answer_questions(call)
+        message = _ctl.Improbe(MPI.ANY_SOURCE, _HERE_TAG, status)
+        if message is None:
+            time.sleep(0.001)
+            continue
+        buf = bytearray(status.Get_count(MPI.BYTE))
+        message.Recv(buf)
+        waiting[status.Get_source()] = buf.decode(errors="replace")
+    _asked.extend((r, None) for r in asks)  # sent eagerly; kept until complete
+    late = [r for r in others if r not in waiting and r not in _exited]
+    return {r: c for r, c in waiting.items() if r in others}, late
 
 
 def wait(request, scope, call):
@@ -220,7 +272,7 @@ def wait(request, scope, call):
         if test():
             return
     if _env.TIMEOUT is not None or OVERSUBSCRIBED:
-        spin(test, scope, call)
+        spin(test, scope, call, collective=True)
         return
     # Let MPI wait (it spins and yields the core as it sees fit), waking on an exit notice.
     needed = [r for r in scope.world_ranks if r != RANK]
@@ -239,7 +291,7 @@ def wait(request, scope, call):
         _check(scope, call, needed, 0.0, False)
 
 
-def spin(done, scope, call, needed=None, any_of=False):
+def spin(done, scope, call, needed=None, any_of=False, collective=False):
     """Call ``done()`` until it returns something true, checking on the other workers.
 
     Raises SpmdPeerError when a worker in ``needed`` (world ranks; default: the rest of
@@ -261,7 +313,7 @@ def spin(done, scope, call, needed=None, any_of=False):
             if needed is None:
                 needed = [r for r in scope.world_ranks if r != RANK]
             try:
-                _check(scope, call, needed, started, any_of)
+                _check(scope, call, needed, started, any_of, collective)
             except SpmdPeerError:
                 result = _settles(done)  # sent (or joined) just before its worker left
                 if result:

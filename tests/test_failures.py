@@ -255,3 +255,18 @@ else:
     assert job.returncode != 0
     assert "waiting for every other worker's first spmdlab call" in job.stderr
     assert "no answer from workers 2, 3" in job.stderr
+
+
+def test_a_collective_timeout_names_the_late_worker_and_where_the_others_wait():
+    job = run_job("""
+import time
+from spmdlab import spmd_index, spmd_plus, spmd_barrier
+spmd_plus(1.0)
+if spmd_index() == 3:
+    time.sleep(30)
+spmd_barrier()
+""", 4, timeout=40, env={"SPMDLAB_TIMEOUT": "2"})
+    assert job.returncode != 0
+    assert "worker 3 has not reached a spmdlab call" in job.stderr
+    assert "worker 1 waits in spmd_barrier" in job.stderr
+    assert job.seconds < 20
