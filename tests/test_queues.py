@@ -253,9 +253,7 @@ def test_a_queue_per_epoch_for_many_epochs():
     del q
     for epoch in range(2000):
         q = PollableDataQueue()
-        q.send(epoch)
-        if spmd_index() == 1:
-            q.poll(timeout=5.0)
+        q.send(epoch)  # reaches a queue dropped by then, or not: either way nothing piles up
     del q
     spmd_barrier()
     gc.collect()
