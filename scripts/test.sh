@@ -2,7 +2,9 @@
 # The whole test suite on a fresh machine (what CI runs): for the MPICH wheel and the
 # Open MPI wheel, a virtual environment each, then
 #   - plain pytest: single-process tests, the crash/hang jobs, and every example in its
-#     short mode at 1 and 4 workers and (MPICH) at 2x2;
+#     short mode at 1 and 4 workers and at 2x2 under MPICH; under Open MPI the two
+#     examples that use the core directly, at 4 workers (the other three go through the
+#     training toolkit's same calls; one worker is plain python, the same under both);
 #   - pytest-mpi at 1, 2, 3 and 4 workers on one node;
 #   - MPICH only: pytest-mpi at 2x2, two nodes of two workers simulated on this machine
 #     (MPIR_CVAR_NUM_CLIQUES=2: workers 1, 3 on one node, 2, 4 on the other; traffic
@@ -10,7 +12,7 @@
 #     nodes, so its runs are all single-node.
 # Then the core on the newest Python found (3.13 or 3.12), MPICH, without torch.
 # Every mpiexec is bounded by a timeout. SPMDLAB_TEST_MPI=mpich (or openmpi) tests one MPI
-# only. About 12 minutes on 2 cores.
+# only. 15-25 minutes on this 2-core VM, depending on how busy the host is.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/_venv.sh
