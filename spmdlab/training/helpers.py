@@ -1,5 +1,6 @@
 """Helpers of MATLAB's deep-learning loops: GPUs, predictions, labels, one-hot codes."""
 
+import pickle
 import sys
 
 import numpy as np
@@ -71,6 +72,7 @@ def on_each_node(fn):
     if node.Get_rank() == 0:
         try:
             result = fn()
+            pickle.dumps(result)  # the node's other workers receive it pickled
         except Exception as exc:  # reported on every worker by the agreement
             error = exc
     agree(scope, "on_each_node", digest(("on_each_node",)), error=error,
