@@ -8,8 +8,11 @@ one buffer per dtype for reductions, one byte buffer for everything else.
 """
 
 import hashlib
+import io
 import pickle
+import struct
 import sys
+import threading
 
 import numpy as np
 
@@ -145,72 +148,131 @@ def value_fields(treedef, leaves):
     return fields
 
 
-# -- byte packing: [u64 header length | pickled (treedef, specs) | pad | leaf data] --------
+# -- messages: the one framing of point-to-point, queues, broadcast and gathers -----------
+#
+# A message is a protocol-5 pickle of the value. Arrays do not go through the pickle: their
+# bytes follow it, 16-byte aligned, and come back as views of the received buffer (no
+# copy); tensors and CuPy arrays travel as host arrays and are rebuilt in their family,
+# dtype and device kind. Formats, told apart by the first byte:
+#   0x80  a plain pickle (a value with no array in it: the common small item)
+#   1     [u8 1 | pad | u32 count | u64 pickle length | u64 sizes[count] | pickle | arrays]
+#   2     a batch of messages: [u8 2 | pad | u32 count | u64 sizes[count] | messages]
 
 _ALIGN = 16
+_HEAD = struct.Struct("<B3xIQ")  # format, number of arrays, length of the pickle
+_BATCH = struct.Struct("<B3xI")  # format, number of messages
 
 
 def _aligned(n):
     return (n + _ALIGN - 1) // _ALIGN * _ALIGN
 
 
-def dumps(value, call):
-    """Pickle a non-array value, or raise SpmdTypeError naming the call and the value."""
-    try:
-        return pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
-    except Exception as exc:
-        raise SpmdTypeError(
-            f"{call}: cannot send a value of type {type(value).__name__}: "
-            f"it is not an array and cannot be pickled ({exc})") from None
-
-
-def pack(treedef, leaves, call):
-    """One contiguous uint8 buffer holding the layout and every leaf's bytes."""
-    specs = []
-    arrays = []
-    offset = 0
-    for leaf in leaves:
-        if type(leaf) is Obj:
-            specs.append(("obj", dumps(leaf.value, call)))
-            continue
-        array = leaf.host()
-        specs.append((leaf.family_info(), array.dtype, array.shape, offset))
-        arrays.append((offset, array))
-        offset += _aligned(array.nbytes)
-    header = dumps((treedef, specs), call)
-    start = _aligned(8 + len(header))
-    buf = np.empty(start + offset, dtype=np.uint8)
-    buf[:8].view(np.uint64)[0] = len(header)
-    buf[8:8 + len(header)] = np.frombuffer(header, dtype=np.uint8)
-    for off, array in arrays:
-        if array.nbytes:
-            dest = buf[start + off:start + off + array.nbytes].view(array.dtype)
-            np.copyto(dest.reshape(array.shape), array)
-    return buf
-
-
-def unpack(buf, *, raw=False):
-    """Inverse of ``pack``. With ``raw`` leaves stay host numpy arrays (no family rebuild).
-
-    Leaves are views into ``buf``; callers pass a buffer nobody else will reuse.
-    """
+def _rebuild(info, array):
     from ._backends import FAMILIES
 
-    buf = np.asarray(buf, dtype=np.uint8)
-    hlen = int(buf[:8].view(np.uint64)[0])
-    treedef, specs = pickle.loads(buf[8:8 + hlen].tobytes())
-    start = _aligned(8 + hlen)
-    values = []
-    for spec in specs:
-        if spec[0] == "obj":
-            values.append(pickle.loads(spec[1]))
-            continue
-        info, dtype, shape, off = spec
-        count = int(np.prod(shape, dtype=np.int64))
-        array = np.frombuffer(buf, dtype=dtype, count=count, offset=start + off)
-        array = array.reshape(shape)
-        values.append(array if raw else FAMILIES[info[0]].wrap(array, info))
-    return treedef, specs, values
+    return FAMILIES[info[0]].wrap(array, info)
+
+
+class _Pickler(pickle.Pickler):
+    def reducer_override(self, obj):  # never called for exact ints, strs, lists, ...
+        if type(obj).__module__.startswith(("torch", "cupy")):
+            leaf = classify(obj)
+            if leaf is not None:
+                array = leaf.host()
+                if not array.flags.c_contiguous:
+                    array = array.copy()
+                return _rebuild, (leaf.family_info(), array)
+        return NotImplemented
+
+
+class _Encoder(threading.local):
+    """A pickler per thread, reused (making one costs more than pickling a small item)."""
+
+    def __init__(self):
+        self.file = io.BytesIO()
+        self.buffers = []
+        self.pickler = _Pickler(self.file, protocol=5, buffer_callback=self.buffers.append)
+
+
+_encoder = _Encoder()
+
+
+def encode(value, call):
+    """One message holding ``value`` (a uint8 array, read-only when it holds no array);
+    raises SpmdTypeError naming ``call`` when it
+    cannot be pickled."""
+    enc = _encoder
+    enc.file.seek(0)
+    enc.file.truncate()
+    enc.buffers.clear()
+    enc.pickler.clear_memo()
+    try:
+        enc.pickler.dump(value)
+    except Exception as exc:
+        _encoder.__init__()  # a pickler that failed half-way is not reused
+        raise SpmdTypeError(f"{call}: cannot send a value of type {type(value).__name__}: "
+                            f"it cannot be pickled ({exc})") from None
+    head = enc.file.getvalue()
+    if not enc.buffers:
+        return np.frombuffer(head, dtype=np.uint8)
+    raws = [b.raw() for b in enc.buffers]
+    enc.buffers.clear()  # the pickle buffers hold the caller's arrays
+    start = _aligned(_HEAD.size + 8 * len(raws) + len(head))
+    total = start + sum(_aligned(r.nbytes) for r in raws)
+    message = np.empty(total, dtype=np.uint8)
+    _HEAD.pack_into(message, 0, 1, len(raws), len(head))
+    message[_HEAD.size:_HEAD.size + 8 * len(raws)].view(np.uint64)[:] = \
+        [r.nbytes for r in raws]
+    message[_HEAD.size + 8 * len(raws):_HEAD.size + 8 * len(raws) + len(head)] = \
+        np.frombuffer(head, dtype=np.uint8)
+    for raw in raws:
+        message[start:start + raw.nbytes] = np.frombuffer(raw, dtype=np.uint8)
+        start += _aligned(raw.nbytes)
+    return message
+
+
+def decode(buf):
+    """The value of one message (format 0x80 or 1); arrays are views of ``buf``."""
+    view = memoryview(buf).cast("B")
+    if view[0] != 1:
+        return pickle.loads(view)
+    _, count, hlen = _HEAD.unpack_from(view, 0)
+    sizes = struct.unpack_from(f"<{count}Q", view, _HEAD.size)
+    head = view[_HEAD.size + 8 * count:_HEAD.size + 8 * count + hlen]
+    start = _aligned(_HEAD.size + 8 * count + hlen)
+    buffers = []
+    for size in sizes:
+        buffers.append(view[start:start + size])
+        start += _aligned(size)
+    return pickle.loads(head, buffers=buffers)
+
+
+def batch(messages):
+    """One message carrying several (each stays 16-byte aligned)."""
+    sizes = [memoryview(m).nbytes for m in messages]
+    start = _aligned(_BATCH.size + 8 * len(sizes))
+    out = np.empty(start + sum(_aligned(n) for n in sizes), dtype=np.uint8)
+    _BATCH.pack_into(out, 0, 2, len(sizes))
+    out[_BATCH.size:_BATCH.size + 8 * len(sizes)].view(np.uint64)[:] = sizes
+    for message, size in zip(messages, sizes):
+        out[start:start + size] = np.frombuffer(message, dtype=np.uint8)
+        start += _aligned(size)
+    return out
+
+
+def messages(buf):
+    """The messages in ``buf``: the batch's, or ``buf`` itself."""
+    view = memoryview(buf).cast("B")
+    if view[0] != 2:
+        return [view]
+    _, count = _BATCH.unpack_from(view, 0)
+    sizes = struct.unpack_from(f"<{count}Q", view, _BATCH.size)
+    start = _aligned(_BATCH.size + 8 * count)
+    out = []
+    for size in sizes:
+        out.append(view[start:start + size])
+        start += _aligned(size)
+    return out
 
 
 # -- result buffers that are recycled once the user has dropped every view of them ----------

@@ -11,6 +11,7 @@ the whole MPI job, so the other workers never hang at a later collective or at e
 """
 
 import atexit
+import collections
 import os
 import socket
 import sys
@@ -77,7 +78,6 @@ OVERSUBSCRIBED = False
 _stack = []  # the scopes entered: the world, then spmd(n) regions
 SCOPES = []  # every scope made so far (regions add theirs)
 _exited = set()  # world ranks known to have reached the end of the program
-_pending_sends = []  # (request, buffer, world rank): kept alive until done
 # True while a DataQueue listener runs in the receiver thread (whose id is LISTENER):
 # collectives check the flag, and only then the thread, so the check costs next to nothing
 listener_running = False
@@ -323,19 +323,53 @@ def spin(done, scope, call, needed=None, any_of=False, collective=False):
                 time.sleep(0.0005)
 
 
-# -- point-to-point sends still in flight ------------------------------------------------
+# -- nonblocking sends still in flight (point-to-point and queues) ----------------------
 
 
-_sends_lock = threading.Lock()  # a DataQueue listener may send too
+class Sends:
+    """Every nonblocking send of this worker still in flight, with the buffer it reads.
+
+    One tracker for spmd_send and DataQueue items: a buffer is kept alive until its send
+    completes, and calling ``in_flight`` (the queues' receiver thread does, often) gives
+    MPI the sender-side progress that a message needs (MPI moves a message only inside
+    an MPI call of its sender). Thread-safe: a DataQueue listener may send too.
+    """
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._items = collections.deque()  # (request, buffer, world rank), oldest first
+
+    def track(self, request, buf, world_rank):
+        with self._lock:
+            self._prune()
+            if not request.Test():
+                self._items.append((request, buf, world_rank))
+
+    def done(self, request):
+        """Whether ``request`` (a tracked send) has completed. MPI forbids two threads to
+        test one request at once: every test of a tracked send goes through this lock."""
+        with self._lock:
+            return request.Test()
+
+    def _prune(self):
+        items = self._items
+        while items and items[0][0].Test():  # sends complete about in order
+            items.popleft()
+
+    def in_flight(self):
+        """How many sends have not completed (tests the oldest ones)."""
+        with self._lock:
+            self._prune()
+            return len(self._items)
+
+    def awaited(self):
+        """The world ranks whose receive some send still waits for (tests them all)."""
+        with self._lock:
+            self._items = collections.deque(p for p in self._items if not p[0].Test())
+            return {p[2] for p in self._items}
 
 
-def track_send(request, buf, world_rank):
-    """Keep a nonblocking send's buffer alive until the send completes."""
-    with _sends_lock:
-        if _pending_sends:
-            _pending_sends[:] = [p for p in _pending_sends if not p[0].Test()]
-        if not request.Test():
-            _pending_sends.append((request, buf, world_rank))
+SENDS = Sends()
 
 
 def _flush_sends():
@@ -344,13 +378,8 @@ def _flush_sends():
     A receiver that finishes without receiving a message drains and reports it while it
     waits for the others at exit, so this wait ends unless a receiver never finishes.
     """
-    def pending():
-        with _sends_lock:
-            _pending_sends[:] = [p for p in _pending_sends if not p[0].Test()]
-            return {p[2] for p in _pending_sends}
-
     wait_for_workers("spmd_send (at exit): waiting until every message is received",
-                     pending, _drain_unreceived)  # two workers may wait on each other
+                     SENDS.awaited, _drain_unreceived)  # two workers may wait on each other
 
 
 def wait_for_workers(what, pending, between=None):

@@ -75,7 +75,7 @@ def spmd_reduce(fcn, x, destination=None):
     if op is not None:
         return _reduce.reduce_op("spmd_reduce", x, op, destination)
     name = getattr(fcn, "__qualname__", type(fcn).__qualname__)
-    values = _gather("spmd_reduce", scope, treedef, leaves, destination,
+    values = _gather("spmd_reduce", scope, x, treedef, leaves, destination,
                      ("reduce", name))
     acc, error = None, None
     if values is not None:
@@ -121,7 +121,7 @@ def spmd_cat(x, axis=0, destination=None):
                               f"(got {axis!r} that is a {type(axis).__name__})")
         fail_together(call, error)
     kind = treedef[0] if treedef is not None else "object"
-    values = _gather(call, scope, treedef, leaves, destination, ("cat", kind))
+    values = _gather(call, scope, x, treedef, leaves, destination, ("cat", kind))
     if values is None:
         return None
     if kind == "list":
@@ -208,13 +208,13 @@ def _gatherv(call, scope, send, sizes, destination):
     return recv
 
 
-def _gather(call, scope, treedef, leaves, destination, what):
+def _gather(call, scope, x, treedef, leaves, destination, what):
     """Every worker's value, in worker order, on every worker (or on ``destination``)."""
     error = check_worker(call, scope, "destination", destination)
     buf = None
     if error is None:
         try:
-            buf = _pack.pack(treedef, leaves, f"{call} ({scope.who()})")
+            buf = _pack.encode(x, f"{call} ({scope.who()})")
         except SpmdTypeError as exc:
             error = exc
     key = digest((call, what, destination))
@@ -229,8 +229,7 @@ def _gather(call, scope, treedef, leaves, destination, what):
         return None
     values, offset = [], 0
     for n in sizes:
-        td, _, leaf_values = _pack.unpack(recv[offset:offset + n])
-        values.append(_pack.unflatten(td, leaf_values))
+        values.append(_pack.decode(recv[offset:offset + n]))
         offset += n
     return values
 
@@ -249,8 +248,7 @@ def spmd_broadcast(source, x=None):
     buf = None
     if error is None and source == scope.index:
         try:
-            treedef, leaves = _pack.flatten(x)
-            buf = _pack.pack(treedef, leaves, f"{call} ({scope.who()})")
+            buf = _pack.encode(x, f"{call} ({scope.who()})")
         except SpmdTypeError as exc:
             error = exc
     key = digest((call, source if error is None else None))
@@ -259,8 +257,7 @@ def spmd_broadcast(source, x=None):
     if buf is None:
         buf = np.empty(ex.field(source - 1, 2), dtype=np.uint8)
     _world.wait(scope.comm.Ibcast(buf, root=source - 1), scope, call)
-    td, _, values = _pack.unpack(buf)
-    return _pack.unflatten(td, values)
+    return _pack.decode(buf)
 
 
 def spmd_barrier():

@@ -54,14 +54,14 @@ def spmd_send(x, destination, tag=0):
     scope = _world.current()
     targets = _destinations(call, scope, destination)
     _check_tag(call, scope, tag, none_ok=False)
-    buf = _pack.pack(*_pack.flatten(x), f"{call} ({scope.who()})")
+    buf = _pack.encode(x, f"{call} ({scope.who()})")
     for d in targets:
         _isend(scope, buf, d, tag)
 
 
 def _isend(scope, buf, destination, tag):
     request = scope.comm.Isend([buf, MPI.BYTE], destination - 1, tag)
-    _world.track_send(request, buf, scope.world_ranks[destination - 1])
+    _world.SENDS.track(request, buf, scope.world_ranks[destination - 1])
     if destination == scope.index:
         scope.self_sends[tag] = scope.self_sends.get(tag, 0) + 1
 
@@ -75,8 +75,7 @@ def _recv(message, st, scope):
         scope.self_sends[tag] -= 1
         if not scope.self_sends[tag]:
             del scope.self_sends[tag]
-    treedef, _, values = _pack.unpack(buf)
-    return _pack.unflatten(treedef, values)
+    return _pack.decode(buf)
 
 
 def _match(call, scope, source, tag):
@@ -155,8 +154,7 @@ def spmd_send_receive(destination, source, x, tag=0):
     _check(call, scope, "source", source, none_ok=True)
     _check_tag(call, scope, tag, none_ok=False)
     if destination is not None:
-        _isend(scope, _pack.pack(*_pack.flatten(x), f"{call} ({scope.who()})"),
-               destination, tag)
+        _isend(scope, _pack.encode(x, f"{call} ({scope.who()})"), destination, tag)
     if source is None:
         return None
     return _recv(*_match(call, scope, source, tag), scope)

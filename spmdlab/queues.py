@@ -7,18 +7,22 @@ sender, items arrive in the order sent; everything sent before the program ends 
 delivered before the owner exits.
 
 How: queue traffic travels on a private duplicate of the scope's communicator (one MPI
-tag per queue), so user collectives and messages never see it. A receiver thread, started
-with the first queue, takes items off the wire and runs the owner's listeners in arrival
-order, so a training loop needs to call nothing for its progress listener to run; the
-thread polls MPI (it sleeps 2 ms when idle, 50 µs while items keep coming) and holds
-the GIL only while it handles an item. At the end of the program every worker sends an
-end-of-queues marker to every other worker behind its last item and waits for everyone's
-marker, so no item is still in flight when a worker exits.
+tag per queue), so user collectives and messages never see it. Items travel in spmdlab's
+one message framing (``_pack.encode``: a pickle, arrays as raw bytes) and the sends are
+kept in the one tracker of ``_world.SENDS``, with point-to-point's. An item sent alone
+leaves at once; items sent in a burst are held for at most a millisecond and leave
+together as one message, so a flood costs the owner a few receives, not one per item.
+A receiver thread, started with the first queue, takes messages off the wire and runs
+the owner's listeners in arrival order, so a training loop needs to call nothing for its
+progress listener to run; the thread polls MPI (it sleeps 10 ms when idle, 50 µs while
+items keep coming), sends held items and tests the sends in flight (MPI moves a message
+only inside an MPI call of its sender), and holds the GIL only while it handles an item.
+At the end of the program every worker sends an end-of-queues marker to every worker
+(itself included) behind its last item and waits for everyone's marker, so no item is
+still in flight when a worker exits.
 """
 
 import collections
-import pickle
-import struct
 import sys
 import threading
 import time
@@ -27,7 +31,7 @@ import weakref
 import numpy as np
 from mpi4py import MPI
 
-from . import _world
+from . import _pack, _world
 from ._agree import agree
 from ._pack import digest
 from ._checks import check_worker
@@ -38,49 +42,10 @@ __all__ = ["DataQueue", "PollableDataQueue", "QueueSet"]
 _CTRL = 0  # tag of control messages: ("close", tag) and ("end",)
 _IDLE_SLEEP = 0.01  # an idle thread wakes 100 times a second (see README for the cost)
 _BUSY_SLEEP = 0.00005  # while items keep coming (and for 50 ms after the last one)
-_HEAD = struct.Struct("<BIQ")  # format 1, number of buffers, length of the pickle
-
-
-def _dumps(item, who):
-    """One message for ``item``: a protocol-5 pickle whose large buffers (numpy arrays)
-    follow it as raw bytes instead of being serialized into it. ``who()`` names the call
-    and worker for the error raised when ``item`` cannot be pickled."""
-    buffers = []
-    try:
-        head = pickle.dumps(item, protocol=5, buffer_callback=buffers.append)
-    except Exception as exc:
-        raise SpmdTypeError(f"{who()}: cannot send a value of type {type(item).__name__}: "
-                            f"it cannot be pickled ({exc})") from None
-    if not buffers:
-        return head  # a protocol-5 pickle starts with 0x80: told apart from format 1
-    raws = [b.raw() for b in buffers]
-    sizes = struct.pack(f"<{len(raws)}Q", *(r.nbytes for r in raws))
-    start = _HEAD.size + len(sizes) + len(head)
-    message = np.empty(start + sum(r.nbytes for r in raws), dtype=np.uint8)
-    _HEAD.pack_into(message, 0, 1, len(raws), len(head))
-    message[_HEAD.size:_HEAD.size + len(sizes)] = np.frombuffer(sizes, dtype=np.uint8)
-    message[_HEAD.size + len(sizes):start] = np.frombuffer(head, dtype=np.uint8)
-    for raw in raws:
-        message[start:start + raw.nbytes] = np.frombuffer(raw, dtype=np.uint8)
-        start += raw.nbytes
-    return message
-
-
-def _loads(buf):
-    """Inverse of ``_dumps``; arrays come back as views of ``buf`` (no copy)."""
-    if buf[0] != 1:
-        return pickle.loads(buf)
-    _, count, hlen = _HEAD.unpack_from(buf, 0)
-    sizes = struct.unpack_from(f"<{count}Q", buf, _HEAD.size)
-    start = _HEAD.size + 8 * count
-    view = memoryview(buf)
-    head = view[start:start + hlen]
-    start += hlen
-    buffers = []
-    for size in sizes:
-        buffers.append(view[start:start + size])
-        start += size
-    return pickle.loads(head, buffers=buffers)
+_SPIN = 0.0005  # for this long after an item the thread polls without sleeping
+_BURST_GAP = 0.0002  # sends closer than this to the last are a burst: its items are held
+_BATCH_WINDOW = 0.001  # and leave together at least this often
+_BATCH_BYTES = 1 << 18  # held items leave at once when they reach this size
 
 
 class _Channel:
@@ -103,13 +68,32 @@ class _Channel:
         self.ended = set()  # scope ranks whose end marker has arrived
 
 
+class _Out:
+    """The items of one queue sent by this worker: its last send, and the items held
+    behind it (they leave together, as one message)."""
+
+    __slots__ = ("comm", "dest", "world_rank", "tag", "last", "called", "since", "items",
+                 "nbytes")
+
+    def __init__(self, comm, dest, world_rank, tag):
+        self.comm, self.dest, self.world_rank, self.tag = comm, dest, world_rank, tag
+        self.last = None  # the request of the last send
+        self.called = float("-inf")  # when send was last called
+        self.since = 0.0  # when the first of the held items was sent
+        self.items = []
+        self.nbytes = 0
+
+
 class _Hub:
-    """Process-wide state: channels, the receiver thread, sends in flight."""
+    """Process-wide state: channels, the receiver thread, items held to be sent."""
 
     def __init__(self):
         self.channels = {}  # id(scope) -> _Channel
         self.lock = threading.Lock()
-        self.pending = collections.deque()  # (request, buffer) of sends in flight
+        self.out = {}  # (id(channel), destination, tag) -> _Out
+        self.held = set()  # the _Outs with items held
+        self.local = collections.deque()  # (channel, tag, message) this worker sent itself
+        self.wake = threading.Event()  # set when items are held: the thread sends them
         self.thread = None
         self.stop = False
 
@@ -126,37 +110,77 @@ class _Hub:
             self.thread.start()
             _world.at_exit(_finish)
 
-    def track(self, request, buf):
-        """Keep ``buf`` alive until its send completes (sends complete about in order)."""
-        with self.lock:
-            pending = self.pending
-            while pending and pending[0][0].Test():
-                pending.popleft()
-            pending.append((request, buf))
+    def send(self, chan, dest, tag, message):
+        """Send ``message`` to scope rank ``dest``.
 
-    def progress(self):
-        """Test the sends in flight (MPI moves a message only inside an MPI call of its
-        sender: a worker that sent many items and then computes, or waits, must keep
-        calling); returns how many are still in flight."""
+        An item goes at once, unless it comes within _BURST_GAP of this queue's previous
+        item or the last send is still in flight: then it is held, and the held items
+        leave together, as one message, at least every _BATCH_WINDOW (from a later send
+        or from the receiver thread) once the last send has completed. A lone item pays
+        nothing; a flood travels in a few large messages, so the owner receives a few
+        messages instead of one per item.
+        """
+        if dest == chan.scope.rank:  # the owner's own items skip MPI: the thread takes them
+            self.local.append((chan, tag, message))
+            self.wake.set()
+            return
+        key = (id(chan), dest, tag)
+        now = time.monotonic()
         with self.lock:
-            pending = self.pending
-            while pending and pending[0][0].Test():
-                pending.popleft()
-            return len(pending)
+            out = self.out.get(key)
+            if out is None:
+                out = self.out[key] = _Out(chan.comm, dest, chan.scope.world_ranks[dest],
+                                           tag)
+            burst, out.called = now - out.called < _BURST_GAP, now
+            if not out.items:
+                out.since = now
+            out.items.append(message)
+            out.nbytes += message.nbytes
+            if out.nbytes >= _BATCH_BYTES or (
+                    (not burst or now - out.since >= _BATCH_WINDOW) and self._done(out)):
+                self._post(out)
+            elif out not in self.held:
+                self.held.add(out)
+                self.wake.set()
 
-    def flush(self):
-        """Wait until every send of this worker has completed."""
-        while self.progress():
-            time.sleep(0.0005)
+    @staticmethod
+    def _done(out):
+        return out.last is None or _world.SENDS.done(out.last)
+
+    def _post(self, out):
+        message = out.items[0] if len(out.items) == 1 else _pack.batch(out.items)
+        out.last = out.comm.Isend([message, MPI.BYTE], out.dest, out.tag)
+        _world.SENDS.track(out.last, message, out.world_rank)
+        out.items = []
+        out.nbytes = 0
+        self.held.discard(out)
+
+    def post_ready(self, everything=False):
+        """Send the held items whose window has passed (``everything``: all of them);
+        returns whether any was sent."""
+        if not self.held:
+            return False
+        now = time.monotonic()
+        with self.lock:
+            ready = [o for o in self.held if everything or (
+                now - o.since >= _BATCH_WINDOW and self._done(o))]
+            for out in ready:
+                self._post(out)
+        return bool(ready)
 
     def _run(self):
         _world.LISTENER = threading.get_ident()
         status = MPI.Status()
         sleep = _IDLE_SLEEP
         quiet_since = time.monotonic()
+        in_flight = 0
         try:
             while not self.stop:
                 got = False
+                while self.local:
+                    chan, tag, message = self.local.popleft()
+                    self._deliver_running(chan, chan.scope.rank, tag, message)
+                    got = True
                 for chan in list(self.channels.values()):
                     while True:
                         message = chan.comm.Improbe(MPI.ANY_SOURCE, MPI.ANY_TAG, status)
@@ -164,43 +188,56 @@ class _Hub:
                             break
                         buf = bytearray(status.Get_count(MPI.BYTE))
                         message.Recv([buf, MPI.BYTE])
-                        _world.listener_running = True
-                        try:
-                            self._deliver(chan, status.Get_source(), status.Get_tag(), buf)
-                        finally:
-                            _world.listener_running = False
+                        self._deliver_running(chan, status.Get_source(), status.Get_tag(), buf)
                         got = True
-                if self.pending and self.progress():
-                    got = True  # sends in flight: keep calling MPI at the busy rate
+                got = self.post_ready() or got
+                # keep the sends in flight moving; stay at the busy rate while they do
+                was, in_flight = in_flight, _world.SENDS.in_flight()
+                got = got or in_flight < was
                 now = time.monotonic()
                 if got:
                     sleep, quiet_since = _BUSY_SLEEP, now
                 elif now - quiet_since > 0.05:
                     sleep = _IDLE_SLEEP
-                time.sleep(sleep)
+                if now - quiet_since < _SPIN:  # an answer often follows an item
+                    time.sleep(0)  # give the GIL away, not the core
+                elif self.held:  # held items leave when their window has passed
+                    self.wake.clear()
+                    time.sleep(_BATCH_WINDOW / 2)
+                else:
+                    self.wake.wait(sleep)
+                    self.wake.clear()
         except BaseException:  # a listener failed: end the job as an uncaught error would
             _world._excepthook(*sys.exc_info())
 
+    def _deliver_running(self, chan, source, tag, buf):
+        _world.listener_running = True
+        try:
+            self._deliver(chan, source, tag, buf)
+        finally:
+            _world.listener_running = False
+
     def _deliver(self, chan, source, tag, buf):
-        item = _loads(buf)
+        items = [_pack.decode(m) for m in _pack.messages(buf)]
         with chan.lock:
             if tag == _CTRL:
-                if item[0] == "end":
-                    chan.ended.add(source)
-                elif item[0] == "close":
-                    queue = chan.queues.get(item[1])
-                    if queue is not None:
-                        queue._closed_by_owner = True
-                    elif item[1] >= chan.registered:
-                        chan.early_closed.add(item[1])
+                for item in items:
+                    if item[0] == "end":
+                        chan.ended.add(source)
+                    elif item[0] == "close":
+                        queue = chan.queues.get(item[1])
+                        if queue is not None:
+                            queue._closed_by_owner = True
+                        elif item[1] >= chan.registered:
+                            chan.early_closed.add(item[1])
                 return
             queue = chan.queues.get(tag)
             if queue is None:
-                if tag >= chan.registered:  # not made here yet: it waits for the queue
-                    chan.early.setdefault(tag, []).append(item)
-                # else the program dropped the queue: nobody can receive the item
+                if tag >= chan.registered:  # not made here yet: they wait for the queue
+                    chan.early.setdefault(tag, []).extend(items)
+                # else the program dropped the queue: nobody can receive the items
             else:
-                queue._arrive(item, own=source == chan.scope.rank)
+                queue._arrive(items, own=source == chan.scope.rank)
 
 
 _hub = _Hub()
@@ -238,20 +275,31 @@ def _thread_error(call, scope):
         f"default) and use an MPI built with thread support")
 
 
+def _control(chan, rank, notice):
+    """Send a control notice (``("end",)``, ``("close", tag)``) to scope rank ``rank``."""
+    buf = _pack.encode(notice, "DataQueue")
+    if rank == chan.scope.rank:
+        _hub.local.append((chan, _CTRL, buf))
+        _hub.wake.set()
+    else:
+        _world.SENDS.track(chan.comm.Isend([buf, MPI.BYTE], rank, _CTRL), buf,
+                           chan.scope.world_ranks[rank])
+
+
 def _finish():
     """At exit: mark the end of this worker's items and wait for everyone's markers."""
+    _hub.post_ready(everything=True)  # the end marker follows every item
     for chan in list(_hub.channels.values()):
-        buf = _dumps(("end",), lambda: "DataQueue")
-        for rank in range(chan.scope.size):
-            if rank != chan.scope.rank:
-                _hub.track(chan.comm.Isend([buf, MPI.BYTE], rank, _CTRL), buf)
+        for rank in range(chan.scope.size):  # itself too: behind the items it sent itself
+            _control(chan, rank, ("end",))
     for chan in list(_hub.channels.values()):
         scope = chan.scope
         _world.wait_for_workers(
             "DataQueue (at exit): waiting for the last items of the other workers",
-            lambda: [scope.world_ranks[r] for r in range(scope.size)
-                     if r != scope.rank and r not in chan.ended], _hub.progress)
-    _hub.flush()
+            lambda: [scope.world_ranks[r] for r in range(scope.size) if r not in chan.ended],
+            _world.SENDS.in_flight)
+    _world.wait_for_workers("DataQueue (at exit): waiting until the other workers have "
+                            "received this worker's last items", _world.SENDS.awaited)
     _hub.stop = True
     if _hub.thread is not None and _hub.thread is not threading.current_thread():
         _hub.thread.join()
@@ -287,8 +335,7 @@ class _Queue:
             chan.queues[_tag] = self
             chan.registered = max(chan.registered, _tag + 1)
             self._closed_by_owner = _tag in chan.early_closed
-            for item in chan.early.pop(_tag, ()):
-                self._arrive(item)  # early items come from other workers
+            self._arrive(chan.early.pop(_tag, ()))  # early items come from other workers
         _hub.start()
 
     @property
@@ -314,11 +361,10 @@ class _Queue:
             by = "this worker" if self._closed else f"its owner, worker {self.owner}"
             raise SpmdValueError(f"{self._who('send')}: the queue was closed by {by}; "
                                  f"items can no longer be sent to it")
-        buf = _dumps(data, lambda: self._who("send"))
+        message = _pack.encode(data, self._who("send"))
         if self.is_owner:
             self._own_sent += 1
-        request = self._chan.comm.Isend([buf, MPI.BYTE], self.owner - 1, self._tag)
-        _hub.track(request, buf)
+        _hub.send(self._chan, self.owner - 1, self._tag, message)
 
     def close(self):
         """Refuse further sends; items already sent can still be received.
@@ -328,21 +374,20 @@ class _Queue:
         """
         self._closed = True
         if self.is_owner:
-            buf = _dumps(("close", self._tag), lambda: self._who("close"))
             for rank in range(self._scope.size):
                 if rank != self._scope.rank:
-                    _hub.track(self._chan.comm.Isend([buf, MPI.BYTE], rank, _CTRL), buf)
+                    _control(self._chan, rank, ("close", self._tag))
 
     @property
     def closed(self):
         return self._closed or self._closed_by_owner
 
-    def _arrive(self, item, own=False):
+    def _arrive(self, items, own=False):
         with self._cond:
-            self._items.append(item)
+            self._items.extend(items)
             self._dispatch()
             if own:
-                self._own_handled += 1
+                self._own_handled += len(items)
             if self._pollers:
                 self._cond.notify_all()
 
@@ -459,10 +504,14 @@ class DataQueue(_Queue):
         return bool(self._items)
 
     def _dispatch(self):
-        while self._items and self._listeners:
-            item = self._items.popleft()
-            for listener in list(self._listeners):
-                listener.fn(item)
+        items, listeners = self._items, self._listeners
+        while items and listeners:
+            item = items.popleft()
+            if len(listeners) == 1:
+                listeners[0].fn(item)
+            else:
+                for listener in list(listeners):  # a listener may remove itself
+                    listener.fn(item)
 
 
 class PollableDataQueue(_Queue):

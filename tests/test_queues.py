@@ -176,13 +176,13 @@ def test_seed_003_stop_relay_stops_everyone_at_the_same_iteration():
 def test_items_arriving_before_this_worker_made_the_queue_wait_for_it():
     # another worker can be past the creating agreement and sending while this worker has
     # not yet registered the queue: simulate such an early item on the owner
-    from spmdlab import _world, queues
+    from spmdlab import _pack, _world, queues
 
     scope = _world.current()
     chan = queues._hub.channel(scope)
     tag = scope.next_queue_tag
     if spmd_index() == 1:
-        queues._hub._deliver(chan, 0, tag, queues._dumps("early", lambda: "test"))
+        queues._hub._deliver(chan, 0, tag, _pack.encode("early", "test"))
     q = PollableDataQueue()
     q.send("later")
     if spmd_index() == 1:
