@@ -31,7 +31,7 @@ from ._backends import Leaf
 from ._checks import check_worker
 from ._ops import KNOWN, SCALAR_OPS, SUM, VERB, fold
 from ._pack import Obj, digest
-from .errors import SpmdTypeError, SpmdValueError
+from .errors import SpmdError, SpmdTypeError, SpmdValueError
 
 # Up to this many bytes gathered in all (value size times workers), a reduction gathers
 # every worker's value and folds it locally; above, each worker folds a slice.
@@ -109,8 +109,14 @@ def reduce_op(call, x, op, destination):
                 ((l.dtype.str, l.shape) for l in leaves))
         payload = _payload(leaves, offsets, total) if total <= INLINE else None
     aux, arrays = _shm.AUX_NO, None
+    if error is None and payload is None:
+        try:  # copies from a device, before agreeing: a failure here is agreed on below
+            arrays = [leaf.host() for leaf in leaves]
+        except Exception as exc:
+            error = SpmdError(f"{call} ({scope.who()}): copying the value to host memory "
+                              f"failed: {type(exc).__name__}: {exc}")
     if error is None and payload is None and destination is None:
-        aux, arrays = _shm.offer(scope, leaves, list(enumerate(offsets)), total)
+        aux = _shm.offer(scope, leaves, arrays, list(enumerate(offsets)), total)
     ex, _, inline = agree(scope, call, k, exact=k, nbytes=total, payload=payload,
                           error=error,
                           describe=lambda: _describe(call, treedef, leaves, destination),
@@ -122,9 +128,15 @@ def reduce_op(call, x, op, destination):
         out = [_fold_inline(ex, leaf, off, op) for leaf, off in zip(leaves, offsets)]
         return out[0] if treedef is None else _pack.unflatten(treedef, out)
     plan = _shm.plan(ex, scope.size) if scope.size > 1 else None
-    if plan is not None:
-        return _reduce_shared(scope, call, treedef, leaves, arrays, offsets, total, op, plan)
-    return _reduce_tree(scope, call, treedef, leaves, op, destination, wanted)
+    try:
+        if plan is not None:
+            return _reduce_shared(scope, call, treedef, leaves, arrays, offsets, total, op,
+                                  plan)
+        return _reduce_tree(scope, call, treedef, leaves, arrays, op, destination, wanted)
+    except _world.AGREED_ERRORS:
+        raise
+    except Exception:
+        _world.end_committed(scope, call)
 
 
 def _layout(leaves):
@@ -221,15 +233,13 @@ def _reduce_shared(scope, call, treedef, leaves, arrays, offsets, total, op, pla
     if plan == "setup":
         window = _shm.setup(scope, total)
         if window is None:  # not one node, or over SPMDLAB_SHM_BYTES: the same everywhere
-            return _reduce_tree(scope, call, treedef, leaves, op, None, True)
+            return _reduce_tree(scope, call, treedef, leaves, arrays, op, None, True)
         locations = [(0, 1)] * scope.size  # a new window: every slot is free
     else:
         window = scope.arena.windows[_shm.capacity_for(total)]
         locations = plan
-    if arrays is None:
-        arrays = [leaf.host() for leaf in leaves]
     layout = list(enumerate(offsets))
-    region = _shm.reduce(scope, window, locations, leaves, arrays, layout, op)
+    region = _shm.reduce(scope, call, window, locations, leaves, arrays, layout, op)
     out = []
     for leaf, off in zip(leaves, offsets):
         view = region[off:off + leaf.nbytes].view(leaf.dtype).reshape(leaf.shape)
@@ -240,7 +250,7 @@ def _reduce_shared(scope, call, treedef, leaves, arrays, offsets, total, op, pla
 # -- strategies over MPI: gathered and scattered ------------------------------------------
 
 
-def _reduce_tree(scope, call, treedef, leaves, op, destination, wanted):
+def _reduce_tree(scope, call, treedef, leaves, arrays, op, destination, wanted):
     """Every leaf reduced over MPI in worker order: one buffer per dtype.
 
     Leaves on a GPU are staged through host memory: the fold runs on the host.
@@ -252,7 +262,7 @@ def _reduce_tree(scope, call, treedef, leaves, op, destination, wanted):
     out = [None] * len(leaves)
     for dtype, members in groups.items():
         count = sum(leaves[i].nbytes // dtype.itemsize for i in members)
-        send = _host_send(leaves, members, dtype, count)
+        send = _host_send(arrays, members, dtype, count)
         recv = _pack.results.empty(dtype, count) if wanted else None
         ordered(scope, call, send, recv, op, root)
         if not wanted:
@@ -268,15 +278,15 @@ def _reduce_tree(scope, call, treedef, leaves, op, destination, wanted):
     return out[0] if treedef is None else _pack.unflatten(treedef, out)
 
 
-def _host_send(leaves, members, dtype, count):
+def _host_send(arrays, members, dtype, count):
     if len(members) == 1:
-        array = leaves[members[0]].host()
+        array = arrays[members[0]]
         if array.flags.c_contiguous:
             return array.reshape(-1)
     send = _pack.scratch.empty(dtype, count)
     offset = 0
     for i in members:
-        array = leaves[i].host()
+        array = arrays[i]
         n = array.size
         send[offset:offset + n].reshape(array.shape)[...] = array
         offset += n
@@ -389,12 +399,17 @@ def _reduce_array(scope, call, x, op, entry):
         x = np.ascontiguousarray(x)
     if inline:
         ex.put(x.tobytes())
+    result = _pack.results.empty(x.dtype, x.size)  # allocated before agreeing
     ex.fast(scope, call, header, _describe_value, call, x)
-    result = _pack.results.empty(x.dtype, x.size)
     if inline:
         fold(op, ex.block(0, nbytes).view(x.dtype), result)
     else:
-        ordered(scope, call, x.reshape(-1), result, op)
+        try:
+            ordered(scope, call, x.reshape(-1), result, op)
+        except _world.AGREED_ERRORS:
+            raise
+        except Exception:
+            _world.end_committed(scope, call)
     return result.reshape(x.shape)
 
 

@@ -24,7 +24,7 @@ import sys
 import numpy as np
 from mpi4py import MPI
 
-from . import _env
+from . import _env, _world
 from ._ops import fold
 from ._pack import RECYCLE
 
@@ -105,26 +105,26 @@ def capacity_for(nbytes):
     return cap
 
 
-def offer(scope, leaves, layout, total):
-    """This worker's aux word for a reduction of ``total`` bytes laid out as ``layout``."""
+def offer(scope, leaves, arrays, layout, total):
+    """This worker's aux word for a reduction of ``total`` bytes laid out as ``layout``
+    (``arrays``: the leaves on the host)."""
     if total < MIN_BYTES or scope.size == 1 or any(l.on_gpu for l in leaves):
-        return AUX_NO, None
+        return AUX_NO
     arena = scope.arena
     if arena is None:
-        return AUX_SETUP, None
+        return AUX_SETUP
     if not arena.usable:
-        return AUX_NO, None
+        return AUX_NO
     cap = capacity_for(total)
     window = arena.windows.get(cap)
     if window is None:
         if arena.mapped + (1 + SLOTS) * cap > MAX_BYTES:
-            return AUX_NO, None
-        return AUX_SETUP, None
+            return AUX_NO
+        return AUX_SETUP
     out = window.free_slot()
     if out < 0:
-        return AUX_NO, None
-    arrays = [l.host() for l in leaves]
-    return aux_code(window.input_slot(arrays, [g[1] for g in layout]), out), arrays
+        return AUX_NO
+    return aux_code(window.input_slot(arrays, [g[1] for g in layout]), out)
 
 
 def plan(ex, size):
@@ -153,7 +153,7 @@ def setup(scope, total):
     return arena.windows[cap]
 
 
-def reduce(scope, window, locations, leaves, arrays, layout, op):
+def reduce(scope, call, window, locations, leaves, arrays, layout, op):
     """Collective: the reduction itself; returns this worker's result slot.
 
     ``layout`` lists each leaf's ``(index, byte offset)``; ``locations`` is every
@@ -178,7 +178,7 @@ def reduce(scope, window, locations, leaves, arrays, layout, op):
                         dest[...] = flat[i][k:k + dest.size]
     win, node = window.win, arena.node
     win.Sync()
-    node.Barrier()
+    _world.wait(node.Ibarrier(), scope, call)  # a worker that left ends it, as everywhere
     win.Sync()
     mine = window.regions[me][out_slot]
     for dtype, first, last, a, b in runs:
@@ -202,7 +202,7 @@ def reduce(scope, window, locations, leaves, arrays, layout, op):
             if k != me:
                 window.regions[k][locations[k][1]][a:b] = result
     win.Sync()
-    node.Barrier()
+    _world.wait(node.Ibarrier(), scope, call)  # a worker that left ends it, as everywhere
     win.Sync()
     return mine
 

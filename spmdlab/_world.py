@@ -435,7 +435,7 @@ def _at_exit():
         sys.stderr.write(f"### spmdlab: {exc}; ending the job\n")
         sys.stderr.flush()
         time.sleep(0.2)  # let mpiexec forward the message before the job is aborted
-        _world_comm.Abort(1)
+        abort(1)
 
 
 def _end_of_program():
@@ -477,9 +477,36 @@ def _drain_unreceived():
                 f"was never received\n")
 
 
-def _excepthook(etype, value, tb):
-    header = (f"### spmdlab: worker {RANK + 1} of {SIZE} ({socket.gethostname()}, pid "
-              f"{os.getpid()}) failed; ending the job\n")
+# Errors of the waits themselves (a worker left, SPMDLAB_TIMEOUT): every worker of the call
+# raises its own, so they propagate as they are.
+AGREED_ERRORS = (SpmdPeerError, SpmdTimeoutError)
+
+
+def end_committed(scope, call):
+    """End the job for a local failure (in an ``except`` clause) between a collective's
+    agreement and the end of its data movement.
+
+    Once every worker has agreed to a call, the others are inside it and cannot learn of
+    a failure here (an allocation, a device copy): raising would leave them waiting for
+    ever, so the failing worker says who and where and ends the job.
+    """
+    etype, value, tb = sys.exc_info()
+    _excepthook(etype, value, tb, f"### spmdlab: {call} ({scope.who()}) failed after every "
+                f"worker had agreed to it, so the others cannot go on\n")
+
+
+def abort(status):
+    """End the whole job with ``status``. MPICH's MPI_Abort can return to its caller
+    (the launcher kills the job a moment later): this never does."""
+    try:
+        _world_comm.Abort(status)
+    finally:
+        _os_exit(status)
+
+
+def _excepthook(etype, value, tb, header=""):
+    header += (f"### spmdlab: worker {RANK + 1} of {SIZE} ({socket.gethostname()}, pid "
+               f"{os.getpid()}) failed; ending the job\n")
     try:
         text = "".join(traceback.format_exception(etype, value, tb))
         plugin = sys.modules.get("spmdlab.pytest_plugin")
@@ -497,7 +524,7 @@ def _excepthook(etype, value, tb):
         time.sleep(0.2)
     finally:
         # a worker that ended with sys.exit(k) made this one fail: the job ends with k
-        _world_comm.Abort(getattr(value, "status", None) or 1)
+        abort(getattr(value, "status", None) or 1)
 
 
 # -- the exit status of a worker ------------------------------------------------------------
@@ -533,7 +560,7 @@ def _vanishing_exit(status):
                          f"pid {os.getpid()}) called os._exit({status}); ending the job\n")
         sys.stderr.flush()
         time.sleep(0.2)  # let mpiexec forward the line
-        _world_comm.Abort(status & 0xFF or 1)
+        abort(status & 0xFF or 1)
     _os_exit(status)
 
 

@@ -195,15 +195,18 @@ def _gatherv(call, scope, send, sizes, destination):
     np.cumsum(counts[:-1], out=displs[1:])
     total = int(counts.sum())
     recv = None
-    if destination is None:
-        recv = np.empty(total, dtype=np.uint8)
-        request = scope.comm.Iallgatherv(send, [recv, (counts, displs), MPI.BYTE])
-    elif scope.rank == destination - 1:
-        recv = np.empty(total, dtype=np.uint8)
-        request = scope.comm.Igatherv(send, [recv, (counts, displs), MPI.BYTE],
-                                      root=destination - 1)
-    else:
-        request = scope.comm.Igatherv(send, None, root=destination - 1)
+    try:  # the sizes are known only now, after the agreement
+        if destination is None:
+            recv = np.empty(total, dtype=np.uint8)
+            request = scope.comm.Iallgatherv(send, [recv, (counts, displs), MPI.BYTE])
+        elif scope.rank == destination - 1:
+            recv = np.empty(total, dtype=np.uint8)
+            request = scope.comm.Igatherv(send, [recv, (counts, displs), MPI.BYTE],
+                                          root=destination - 1)
+        else:
+            request = scope.comm.Igatherv(send, None, root=destination - 1)
+    except Exception:
+        _world.end_committed(scope, call)
     _world.wait(request, scope, call)
     return recv
 
@@ -254,9 +257,13 @@ def spmd_broadcast(source, x=None):
     key = digest((call, source if error is None else None))
     ex, _, _ = agree(scope, call, key, nbytes=0 if buf is None else buf.nbytes,
                      error=error, describe=lambda: describe_call(call, source=source))
-    if buf is None:
-        buf = np.empty(ex.field(source - 1, 2), dtype=np.uint8)
-    _world.wait(scope.comm.Ibcast(buf, root=source - 1), scope, call)
+    try:
+        if buf is None:  # its size is known only now, after the agreement
+            buf = np.empty(ex.field(source - 1, 2), dtype=np.uint8)
+        request = scope.comm.Ibcast(buf, root=source - 1)
+    except Exception:
+        _world.end_committed(scope, call)
+    _world.wait(request, scope, call)
     return _pack.decode(buf)
 
 

@@ -46,4 +46,4 @@ def pytest_runtest_makereport(item, call):
         sys.stderr.write(text)
         sys.stderr.flush()
     time.sleep(0.2)  # let mpiexec forward the report before the job is aborted
-    world._world_comm.Abort(1)
+    world.abort(1)

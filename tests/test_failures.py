@@ -270,3 +270,44 @@ spmd_barrier()
     assert "worker 3 has not reached a spmdlab call" in job.stderr
     assert "worker 1 waits in spmd_barrier" in job.stderr
     assert job.seconds < 20
+
+
+@pytest.mark.parametrize("path", ["shared memory", "MPI", "2x2"])
+def test_a_local_failure_after_the_agreement_ends_the_job_named(path):
+    # Between the agreement and the end of the data movement the other workers are
+    # committed to the call. A fold that fails on worker 2 only (here: a MemoryError
+    # that the program catches) used to leave worker 1 in a blocking shared-memory
+    # barrier for ever; now worker 2 ends the job and says where.
+    job = run_job(PROLOGUE + """
+from spmdlab import _ops, _reduce, _shm
+def failing_fold(*args):
+    raise MemoryError("no room for the fold")
+if spmd_index() == 2:
+    _shm.fold = _reduce.fold = failing_fold
+try:
+    spmd_plus(np.ones(100_000))   # 800 kB: shared memory on one node, unless disabled
+except MemoryError:
+    print("caught on worker", spmd_index(), flush=True)
+print("never reached", flush=True)
+""", 4 if path == "2x2" else 2, nodes=2 if path == "2x2" else 1, timeout=40,
+                  env={"SPMDLAB_SHM_BYTES": "0"} if path == "MPI" else None)
+    assert job.returncode != 0
+    assert "spmd_plus (worker 2 of" in job.stderr
+    assert "failed after every worker had agreed to it" in job.stderr
+    assert "MemoryError: no room for the fold" in job.stderr
+    assert "never reached" not in job.stdout and job.seconds < 20
+
+
+def test_a_worker_leaving_inside_a_shared_memory_reduction_is_named():
+    # the shared-memory fences are guarded waits: a worker that has gone is seen there
+    job = run_job(PROLOGUE + """
+from spmdlab import _shm
+if spmd_index() == 2:
+    def leave(*args):
+        sys.exit(0)
+    _shm.fold = leave
+spmd_plus(np.ones(100_000))
+""", 2, timeout=40)
+    assert job.returncode != 0
+    assert "worker 2 finished the program" in job.stderr or "worker 2 of 2" in job.stderr
+    assert job.seconds < 20
