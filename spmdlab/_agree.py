@@ -18,7 +18,9 @@ Because the record has the same size on every worker, the exchange itself can ne
 mismatched at the MPI level, whatever the workers passed.
 """
 
+import os
 import struct
+import sys
 
 import numpy as np
 from mpi4py import MPI
@@ -53,6 +55,7 @@ class Exchange:
         self.words = self.view.cast("q")
         self.rows = np.frombuffer(self.recv, dtype=np.uint8).reshape(self.size, RECORD)
         self.comm = comm
+        self.calls = 0  # collectives of this scope so far: "collective #17" in messages
         # where each worker's inline payload starts in ``recv`` (for the fast paths' loops)
         self.payloads = range(HEADER, RECORD * self.size, RECORD)
         try:
@@ -61,6 +64,7 @@ class Exchange:
             self.request = None
 
     def run(self, scope, call):
+        self.calls += 1
         if _world.listener_running:
             _world.refuse_in_listener(call)
         if self.request is not None:
@@ -79,6 +83,7 @@ class Exchange:
         if request is None or _world.listener_running:
             self.run(scope, call)
         else:
+            self.calls += 1
             request.Start()
             if not request.Test():
                 _world.wait(request, scope, call)
@@ -203,28 +208,57 @@ def _differences(descriptions):
     return differ
 
 
+_PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def call_site():
+    """``file:line`` of the user's code that made the current spmdlab call: the first
+    frame outside spmdlab, its path relative to the current folder where it lies below it.
+    """
+    frame = sys._getframe(1)
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE):
+        frame = frame.f_back
+    if frame is None:
+        return "?"
+    path = frame.f_code.co_filename
+    try:
+        relative = os.path.relpath(path)
+        if not relative.startswith(os.pardir):
+            path = relative
+    except ValueError:  # another drive (Windows)
+        pass
+    return f"{path}:{frame.f_lineno}"
+
+
 def _raise_everywhere(scope, call, error, describe):
-    """Every worker gets here together: gather what each saw and raise one error."""
+    """Every worker gets here together: gather what each saw and raise one error.
+
+    Each worker reports what it passed and where (``call_site``); the message numbers
+    the collective (every worker has made as many in the scope: each is checked)."""
     mine = (None if error is None else (type(error), str(error)),
-            describe() if describe is not None else call)
+            describe() if describe is not None else call, call_site())
     reports = scope.comm.allgather(mine)
-    failed = [(k + 1, err) for k, (err, _) in enumerate(reports) if err is not None]
+    failed = [(k + 1, err, site) for k, (err, _, site) in enumerate(reports)
+              if err is not None]
     if failed:
         kind = failed[0][1][0]
         if error is not None:
             raise error
-        lines = "; ".join(f"worker {k}: {msg}" for k, (_, msg) in failed)
+        lines = "; ".join(f"worker {k}: {msg} (at {site})" for k, (_, msg), site in failed)
         raise kind(f"{call} ({scope.who()}): failed on another worker: {lines}")
-    descriptions = [d for _, d in reports]
+    descriptions = [d if isinstance(d, Description) else
+                    Description(d, call=d.split("(")[0]) for _, d, _ in reports]
     groups = {}
-    for k, d in enumerate(descriptions, 1):
-        groups.setdefault(d.text if isinstance(d, Description) else d, []).append(k)
+    for k, (d, (_, _, site)) in enumerate(zip(descriptions, reports), 1):
+        groups.setdefault(f"{d.text} at {site}", []).append(k)
     parts = [f"{_workers(ks)}: {text}" for text, ks in groups.items()]
     differ = _differences(descriptions)
     what = f" (they differ in: {', '.join(differ)})" if differ else ""
+    how = ("workers made different calls" if differ == ["call"] else
+           "workers passed values that cannot be combined")
+    number = f"collective #{scope.exchange.calls}"  # the same on every worker here
     raise SpmdMismatchError(
-        f"{call} ({scope.who()}): workers passed values that cannot be combined{what}: "
-        + "; ".join(parts))
+        f"{call} ({scope.who()}): {number} does not match: {how}{what}: " + "; ".join(parts))
 
 
 def _workers(ks):

@@ -210,3 +210,47 @@ def test_mismatch_names_a_differing_destination_and_axis():
     assert "they differ in: axis" in str(info.value)
     with pytest.raises(SpmdMismatchError, match="they differ in: type, dtype"):
         spmd_plus(1.0 if spmd_index() == 1 else np.float32(1))
+
+
+def _line_of(marker):
+    """The line number of this file's line that holds ``marker``."""
+    with open(__file__) as f:
+        for number, line in enumerate(f, 1):
+            if marker in line and "_line_of" not in line:
+                return number
+    raise AssertionError(marker)
+
+
+@needs2
+def test_a_mismatch_names_each_workers_call_site_and_the_collective_number():
+    from spmdlab import _world
+
+    before = _world.current().exchange.calls
+    with pytest.raises(SpmdMismatchError) as info:
+        if spmd_index() == 1:
+            spmd_plus(np.ones(10, np.float32))  # site: plus
+        else:
+            spmd_cat(np.ones(10, np.float32), axis=0)  # site: cat
+    msg = str(info.value)
+    here = "tests/test_errors.py"
+    assert f"collective #{before + 1} does not match: workers made different calls" in msg
+    assert "(they differ in: call)" in msg
+    assert f"worker 1: spmd_plus(float32 (10,) numpy) at {here}:{_line_of('# site: plus')}" \
+        in msg
+    others = "worker 2" if spmd_size() == 2 else f"workers 2-{spmd_size()}"
+    assert (f"{others}: spmd_cat(float32 (10,) numpy, axis=0) at "
+            f"{here}:{_line_of('# site: cat')}") in msg
+
+
+@needs2
+def test_a_collective_one_worker_added_is_named_with_its_line():
+    if spmd_index() == 2:
+        with pytest.raises(SpmdMismatchError) as info:
+            spmd_barrier()  # site: extra barrier
+    else:
+        with pytest.raises(SpmdMismatchError) as info:
+            spmd_plus(1.0)  # site: lone plus
+    msg = str(info.value)
+    here = "tests/test_errors.py"
+    assert f"worker 2: spmd_barrier() at {here}:{_line_of('# site: extra')}" in msg
+    assert f"spmd_plus(float64 scalar py-float) at {here}:{_line_of('# site: lone plus')}" in msg

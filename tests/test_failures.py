@@ -311,3 +311,18 @@ spmd_plus(np.ones(100_000))
     assert job.returncode != 0
     assert "worker 2 finished the program" in job.stderr or "worker 2 of 2" in job.stderr
     assert job.seconds < 20
+
+
+def test_a_mismatch_in_a_script_names_its_lines_wherever_it_runs_from():
+    job = run_job(PROLOGUE + """
+if spmd_index() == 1:
+    spmd_plus(np.ones(3))
+else:
+    spmd_cat(np.ones(3))
+""", 2)
+    assert job.returncode != 0
+    # the script lies outside the current folder: its absolute path, and the lines
+    assert re.search(r"collective #1 does not match: workers made different calls "
+                     r"\(they differ in: call\): worker 1: spmd_plus\(float64 \(3,\) "
+                     r"numpy\) at /\S+\.py:6; worker 2: spmd_cat\(float64 \(3,\) numpy, "
+                     r"axis=0\) at /\S+\.py:8", job.stderr), job.stderr
