@@ -56,6 +56,7 @@ class Exchange:
         self.rows = np.frombuffer(self.recv, dtype=np.uint8).reshape(self.size, RECORD)
         self.comm = comm
         self.calls = 0  # collectives of this scope so far: "collective #17" in messages
+        self.last = "none"  # the name of the last one
         # where each worker's inline payload starts in ``recv`` (for the fast paths' loops)
         self.payloads = range(HEADER, RECORD * self.size, RECORD)
         try:
@@ -65,6 +66,7 @@ class Exchange:
 
     def run(self, scope, call):
         self.calls += 1
+        self.last = call
         if _world.listener_running:
             _world.refuse_in_listener(call)
         if self.request is not None:
@@ -84,6 +86,7 @@ class Exchange:
             self.run(scope, call)
         else:
             self.calls += 1
+            self.last = call
             request.Start()
             if not request.Test():
                 _world.wait(request, scope, call)
@@ -215,7 +218,11 @@ def call_site():
     """``file:line`` of the user's code that made the current spmdlab call: the first
     frame outside spmdlab, its path relative to the current folder where it lies below it.
     """
-    frame = sys._getframe(1)
+    return call_site_of(sys._getframe(1))
+
+
+def call_site_of(frame):
+    """``call_site`` from ``frame`` outwards (the top frame of another thread, say)."""
     while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE):
         frame = frame.f_back
     if frame is None:

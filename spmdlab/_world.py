@@ -120,6 +120,8 @@ def _start():
                          "spmdlab call", lambda: [] if MPI.Request.Testall(
                              [first, second]) else [r for r in range(SIZE) if r != RANK])
     _ctl = ctl
+    if SIZE > 1 and MPI.Query_thread() >= MPI.THREAD_MULTIPLE:
+        _start_answering()
     if SIZE > 1:
         _exit_reqs = [MPI.REQUEST_NULL if r == RANK else
                       _ctl.Irecv([memoryview(_exit_bufs)[r:r + 1], MPI.BYTE], r, _EXIT_TAG)
@@ -209,17 +211,9 @@ def _check(scope, call, needed, started, any_of, collective=False):
             f"worker must make the same spmdlab calls in the same order")
         error.status = max(statuses) if statuses else None
         raise error
-    _answer_questions(call)
     if _env.TIMEOUT is not None and time.monotonic() - started > _env.TIMEOUT:
         if collective:
-            waiting, late = _who_is_where(scope, call)
-            where = "; ".join(f"worker {scope.world_ranks.index(r) + 1} waits in {c}"
-                              for r, c in sorted(waiting.items()))
-            what = (f"{_workers_text([scope.world_ranks.index(r) for r in late])} "
-                    f"{'has' if len(late) == 1 else 'have'} not reached a spmdlab call "
-                    f"(still computing, or blocked elsewhere)" if late else
-                    "every worker is waiting in a spmdlab call")
-            text = what + (f"; {where}" if where else "")
+            text = _where_everyone_is(scope)
         else:
             text = f"no message from {_workers_text([scope.world_ranks.index(r) for r in needed])}"
         raise SpmdTimeoutError(
@@ -227,42 +221,160 @@ def _check(scope, call, needed, started, any_of, collective=False):
             f"SPMDLAB_TIMEOUT={_env.TIMEOUT:g} s")
 
 
-_asked = []  # answers in flight (kept alive until sent)
+# -- where every worker is now ------------------------------------------------------------
+# A thread of spmdlab's on every worker answers "where are you?" from the others: the
+# program thread's current line (or the spmdlab call it waits in) and its last collective.
+# A collective that has waited SPMDLAB_STALL_WARNING seconds asks, and says who has not
+# arrived and where each of them is; a SPMDLAB_TIMEOUT error carries the same report.
+
+_PROGRAM = threading.get_ident()  # the program thread (the one that imported spmdlab)
+waiting_in = None  # (call, scope) while the program thread waits in a spmdlab call
+_answers = []  # answers in flight (kept alive until sent)
+_answering = None  # the answering thread
+_stop_answering = False
 
 
-def _answer_questions(call):
-    """Tell every worker that asked (its wait timed out) which call this one waits in."""
+def _where():
+    """This worker's answer: ``waits|call|n|site`` or ``runs|file:line in f()|n|last``."""
+    from ._agree import call_site_of
+
+    frame = sys._current_frames().get(_PROGRAM)
+    scope = _stack[-1] if _stack else None
+    ex = scope._exchange if scope is not None else None
+    count, last = (ex.calls, ex.last) if ex is not None else (0, "none")
+    state = waiting_in
+    if state is not None:
+        return f"waits|{state[0]}|{count}|{call_site_of(frame)}"
+    if frame is None:
+        return f"runs|?|{count}|{last}"
+    code = frame.f_code
+    return f"runs|{_relative(code.co_filename)}:{frame.f_lineno} in {code.co_name}()|" \
+        f"{count}|{last}"
+
+
+def _relative(path):
+    try:
+        relative = os.path.relpath(path)
+    except ValueError:
+        return path
+    return path if relative.startswith(os.pardir) else relative
+
+
+def _answer_questions():
+    """Answer every worker that asked where this one is."""
     status = MPI.Status()
     while True:
         message = _ctl.Improbe(MPI.ANY_SOURCE, _ASK_TAG, status)
         if message is None:
             break
         message.Recv(bytearray(1))
-        answer = call.encode()[:200]
-        _asked[:] = [(r, b) for r, b in _asked if not r.Test()]
-        _asked.append((_ctl.Isend(answer, status.Get_source(), _HERE_TAG), answer))
+        answer = _where().encode()[:400]
+        _answers[:] = [(r, b) for r, b in _answers if not r.Test()]
+        _answers.append((_ctl.Isend(answer, status.Get_source(), _HERE_TAG), answer))
 
 
-def _who_is_where(scope, call, patience=1.0):
-    """Ask the scope's other workers where they wait; returns ``({world rank: call},
+def _answer_forever():
+    reported = None
+    while not _stop_answering:
+        try:
+            _answer_questions()
+            state = waiting_in
+            if state is not None and state is not reported and _env.STALL_WARNING and \
+                    time.monotonic() - state[2] > _env.STALL_WARNING:
+                reported = state
+                stall_report(state[1], state[0], time.monotonic() - state[2])
+        except Exception:  # MPI is finalizing under it: nothing left to answer
+            return
+        _wake.wait(0.05)
+
+
+def _start_answering():
+    global _answering
+    _answering = threading.Thread(target=_answer_forever, name="spmdlab-where", daemon=True)
+    _answering.start()
+
+
+_wake = threading.Event()
+
+
+def _stop_answering_thread():
+    global _stop_answering
+    _stop_answering = True
+    _wake.set()
+    if _answering is not None and _answering is not threading.current_thread():
+        _answering.join()
+
+
+_asks = []  # questions in flight (kept alive until sent)
+
+
+_asking = threading.Lock()  # one question round at a time (the answers share a tag)
+
+
+def _who_is_where(scope, patience=2.0):
+    """Ask the scope's other workers where they are; returns ``({world rank: answer},
     [world ranks that did not answer and have not finished])``."""
+    with _asking:
+        return _ask(scope, patience)
+
+
+def _ask(scope, patience):
     others = [r for r in scope.world_ranks if r != RANK]
-    asks = [_ctl.Isend(bytearray(1), r, _ASK_TAG) for r in others]
-    waiting = {}
+    _asks[:] = [r for r in _asks if not r.Test()]
+    _asks.extend(_ctl.Isend(bytearray(1), r, _ASK_TAG) for r in others)
+    answers = {}
     status = MPI.Status()
     deadline = time.monotonic() + patience
-    while len(waiting) < len(others) and time.monotonic() < deadline:
-        _answer_questions(call)
+    while len(answers) < len(others) and time.monotonic() < deadline:
         message = _ctl.Improbe(MPI.ANY_SOURCE, _HERE_TAG, status)
         if message is None:
             time.sleep(0.001)
             continue
         buf = bytearray(status.Get_count(MPI.BYTE))
         message.Recv(buf)
-        waiting[status.Get_source()] = buf.decode(errors="replace")
-    _asked.extend((r, None) for r in asks)  # sent eagerly; kept until complete
-    late = [r for r in others if r not in waiting and r not in _exited]
-    return {r: c for r, c in waiting.items() if r in others}, late
+        if status.Get_source() in others:
+            answers[status.Get_source()] = buf.decode(errors="replace")
+    late = [r for r in others if r not in answers and r not in _exited]
+    return answers, late
+
+
+def _where_everyone_is(scope):
+    """The report of a stalled collective: who has not arrived, and where each is."""
+    answers, late = _who_is_where(scope)
+    mine = _where().split("|")
+    arrived, away = [], []
+    for rank, answer in sorted(answers.items()):
+        k = scope.world_ranks.index(rank) + 1
+        state, where, count, extra = (answer.split("|") + ["", "", ""])[:4]
+        if state == "waits" and count == mine[2] and where == mine[1]:
+            arrived.append(k)
+        elif state == "waits":
+            away.append(f"worker {k} waits in {where} (collective #{count}) at {extra}")
+        else:
+            away.append(f"worker {k} is at {where}, not in a spmdlab call (its last "
+                        f"collective: #{count} {extra})")
+    for rank in late:
+        away.append(f"worker {scope.world_ranks.index(rank) + 1} does not answer (its "
+                    f"Python is blocked, in C code that holds the GIL or in a system call)")
+    parts = away or ["every worker has arrived (the data is still moving)"]
+    if arrived:
+        parts.append(f"{_workers_text([k - 1 for k in arrived])} "
+                     f"{'waits' if len(arrived) == 1 else 'wait'} here too")
+    return "; ".join(parts)
+
+
+def stall_report(scope, call, elapsed):
+    """Say, on stderr, that ``call`` has waited ``elapsed`` seconds, and why."""
+    from ._agree import call_site_of
+
+    text = _where_everyone_is(scope)
+    count = scope._exchange.calls if scope._exchange is not None else 0
+    site = call_site_of(sys._current_frames().get(_PROGRAM))
+    sys.stderr.write(f"spmdlab: {call} ({scope.who()}, collective #{count} at "
+                     f"{site}) has waited {elapsed:.0f} s: {text}; still waiting "
+                     f"(SPMDLAB_STALL_WARNING={_env.STALL_WARNING:g} s; SPMDLAB_TIMEOUT "
+                     f"turns the wait into an error)\n")
+    sys.stderr.flush()
 
 
 def wait(request, scope, call):
@@ -274,6 +386,15 @@ def wait(request, scope, call):
     if _env.TIMEOUT is not None or OVERSUBSCRIBED:
         spin(test, scope, call, collective=True)
         return
+    global waiting_in
+    waiting_in = (call, scope, time.monotonic())  # for the stall report (another thread)
+    try:
+        _wait_in_mpi(request, scope, call)
+    finally:
+        waiting_in = None
+
+
+def _wait_in_mpi(request, scope, call):
     # Let MPI wait (it spins and yields the core as it sees fit), waking on an exit notice.
     needed = [r for r in scope.world_ranks if r != RANK]
     while not _all_exited():
@@ -299,7 +420,16 @@ def spin(done, scope, call, needed=None, any_of=False, collective=False):
     SpmdTimeoutError after ``SPMDLAB_TIMEOUT`` seconds. Waits spin, then yield the core
     (so that more workers than cores still progress), and sleep only after a second.
     """
+    global waiting_in
     started = time.monotonic()
+    waiting_in = (call, scope, started)  # for the stall report (another thread)
+    try:
+        return _spin(done, scope, call, needed, any_of, collective, started)
+    finally:
+        waiting_in = None
+
+
+def _spin(done, scope, call, needed, any_of, collective, started):
     spins = 0
     while True:
         result = done()
@@ -429,6 +559,10 @@ def at_exit(fn):
 def _at_exit():
     if not started():  # spmdlab was imported but never used on this worker
         return
+    global waiting_in
+    # what this worker answers while it waits for the others (no stall report: the
+    # waits at the end have their own)
+    waiting_in = ("the end of the program", WORLD, float("inf"))
     try:
         _end_of_program()
     except SpmdTimeoutError as exc:  # a worker that never finishes: end the job, say who
@@ -436,6 +570,7 @@ def _at_exit():
         sys.stderr.flush()
         time.sleep(0.2)  # let mpiexec forward the message before the job is aborted
         abort(1)
+    _stop_answering_thread()
 
 
 def _end_of_program():

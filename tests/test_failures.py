@@ -267,9 +267,38 @@ if spmd_index() == 3:
 spmd_barrier()
 """, 4, timeout=40, env={"SPMDLAB_TIMEOUT": "2"})
     assert job.returncode != 0
-    assert "worker 3 has not reached a spmdlab call" in job.stderr
-    assert "worker 1 waits in spmd_barrier" in job.stderr
+    assert re.search(r"SpmdTimeoutError: spmd_barrier \(worker 1 of 4\): worker 3 is at "
+                     r"\S+\.py:6 in <module>\(\), not in a spmdlab call \(its last "
+                     r"collective: #1 spmd_plus\); workers 2, 4 wait here too; gave up "
+                     r"after SPMDLAB_TIMEOUT=2 s", job.stderr), job.stderr
     assert job.seconds < 20
+
+
+@pytest.mark.parametrize("layout", ["2", "4", "2x2"])
+def test_a_slow_worker_is_named_with_the_line_it_is_on(layout):
+    # the stall report: on by default (60 s), here after 2 s; the job goes on waiting
+    job = run_job("""
+import time
+from spmdlab import spmd_index, spmd_plus, spmd_barrier, spmd_size
+spmd_plus(1.0)
+def load_batch():
+    time.sleep(5)
+if spmd_index() == spmd_size():
+    load_batch()
+spmd_barrier()
+print("done", flush=True)
+""", 2 if layout == "2" else 4, nodes=2 if layout == "2x2" else 1, timeout=60,
+                  env={"SPMDLAB_STALL_WARNING": "2"})
+    assert job.returncode == 0, job.stderr
+    n = 2 if layout == "2" else 4
+    assert job.stdout.count("done") == n
+    reports = [line for line in job.stderr.splitlines() if "has waited" in line]
+    assert len(reports) == n - 1, job.stderr  # once, by every waiting worker
+    for line in reports:
+        assert re.search(rf"spmdlab: spmd_barrier \(worker \d of {n}, collective #2 at "
+                         rf"\S+\.py:9\) has waited \d+ s: worker {n} is at \S+\.py:6 in "
+                         rf"load_batch\(\), not in a spmdlab call \(its last collective: #1 "
+                         rf"spmd_plus\)", line), line
 
 
 @pytest.mark.parametrize("path", ["shared memory", "MPI", "2x2"])
