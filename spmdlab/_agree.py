@@ -44,6 +44,19 @@ def fast_header(key, nbytes, inline, aux=0):
     return _HEAD.pack(key, key, nbytes, FLAG_INLINE if inline else 0, aux)
 
 
+# Faults injected by ``spmdlab.testing.inject_fault`` (empty outside it: one truth test
+# per collective).
+FAULTS = []
+
+
+def _inject(call):
+    """Fire the faults due at this collective; returns the error to flag, if any."""
+    error = None
+    for fault in list(FAULTS):
+        error = fault.at_collective(call) or error
+    return error
+
+
 class Exchange:
     """Persistent ``Allgather`` of one record per worker on a scope's communicator."""
 
@@ -82,6 +95,12 @@ class Exchange:
         what this worker passed)."""
         self.send[:HEADER] = header
         request = self.request
+        if FAULTS:
+            error = _inject(call)
+            if error is not None:  # flagged: every worker raises
+                _HEAD.pack_into(self.send, 0, 0, 0, 0, FLAG_ERROR, 0)
+                self.run(scope, call)
+                self.check(scope, call, 0, FLAG_ERROR, error, lambda: describe(*args))
         if request is None or _world.listener_running:
             self.run(scope, call)
         else:
@@ -156,6 +175,8 @@ def agree(scope, call, key, *, exact=0, nbytes=0, payload=None, error=None,
     """
     ex = scope.exchange
     flags = 0
+    if FAULTS:
+        error = _inject(call) or error
     if error is not None:
         flags = FLAG_ERROR
         key = exact = nbytes = 0

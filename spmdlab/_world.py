@@ -245,11 +245,16 @@ def _where():
     state = waiting_in
     if state is not None:
         return f"waits|{state[0]}|{count}|{call_site_of(frame)}"
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE):
+        frame = frame.f_back  # inside spmdlab but not waiting: the user's line
     if frame is None:
         return f"runs|?|{count}|{last}"
     code = frame.f_code
     return f"runs|{_relative(code.co_filename)}:{frame.f_lineno} in {code.co_name}()|" \
         f"{count}|{last}"
+
+
+_PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 
 def _relative(path):

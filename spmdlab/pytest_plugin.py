@@ -47,3 +47,13 @@ def pytest_runtest_makereport(item, call):
         sys.stderr.flush()
     time.sleep(0.2)  # let mpiexec forward the report before the job is aborted
     world.abort(1)
+
+
+@pytest.fixture
+def spmd_fault():
+    """``spmdlab.testing.inject_fault``: make worker k raise, exit, hang or go slow at the
+    n-th call of a collective, inside a ``with`` block of the test (every worker enters it).
+    """
+    from spmdlab.testing import inject_fault
+
+    return inject_fault

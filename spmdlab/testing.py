@@ -1,0 +1,108 @@
+"""Fault injection, to test how a program's collective code handles a failing worker.
+
+::
+
+    from spmdlab.testing import inject_fault
+
+    with inject_fault(worker=2, call="spmd_plus", at=3, action="raise"):
+        train()   # worker 2 raises at its 3rd spmd_plus inside the block
+
+Under pytest-mpi the ``spmd_fault`` fixture (from spmdlab's pytest plugin) gives the same
+function. Every worker enters the block (the program is the same everywhere); the fault
+fires on ``worker`` only, just before the chosen collective's agreement step, so the
+other workers are already waiting in that collective, as they would be for a real fault:
+
+- ``"raise"``: the collective fails on every worker: ``worker`` raises ``exception``
+  (default ``InjectedFault``, a RuntimeError) and the others the same type, saying
+  "failed on another worker: worker k: ..." (as for a bad input on one worker), so a
+  test can catch it and assert on every worker;
+- ``"crash"``: ``worker`` raises ``exception`` before the collective, on its own (a bug
+  in its code): the others wait in the collective; uncaught, it ends the job (and a
+  test run under pytest-mpi) like any exception;
+- ``"exit"``: ``sys.exit(status)`` (default 1): the others raise SpmdPeerError naming
+  this worker and its status;
+- ``"hang"``: sleep until the job is ended (by SPMDLAB_TIMEOUT on the others, or the
+  launcher): to test timeouts and the stall report;
+- ``"slow"``: sleep ``seconds`` (default 5), then make the call: a slow worker.
+
+``call`` is a collective's name (``"spmd_plus"``, ``"spmd_cat"``, ``"spmd_barrier"``,
+``"aggregate_gradients"``, ...; None: any collective); ``at`` counts those calls on the
+faulty worker from the start of the block, 1 for the first. ``site="train.py:42"`` (the
+end of a ``file:line``) chooses calls made from that line only.
+"""
+
+import contextlib
+import sys
+import time
+
+from . import _agree, _world
+from .errors import SpmdValueError
+
+__all__ = ["InjectedFault", "inject_fault"]
+
+_ACTIONS = ("raise", "crash", "exit", "hang", "slow")
+
+
+class InjectedFault(RuntimeError):
+    """The default exception of ``inject_fault(action="raise")``."""
+
+
+class _Fault:
+    def __init__(self, worker, call, at, action, site, exception, status, seconds):
+        self.worker, self.call, self.at, self.action = worker, call, at, action
+        self.site, self.exception, self.status, self.seconds = site, exception, status, seconds
+        self.seen = 0
+        self.fired = False
+
+    def at_collective(self, call):
+        """Called before every collective's agreement; returns the error to flag there."""
+        if self.fired or _world.RANK + 1 != self.worker:
+            return None
+        if self.call is not None and call != self.call:
+            return None
+        if self.site is not None and not _agree.call_site_of(
+                sys._getframe(1)).endswith(self.site):
+            return None
+        self.seen += 1
+        if self.seen != self.at:
+            return None
+        self.fired = True
+        what = f"{call} (worker {self.worker}, call {self.at}"
+        what += f" at {self.site})" if self.site else ")"
+        if self.action in ("raise", "crash"):
+            exc = self.exception
+            if exc is None:
+                exc = InjectedFault(f"fault injected by spmdlab.testing at {what}")
+            if self.action == "raise":
+                return exc  # flagged in the agreement: every worker raises
+            raise exc
+        if self.action == "exit":
+            sys.exit(self.status)
+        if self.action == "slow":
+            time.sleep(self.seconds)
+            return None
+        while True:  # "hang"
+            time.sleep(3600)
+
+
+@contextlib.contextmanager
+def inject_fault(worker, call=None, at=1, action="raise", *, site=None, exception=None,
+                 status=1, seconds=5.0):
+    """Within the block, make ``worker`` (1-based, world numbering) fail at the ``at``-th
+    call of collective ``call``: ``action`` is "raise", "crash", "exit", "hang" or "slow"
+    (see the module's help). Every worker must enter the block; nothing happens elsewhere."""
+    if action not in _ACTIONS:
+        raise SpmdValueError(f"inject_fault: 'action' must be one of {', '.join(_ACTIONS)} "
+                             f"(got {action!r})")
+    size = _world.SIZE
+    if isinstance(worker, bool) or not isinstance(worker, int) or not 1 <= worker <= size:
+        raise SpmdValueError(f"inject_fault: 'worker' must be a worker number from 1 to "
+                             f"{size} (got {worker!r})")
+    if isinstance(at, bool) or not isinstance(at, int) or at < 1:
+        raise SpmdValueError(f"inject_fault: 'at' must be a count from 1 (got {at!r})")
+    fault = _Fault(worker, call, at, action, site, exception, status, seconds)
+    _agree.FAULTS.append(fault)
+    try:
+        yield fault
+    finally:
+        _agree.FAULTS.remove(fault)

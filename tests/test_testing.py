@@ -1,0 +1,102 @@
+"""spmdlab.testing: fault injection, as a user's pytest-mpi test would use it."""
+
+import re
+
+import numpy as np
+import pytest
+
+from conftest import run_job
+from spmdlab import spmd_barrier, spmd_index, spmd_plus, spmd_size
+from spmdlab.errors import SpmdValueError
+from spmdlab.testing import InjectedFault, inject_fault
+
+
+@pytest.mark.mpi
+def test_a_raised_fault_fails_the_chosen_call_on_every_worker(spmd_fault):
+    # the recommended pattern: every worker runs the code under test and asserts
+    done = []
+    with spmd_fault(worker=spmd_size(), call="spmd_plus", at=2, action="raise"):
+        with pytest.raises(InjectedFault) as info:
+            for step in range(3):
+                spmd_plus(np.ones(3) * step)
+                done.append(step)
+    assert done == [0]  # every worker: the second spmd_plus failed, everywhere
+    where = f"spmd_plus (worker {spmd_size()}, call 2)"
+    if spmd_index() == spmd_size():
+        assert str(info.value) == f"fault injected by spmdlab.testing at {where}"
+    else:
+        assert f"failed on another worker: worker {spmd_size()}: fault injected by " \
+               f"spmdlab.testing at {where}" in str(info.value)
+    assert spmd_plus(1) == spmd_size()  # and the workers are still in step
+
+
+@pytest.mark.mpi
+def test_a_fault_on_the_fast_path_of_a_scalar(spmd_fault):
+    with spmd_fault(worker=1, call="spmd_plus", action="raise", exception=KeyError("k")):
+        with pytest.raises(KeyError):
+            spmd_plus(1.0)
+    spmd_barrier()
+
+
+@pytest.mark.mpi
+def test_bad_arguments_are_refused():
+    with pytest.raises(SpmdValueError, match="'action' must be one of"):
+        with inject_fault(1, action="explode"):
+            pass
+    with pytest.raises(SpmdValueError, match="'worker' must be a worker number"):
+        with inject_fault(0):
+            pass
+
+
+
+
+@pytest.mark.mpi_skip
+@pytest.mark.parametrize("action", ["raise", "crash", "exit", "slow", "hang"])
+def test_each_action_as_the_other_workers_see_it(action):
+    job = run_job(f"""
+import numpy as np
+from spmdlab import *
+from spmdlab.testing import inject_fault
+with inject_fault(worker=2, call="spmd_plus", at=3, action={action!r}, seconds=3, status=5):
+    for step in range(5):
+        spmd_plus(np.ones(4))
+print("finished", spmd_index(), flush=True)
+""", 3, timeout=60, env={"SPMDLAB_STALL_WARNING": "1", "SPMDLAB_TIMEOUT": "4"}
+        if action in ("slow", "hang") else None)
+    if action == "raise":  # uncaught on every worker
+        assert job.returncode != 0
+        assert "failed on another worker: worker 2: fault injected" in job.stderr
+    elif action == "crash":
+        assert job.returncode != 0
+        assert "### spmdlab: worker 2 of 3" in job.stderr
+        assert "InjectedFault: fault injected by spmdlab.testing at spmd_plus (worker 2, " \
+               "call 3)" in job.stderr
+    elif action == "exit":
+        assert job.returncode == 5, job.stderr
+        assert "worker 2 finished the program (exit status 5)" in job.stderr
+    elif action == "slow":
+        assert job.returncode == 0, job.stderr
+        assert job.stdout.count("finished") == 3
+        assert re.search(r"has waited \d+ s: worker 2 is at \S+\.py:7 in <module>\(\), "
+                         r"not in a spmdlab call \(its last collective: #2 spmd_plus\)",
+                         job.stderr), job.stderr
+    else:
+        assert job.returncode != 0
+        assert "SpmdTimeoutError" in job.stderr and "worker 2 is at" in job.stderr
+    assert job.seconds < 40
+
+
+@pytest.mark.mpi_skip
+def test_a_fault_at_a_call_site():
+    job = run_job("""
+from spmdlab import *
+from spmdlab.testing import inject_fault
+def step():
+    spmd_plus(1.0)
+with inject_fault(worker=1, site=".py:5", at=2, action="exit", status=3):
+    for i in range(3):
+        spmd_barrier()
+        step()
+""", 2, timeout=60)
+    assert job.returncode == 3, job.stderr
+    assert "worker 1 finished the program (exit status 3)" in job.stderr
