@@ -11,6 +11,7 @@ from .errors import (SpmdError, SpmdMismatchError, SpmdPeerError, SpmdTimeoutErr
                      SpmdTypeError, SpmdValueError)
 from .p2p import spmd_probe, spmd_receive, spmd_send, spmd_send_receive
 from .parfor import parfor
+from .profiler import Profile, profile
 from .queues import DataQueue, PollableDataQueue, QueueSet
 from .region import spmd
 
@@ -19,6 +20,7 @@ __version__ = "0.1.0"
 __all__ = [
     "DataQueue",
     "PollableDataQueue",
+    "Profile",
     "QueueSet",
     "SpmdError",
     "SpmdMismatchError",
@@ -27,6 +29,7 @@ __all__ = [
     "SpmdTypeError",
     "SpmdValueError",
     "parfor",
+    "profile",
     "spmd",
     "spmd_barrier",
     "spmd_broadcast",

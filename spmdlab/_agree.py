@@ -21,6 +21,7 @@ mismatched at the MPI level, whatever the workers passed.
 import os
 import struct
 import sys
+import time
 
 import numpy as np
 from mpi4py import MPI
@@ -44,9 +45,16 @@ def fast_header(key, nbytes, inline, aux=0):
     return _HEAD.pack(key, key, nbytes, FLAG_INLINE if inline else 0, aux)
 
 
-# Faults injected by ``spmdlab.testing.inject_fault`` (empty outside it: one truth test
-# per collective).
+# Faults injected by ``spmdlab.testing.inject_fault``, and the running ``spmdlab.profile``:
+# outside them the fast paths test one flag, HOOKED.
 FAULTS = []
+PROFILE = None
+HOOKED = False
+
+
+def hooks_changed():
+    global HOOKED
+    HOOKED = bool(FAULTS) or PROFILE is not None
 
 
 def _inject(call):
@@ -82,11 +90,16 @@ class Exchange:
         self.last = call
         if _world.listener_running:
             _world.refuse_in_listener(call)
+        start = time.perf_counter() if PROFILE is not None else 0.0
         if self.request is not None:
             self.request.Start()
-            _world.wait(self.request, scope, call)
+            _world.wait_body(self.request, scope, call)
         else:
-            _world.wait(self.comm.Iallgather(self.send, self.recv), scope, call)
+            _world.wait_body(self.comm.Iallgather(self.send, self.recv), scope, call)
+        if PROFILE is not None:
+            PROFILE.collective((_world.SCOPES.index(scope), self.calls), call, call_site(),
+                               time.perf_counter() - start,
+                               int.from_bytes(self.send[16:24], "little", signed=True))
 
     def fast(self, scope, call, header, describe, *args):
         """The exchange of a fast path whose header (``fast_header``) and payload are
@@ -95,13 +108,14 @@ class Exchange:
         what this worker passed)."""
         self.send[:HEADER] = header
         request = self.request
-        if FAULTS:
-            error = _inject(call)
+        if HOOKED:  # a fault to inject, or a profile running: the general way
+            error = _inject(call) if FAULTS else None
             if error is not None:  # flagged: every worker raises
                 _HEAD.pack_into(self.send, 0, 0, 0, 0, FLAG_ERROR, 0)
                 self.run(scope, call)
                 self.check(scope, call, 0, FLAG_ERROR, error, lambda: describe(*args))
-        if request is None or _world.listener_running:
+            self.run(scope, call)
+        elif request is None or _world.listener_running:
             self.run(scope, call)
         else:
             self.calls += 1

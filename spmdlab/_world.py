@@ -382,8 +382,21 @@ def stall_report(scope, call, elapsed):
     sys.stderr.flush()
 
 
+PROFILE = None  # the running spmdlab.profile (it adds the data waits to its record)
+
+
 def wait(request, scope, call):
     """Wait for ``request`` of a collective over ``scope``; raise if it can never complete."""
+    if PROFILE is not None:
+        start = time.perf_counter()
+        wait_body(request, scope, call)
+        PROFILE.data(time.perf_counter() - start)
+        return
+    wait_body(request, scope, call)
+
+
+def wait_body(request, scope, call):
+    """``wait`` itself (the agreement step calls it: its wait is not data)."""
     test = request.Test
     for _ in range(16):  # most collectives finish within a few microseconds
         if test():

@@ -21,7 +21,7 @@ from ._backends import classify
 from .errors import SpmdValueError
 
 __all__ = [
-    "gcat", "gop", "gplus", "labBarrier", "labBroadcast", "labProbe", "labReceive",
+    "gcat", "gop", "gplus", "labBarrier", "mpiprofile", "labBroadcast", "labProbe", "labReceive",
     "labSend", "labSendReceive", "labindex", "numlabs", "spmdBarrier", "spmdBroadcast",
     "spmdCat", "spmdIndex", "spmdPlus", "spmdProbe", "spmdReceive", "spmdReduce",
     "spmdSend", "spmdSendReceive", "spmdSize",
@@ -163,3 +163,41 @@ labSend = spmdSend
 labReceive = spmdReceive
 labSendReceive = spmdSendReceive
 labProbe = spmdProbe
+
+
+_profile = None
+
+
+def mpiprofile(action="on", path="mpiprofile"):
+    """MATLAB's ``mpiprofile``: ``"on"`` starts profiling the collectives (again, from
+    zero), ``"off"`` stops, ``"resume"`` goes on recording, ``"reset"`` clears what was
+    recorded; ``"info"`` returns the profile (a dict, on worker 1; None on the others)
+    and ``"viewer"`` stops, prints the table on worker 1 and saves ``path.json`` and
+    ``path.png`` there. ``"info"`` and ``"viewer"`` are collective (every worker)."""
+    from .profiler import Profile
+
+    global _profile
+    action = str(action).lower()
+    if action == "on":
+        _profile = Profile().start()
+        return None
+    if action == "resume":
+        _profile = (_profile or Profile()).start()
+        return None
+    if _profile is None:
+        _profile = Profile()
+    if action == "off":
+        _profile.stop()
+        return None
+    if action == "reset":
+        _profile.records.clear()
+        return None
+    if action == "info":
+        return _profile.summary()
+    if action == "viewer":
+        _profile.stop()
+        summary = _profile.report()
+        _profile.save(path)
+        return summary
+    raise SpmdValueError(f"mpiprofile: the action must be 'on', 'off', 'resume', 'reset', "
+                         f"'info' or 'viewer' (got {action!r})")

@@ -102,7 +102,9 @@ def inject_fault(worker, call=None, at=1, action="raise", *, site=None, exceptio
         raise SpmdValueError(f"inject_fault: 'at' must be a count from 1 (got {at!r})")
     fault = _Fault(worker, call, at, action, site, exception, status, seconds)
     _agree.FAULTS.append(fault)
+    _agree.hooks_changed()
     try:
         yield fault
     finally:
         _agree.FAULTS.remove(fault)
+        _agree.hooks_changed()

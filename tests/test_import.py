@@ -9,8 +9,9 @@ import spmdlab.matlab
 def test_public_names():
     assert spmdlab.__all__ == sorted(spmdlab.__all__)
     assert spmdlab.__all__ == [
-        "DataQueue", "PollableDataQueue", "QueueSet", "SpmdError", "SpmdMismatchError", "SpmdPeerError", "SpmdTimeoutError",
-        "SpmdTypeError", "SpmdValueError", "parfor", "spmd", "spmd_barrier", "spmd_broadcast",
+        "DataQueue", "PollableDataQueue", "Profile", "QueueSet", "SpmdError",
+        "SpmdMismatchError", "SpmdPeerError", "SpmdTimeoutError", "SpmdTypeError",
+        "SpmdValueError", "parfor", "profile", "spmd", "spmd_barrier", "spmd_broadcast",
         "spmd_cat", "spmd_index", "spmd_plus", "spmd_probe", "spmd_receive",
         "spmd_reduce", "spmd_send", "spmd_send_receive", "spmd_size",
     ]
@@ -23,7 +24,7 @@ def test_matlab_names():
                 "spmdBroadcast", "spmdSend", "spmdReceive", "spmdSendReceive",
                 "spmdProbe", "spmdBarrier", "labindex", "numlabs", "gplus", "gcat", "gop",
                 "labBroadcast", "labSend", "labReceive", "labSendReceive", "labProbe",
-                "labBarrier"}
+                "labBarrier", "mpiprofile"}
     assert set(spmdlab.matlab.__all__) == expected
     for name in expected:
         assert callable(getattr(spmdlab.matlab, name))
