@@ -274,8 +274,12 @@ def _answer_questions():
             break
         message.Recv(bytearray(1))
         answer = _where().encode()[:400]
-        _answers[:] = [(r, b) for r, b in _answers if not r.Test()]
-        _answers.append((_ctl.Isend(answer, status.Get_source(), _HERE_TAG), answer))
+        with _answer_lock:  # the answering thread, or a wait that asks in turn
+            _answers[:] = [(r, b) for r, b in _answers if not r.Test()]
+            _answers.append((_ctl.Isend(answer, status.Get_source(), _HERE_TAG), answer))
+
+
+_answer_lock = threading.Lock()
 
 
 def _answer_forever():
@@ -331,6 +335,7 @@ def _ask(scope, patience):
     status = MPI.Status()
     deadline = time.monotonic() + patience
     while len(answers) < len(others) and time.monotonic() < deadline:
+        _answer_questions()  # others may be asking at the same time
         message = _ctl.Improbe(MPI.ANY_SOURCE, _HERE_TAG, status)
         if message is None:
             time.sleep(0.001)

@@ -14,7 +14,7 @@ moving the data (the collective's MPI waits) and the bytes this worker contribut
 worker that arrives last at a collective is the one the others waited for: the report
 says, per worker, how long it made the others wait ("worker 3 made the others wait
 4.20 s over 1,200 collectives": the sum over those collectives of the longest wait of
-another worker). Waits are measured on each worker's own clock, so nodes need no
+another worker, counting the collectives where that wait passed 1 ms). Waits are measured on each worker's own clock, so nodes need no
 synchronised clocks.
 
 Off by default, and then free: the collectives test one flag. On, a collective costs a
@@ -27,6 +27,8 @@ import time
 from . import _agree, _world
 
 __all__ = ["Profile", "profile"]
+
+_LATE = 0.001  # a collective counts as one a worker made the others wait when they waited longer
 
 
 class Profile:
@@ -148,8 +150,9 @@ def _summarise(everyone):
             continue
         last = min(waits, key=waits.get)  # it waited least: the others waited for it
         others = max(w for k, w in waits.items() if k != last)
-        blame[last] += others
-        late[last] += 1
+        if others > _LATE:
+            blame[last] += others
+            late[last] += 1
     return {
         "workers": workers,
         "elapsed": [mine["elapsed"] for mine in everyone],
@@ -189,7 +192,7 @@ def format_report(summary):
     for k in range(n):
         lines.append(f"worker {k + 1}: waited {summary['wait'][k]:.2f} s in all; made the "
                      f"others wait {summary['made_others_wait'][k]:.2f} s over "
-                     f"{summary['arrived_last'][k]:,} collectives (it arrived last)")
+                     f"{summary['arrived_last'][k]:,} collectives")
     return "\n".join(lines)
 
 
