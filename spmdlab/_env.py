@@ -45,3 +45,6 @@ CUDA_AWARE = get("CUDA_AWARE", None, cast=tristate)
 INLINE_BYTES = get("INLINE_BYTES", 64, cast=int)
 # 0 leaves uncaught exceptions to Python: the job may then hang at the next collective.
 ABORT_ON_ERROR = get("ABORT_ON_ERROR", True, cast=tristate)
+# Whether the first worker of each host starts the watcher that names a worker killed
+# without a word (see _watchdog): on unless SPMDLAB_WATCHDOG=0.
+WATCHDOG = get("WATCHDOG", True, cast=tristate)

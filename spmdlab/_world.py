@@ -14,7 +14,9 @@ import atexit
 import collections
 import os
 import socket
+import subprocess
 import sys
+import tempfile
 import threading
 import time
 import traceback
@@ -127,25 +129,71 @@ def _start():
                       _ctl.Irecv([memoryview(_exit_bufs)[r:r + 1], MPI.BYTE], r, _EXIT_TAG)
                       for r in range(SIZE)]
     world = Scope(comm, list(range(SIZE)))
-    OVERSUBSCRIBED = SIZE > 1 and _oversubscribed(world.comm)
+    if SIZE > 1:
+        places = world.comm.allgather((socket.gethostname(), os.getpid()))
+        OVERSUBSCRIBED = _oversubscribed(places)
+        if _env.WATCHDOG is not False:
+            _start_watchdog(places)
     WORLD = world
     _stack.append(world)
     SCOPES.append(world)
 
 
-def _oversubscribed(comm):
+def _oversubscribed(places):
     """More workers on this host than cores this process may use.
 
-    Counted by host name, not by MPI's node-local communicator: nodes simulated on one
-    machine (MPICH's MPIR_CVAR_NUM_CLIQUES) share its cores all the same.
+    Counted by host name (``places``: every worker's (host, pid)), not by MPI's node-local
+    communicator: nodes simulated on one machine (MPICH's MPIR_CVAR_NUM_CLIQUES) share
+    its cores all the same.
     """
     host = socket.gethostname()
-    workers = comm.allgather(host).count(host)
+    workers = sum(1 for h, _ in places if h == host)
     try:
         cores = len(os.sched_getaffinity(0))
     except AttributeError:  # not Linux
         cores = os.cpu_count() or 1
     return workers > cores
+
+
+_goodbye_path = None  # this host's goodbye file, read by the watcher (see _watchdog)
+
+
+def _start_watchdog(places):
+    """The first worker of each host starts the watcher of the host's workers."""
+    global _goodbye_path
+    if not hasattr(os, "pidfd_open"):  # Linux 5.3 and Python 3.9 or later only
+        return
+    host = socket.gethostname()
+    mine = [(k, pid) for k, (h, pid) in enumerate(places, 1) if h == host]
+    folder = "/dev/shm" if os.path.isdir("/dev/shm") else tempfile.gettempdir()
+    _goodbye_path = os.path.join(folder, f"spmdlab-{mine[0][1]}.bye")
+    if mine[0][0] != RANK + 1:
+        return
+    try:
+        os.close(os.open(_goodbye_path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+        script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_watchdog.py")
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith(("PMI_", "PMIX_", "OMPI_", "HYDRA_", "MPIR_"))}
+        subprocess.Popen([sys.executable, "-S", script, host, str(SIZE), _goodbye_path] +
+                         [f"{k}:{pid}" for k, pid in mine], stdin=subprocess.DEVNULL,
+                         stdout=subprocess.DEVNULL, start_new_session=True, env=env,
+                         close_fds=True)
+    except OSError:  # no watcher: a killed worker goes unnamed, nothing else changes
+        _goodbye_path = None
+
+
+def _say_goodbye(kind):
+    """Tell this host's watcher that this worker ends on purpose (``exit``, ``abort``)."""
+    if _goodbye_path is None or os.getpid() != _PID:
+        return
+    try:
+        fd = os.open(_goodbye_path, os.O_WRONLY | os.O_APPEND)
+        try:
+            os.write(fd, f"{RANK + 1} {kind}\n".encode())
+        finally:
+            os.close(fd)
+    except OSError:
+        pass
 
 
 def push(scope):
@@ -594,6 +642,7 @@ def _at_exit():
         time.sleep(0.2)  # let mpiexec forward the message before the job is aborted
         abort(1)
     _stop_answering_thread()
+    _say_goodbye("exit")
 
 
 def _end_of_program():
@@ -656,6 +705,7 @@ def end_committed(scope, call):
 def abort(status):
     """End the whole job with ``status``. MPICH's MPI_Abort can return to its caller
     (the launcher kills the job a moment later): this never does."""
+    _say_goodbye("abort")
     try:
         _world_comm.Abort(status)
     finally:

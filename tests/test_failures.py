@@ -355,3 +355,38 @@ else:
                      r"\(they differ in: call\): worker 1: spmd_plus\(float64 \(3,\) "
                      r"numpy\) at /\S+\.py:6; worker 2: spmd_cat\(float64 \(3,\) numpy, "
                      r"axis=0\) at /\S+\.py:8", job.stderr), job.stderr
+
+
+@pytest.mark.parametrize("nodes", [1, 2])
+def test_a_killed_worker_is_named(nodes):
+    # a SIGKILL (the OOM killer) leaves the worker no chance to speak, and MPICH's
+    # launcher SIGKILLs the others at once: the host's watcher process names it
+    job = run_job(PROLOGUE + """
+import os, signal
+spmd_plus(1.0)
+if spmd_index() == 2:
+    time.sleep(0.3)
+    os.kill(os.getpid(), signal.SIGKILL)
+for i in range(100_000):
+    spmd_plus(1.0)
+    time.sleep(0.001)
+""", 4 if nodes == 2 else 3, nodes=nodes, timeout=40)
+    assert job.returncode != 0
+    n = 4 if nodes == 2 else 3
+    assert re.search(rf"### spmdlab: worker 2 of {n} \(\S+, pid \d+\) ended without a word: "
+                     r"killed by a signal", job.stderr), job.stderr
+    assert job.stderr.count("ended without a word") == 1  # the clean-up is not reported
+    assert job.seconds < 20
+
+
+def test_the_watcher_is_silent_when_workers_end_on_purpose():
+    job = run_job(PROLOGUE + """
+spmd_plus(1.0)
+if spmd_index() == 2:
+    raise ValueError("named failure")
+spmd_barrier()
+""", 3)
+    assert job.returncode != 0 and "ValueError: named failure" in job.stderr
+    assert "ended without a word" not in job.stderr
+    job = run_job(PROLOGUE + "spmd_plus(1.0)\n", 3)
+    assert job.returncode == 0 and "ended without a word" not in job.stderr
