@@ -16,6 +16,8 @@ import argparse
 import operator
 
 import numpy as np
+
+import requires  # noqa: F401  (stops at once, naming the install command, without torch)
 import torch
 
 from spmdlab import (DataQueue, PollableDataQueue, spmd_index, spmd_plus, spmd_reduce,

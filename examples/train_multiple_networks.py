@@ -15,6 +15,8 @@ import itertools
 import time
 
 import numpy as np
+
+import requires  # noqa: F401  (stops at once, naming the install command, without torch)
 import torch
 
 from spmdlab import parfor, spmd_index, spmd_size

@@ -19,6 +19,8 @@ worker to a stop at the same iteration; the model so far is then evaluated.
 import argparse
 
 import numpy as np
+
+import requires  # noqa: F401  (stops at once, naming the install command, without torch)
 import torch
 
 from spmdlab import DataQueue, PollableDataQueue, spmd_cat, spmd_index, spmd_plus, spmd_size

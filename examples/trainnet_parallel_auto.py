@@ -19,6 +19,8 @@ continues from the latest one.
 import argparse
 
 import numpy as np
+
+import requires  # noqa: F401  (stops at once, naming the install command, without torch)
 import torch
 
 from spmdlab import spmd_index, spmd_plus, spmd_size

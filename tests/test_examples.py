@@ -156,3 +156,22 @@ def test_trainnet_example_on_a_folder_of_colour_images_with_checkpoints(tmp_path
     assert resumed.returncode == 0, resumed.stderr
     assert "at iteration 24 (epoch 4)" in resumed.stdout
     assert float(resumed.stdout.strip().splitlines()[-1].split("=")[1]) > 0.9
+
+
+@pytest.mark.parametrize("example", [e for e in EXAMPLES if e != "digits_spmd.py"])
+def test_an_example_without_torch_stops_at_once_with_the_install_command(example):
+    blocker = ("import sys\n"
+               "class Block:\n"
+               "    def find_spec(self, name, path=None, target=None):\n"
+               "        if name == 'torch':\n"
+               "            raise ImportError('torch is not installed')\n"
+               "sys.meta_path.insert(0, Block())\n"
+               f"sys.argv = [{example!r}]\n"
+               f"sys.path.insert(0, {os.path.join(ROOT, 'examples')!r})\n"
+               f"exec(compile(open({os.path.join(ROOT, 'examples', example)!r}).read(), "
+               f"{example!r}, 'exec'))\n")
+    job = subprocess.run([sys.executable, "-c", blocker], capture_output=True, text=True,
+                         timeout=120)
+    assert job.returncode == 2, job.stderr
+    assert "this example needs torch; install it with:" in job.stderr
+    assert 'pip install "torch==2.13.0"' in job.stderr
