@@ -26,6 +26,3 @@ def require(*modules):
         sys.stderr.write(f"{sys.argv[0]}: this example needs {', '.join(missing)}; "
                          f"install it with:\n" + "".join(f"    {c}\n" for c in commands))
         sys.exit(2)
-
-
-require("torch", "sklearn")

@@ -16,7 +16,8 @@ import time
 
 import numpy as np
 
-import requires  # noqa: F401  (stops at once, naming the install command, without torch)
+from requires import require
+require("torch", "sklearn")  # else: stop at once, naming the install command
 import torch
 
 from spmdlab import parfor, spmd_index, spmd_size

@@ -20,7 +20,8 @@ import argparse
 
 import numpy as np
 
-import requires  # noqa: F401  (stops at once, naming the install command, without torch)
+from requires import require
+require("torch", "sklearn")  # else: stop at once, naming the install command
 import torch
 
 from spmdlab import spmd_index, spmd_plus, spmd_size
