@@ -36,8 +36,11 @@ def parse_args():
     parser.add_argument("--mini-batch-size", type=int, default=128,
                         help="global mini-batch size, split over the workers (128)")
     parser.add_argument("--learn-rate", type=float, default=0.01, help="SGDM (0.01)")
-    parser.add_argument("--plot", default="training-progress.png",
-                        help="training-progress plot written by worker 1")
+    parser.add_argument("--plot", default="default",
+                        help="training-progress plot written by worker 1 (default: "
+                             "runs/<script>-<date>-<time>/training-progress.png)")
+    parser.add_argument("--log-dir", default=None,
+                        help="write metrics.csv (and TensorBoard events) there")
     parser.add_argument("--short", action="store_true", help="2 epochs, for CI")
     return parser.parse_args()
 
@@ -75,7 +78,7 @@ def main():
 
     # Progress to the client through a DataQueue; Stop back through per-worker queues.
     monitor = TrainingProgressMonitor(metrics=["loss"], info=["epoch"], xlabel="Epoch",
-                                      plot_file=args.plot)
+                                      plot_file=args.plot, log_dir=args.log_dir)
     progress = DataQueue()
     stop = PollableDataQueue.per_worker()
 

@@ -42,7 +42,11 @@ def parse_args():
     parser.add_argument("--mini-batch-size", type=int, default=128, help="global (128)")
     parser.add_argument("--learn-rate", type=float, default=0.05, help="SGDM (0.05)")
     parser.add_argument("--stop-file", help="stop when this file exists")
-    parser.add_argument("--plot", default="training-progress.png")
+    parser.add_argument("--plot", default="default",
+                        help="training-progress plot written by worker 1 (default: "
+                             "runs/<script>-<date>-<time>/training-progress.png)")
+    parser.add_argument("--log-dir", default=None,
+                        help="write metrics.csv (and TensorBoard events) there")
     parser.add_argument("--short", action="store_true", help="1 epoch, for CI")
     return parser.parse_args()
 
@@ -99,7 +103,8 @@ def main():
 
     monitor = TrainingProgressMonitor(metrics=["loss", "accuracy"],
                                       info=["epoch", "workers"], xlabel="Iteration",
-                                      plot_file=args.plot, stop_file=args.stop_file)
+                                      plot_file=args.plot, stop_file=args.stop_file,
+                                      log_dir=args.log_dir)
     stop_queues = PollableDataQueue.per_worker()   # MATLAB: DataQueue made inside spmd
     data_queue = DataQueue()
     iterations = epochs * int(np.ceil(len(train) / args.mini_batch_size))

@@ -53,7 +53,10 @@ def parse_args():
     parser.add_argument("--checkpoint-path", help="save a checkpoint here every epoch")
     parser.add_argument("--resume", help="continue from this checkpoint (file or folder)")
     parser.add_argument("--plots", action="store_true", help="training-progress plot "
-                        "(training-progress.png, refreshed while training)")
+                        "(runs/<script>-<date>-<time>/training-progress.png, refreshed "
+                        "while training)")
+    parser.add_argument("--log-dir", default=None,
+                        help="write metrics.csv (and TensorBoard events) there")
     parser.add_argument("--verbose", action="store_true", help="print the training table")
     parser.add_argument("--short", action="store_true", help="4 epochs, for CI")
     return parser.parse_args()
@@ -129,7 +132,7 @@ def main():
         shuffle="every-epoch",
         validation_data=imds_test,
         validation_frequency=len(imds_train) // mini_batch_size,
-        plots="training-progress" if args.plots else "none",
+        plots="training-progress" if args.plots else "none", log_dir=args.log_dir,
         metrics="accuracy",
         verbose=args.verbose,
         checkpoint_path=args.checkpoint_path)

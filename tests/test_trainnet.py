@@ -327,8 +327,25 @@ def test_training_progress_plot(tmp_path, monkeypatch):
     _, info = _train("parallel-cpu", data=(x, y), plots="training-progress",
                      metrics="accuracy", validation_data=(x[:20], y[:20]),
                      validation_frequency=3)
-    assert os.path.exists("training-progress.png") == (spmd_index() == 1)
+    import glob
+
+    plots = glob.glob(os.path.join("runs", "*", "training-progress.png"))  # a run folder
+    assert len(plots) == (spmd_index() == 1)
+    assert not os.path.exists("training-progress.png")  # never the current folder
     assert len(info.validation_history) == 7  # 1, 3, 6, ..., 18
+
+
+def test_log_dir_writes_every_iteration(tmp_path):
+    from spmdlab import spmd_broadcast
+
+    folder = spmd_broadcast(1, str(tmp_path / "logs"))
+    x, y = _data(n=60)
+    _, info = _train("parallel-cpu", data=(x, y), metrics="accuracy", log_dir=folder)
+    if spmd_index() == 1:
+        with open(os.path.join(folder, "metrics.csv")) as f:
+            lines = f.read().splitlines()
+        assert lines[0] == "step,loss,accuracy,epoch,learn_rate"
+        assert len(lines) == 1 + len(info.training_history)
 
 
 def test_parallel_device_choice(monkeypatch):

@@ -28,20 +28,39 @@ class TrainingProgressMonitor:
     """Training progress on worker 1: metrics, information, progress, stop, status.
 
     ``metrics`` and ``info`` declare the names that ``record_metrics`` and
-    ``update_info`` accept. ``plot_file`` (None: no plot) is refreshed at most every
-    ``plot_every`` seconds and saved by ``close()``. ``stop_file`` (default:
+    ``update_info`` accept. ``plot_file`` (None: no plot; by default
+    ``runs/<run>/training-progress.png``, ``run`` being ``<script>-<date>-<time>``) is
+    refreshed at most every ``plot_every`` seconds and saved by ``close()``: a panel per
+    training metric with its validation metric (``validation_x``, ``val_x``,
+    ``ValidationX``) drawn over it, losses on a log axis (``log_scale``: "auto", or the
+    metric names to draw so), epoch boundaries (changes of the ``epoch`` information)
+    marked, the run's name and worker count in the title. ``log_dir`` writes
+    ``metrics.csv`` (a row per ``record_metrics``: every metric and information value)
+    and, with the ``tensorboard`` package (the ``logs`` extra), TensorBoard event files.
+    ``show=False`` keeps the terminal view quiet. ``stop_file`` (default:
     ``SPMDLAB_STOP_FILE``) sets ``stop`` when it exists. Ctrl-C sets ``stop`` the first
     time; a second Ctrl-C interrupts as usual.
     """
 
     def __init__(self, metrics=(), info=(), xlabel="Iteration", *,
-                 plot_file="training-progress.png", stop_file=None, refresh=0.5,
-                 plot_every=5.0, stream=None):
+                 plot_file="default", stop_file=None, refresh=0.5,
+                 plot_every=5.0, stream=None, run=None, log_dir=None, log_scale="auto",
+                 show=True):
         self.metrics = tuple(_names("metrics", metrics))
         self.info = tuple(_names("info", info))
         self.xlabel = str(xlabel)
-        self.active = _world.current().index == 1
+        scope = _world.current()
+        self.active = scope.index == 1
+        self.workers = scope.size
+        self.run = run if run is not None else _default_run()
+        if plot_file == "default":  # a run folder, git-ignored, never the current folder
+            plot_file = os.path.join("runs", self.run, "training-progress.png")
         self.plot_file = plot_file
+        self.log_scale = log_scale
+        self.show = show
+        self._log = _Log(log_dir, self.metrics, self.info) if log_dir and self.active \
+            else None
+        self._epochs = []  # (x, epoch text) where the "epoch" info changed
         self.stop_file = stop_file if stop_file is not None else STOP_FILE
         self.refresh = refresh
         self.plot_every = plot_every
@@ -94,6 +113,9 @@ class TrainingProgressMonitor:
             xs, ys = self._history[name]
             xs.append(float(step))
             ys.append(float(value))
+        self._last_step = float(step)
+        if self._log is not None:
+            self._log.write(step, values, self._info_values)
         self._maybe_render()
 
     def update_info(self, **values):
@@ -104,6 +126,11 @@ class TrainingProgressMonitor:
                                  f"not declared information (declared: "
                                  f"{', '.join(self.info) or 'none'})")
         if self.active:
+            epoch = values.get("epoch")
+            before = self._info_values.get("epoch")
+            if epoch is not None and before is not None and epoch != before and \
+                    getattr(self, "_last_step", None) is not None:
+                self._epochs.append((self._last_step, str(epoch)))  # a new epoch begins
             self._info_values.update(values)
             self._maybe_render()
 
@@ -129,7 +156,7 @@ class TrainingProgressMonitor:
         return " | ".join(parts)
 
     def _line(self, text, force=False):
-        if not self.active:
+        if not self.active or not self.show:
             return
         if self._tty and not force:
             self.stream.write("\r\033[K" + text)
@@ -153,8 +180,30 @@ class TrainingProgressMonitor:
             self._last_plot = now
             self.save_plot()
 
+    def _panels(self):
+        """Metrics grouped by panel: a validation metric (``validation_loss``,
+        ``ValidationLoss``, ``val_loss``) is drawn over its training metric."""
+        panels = {}
+        for name in self.metrics:
+            if not self._history[name][0]:
+                continue
+            base = next((b for b in _training_names(name) if b in self._history), name)
+            panels.setdefault(base, []).append(name)
+        return panels
+
+    def _log_axis(self, base):
+        if self.log_scale == "auto":
+            wanted = "loss" in base.lower()
+        else:
+            wanted = base in (self.log_scale or ())
+        return wanted and all(y > 0 for name in self._panels().get(base, [base])
+                              for y in self._history[name][1])
+
     def save_plot(self, path=None):
-        """Draw every metric against the x label into a PNG (written atomically)."""
+        """Draw the metrics into a PNG (written atomically): one panel per training
+        metric with its validation metric over it, a log axis for losses, the run's name
+        and worker count in the title, and epoch boundaries marked on an iteration axis.
+        """
         path = path or self.plot_file
         if not self.active or not path:
             return None
@@ -165,18 +214,42 @@ class TrainingProgressMonitor:
             import matplotlib.pyplot as plt
         except ImportError:
             return None
-        shown = [m for m in self.metrics if self._history[m][0]]
-        fig, axes = plt.subplots(max(1, len(shown)), 1, figsize=(7, 2.6 * max(1, len(shown))),
-                                 squeeze=False)
-        for ax, name in zip(axes[:, 0], shown):
-            xs, ys = self._history[name]
-            ax.plot(xs, ys)
-            ax.set_ylabel(name)
+        panels = self._panels()
+        count = max(1, len(panels))
+        fig, axes = plt.subplots(count, 1, figsize=(7.5, 2.8 * count), squeeze=False,
+                                 sharex=True)
+        for ax, (base, names) in zip(axes[:, 0], panels.items()):
+            for name in names:
+                xs, ys = self._history[name]
+                validation = name != base
+                ax.plot(xs, ys, "o--" if validation else "-", markersize=3,
+                        label="validation" if validation else "training")
+            if len(names) > 1:
+                ax.legend(loc="best", fontsize=8)
+            if self._log_axis(base):
+                ax.set_yscale("log")
+            ax.set_ylabel(base)
             ax.grid(True, alpha=0.3)
+            for x, epoch in self._epochs:
+                ax.axvline(x, color="gray", linewidth=0.6, linestyle=":")
+        if self._epochs and self.xlabel.lower() != "epoch":
+            top = axes[0, 0].secondary_xaxis("top")
+            shown = self._epochs[:: max(1, len(self._epochs) // 12)]
+            top.set_xticks([x for x, _ in shown])
+            top.set_xticklabels([e.split()[0] for _, e in shown], fontsize=7)
+            top.set_xlabel("epoch", fontsize=8)
+        elif self.xlabel.lower() == "epoch":
+            from matplotlib.ticker import MaxNLocator
+
+            axes[-1, 0].xaxis.set_major_locator(MaxNLocator(integer=True))
         axes[-1, 0].set_xlabel(self.xlabel)
-        title = f"{self._progress:.0f}%" + (f" - {self.status}" if self.status else "")
-        axes[0, 0].set_title(title)
+        title = f"{self.run}: {self.workers} worker{'s' if self.workers != 1 else ''}, " \
+                f"{self._progress:.0f}%" + (f", {self.status}" if self.status else "")
+        fig.suptitle(title, fontsize=10)
         fig.tight_layout()
+        folder = os.path.dirname(path)
+        if folder:
+            os.makedirs(folder, exist_ok=True)
         try:
             write_atomic(path, lambda f: fig.savefig(f, dpi=90, format="png"))
         finally:
@@ -189,6 +262,8 @@ class TrainingProgressMonitor:
             return
         self._closed = True
         self._maybe_render(force=True)
+        if self._log is not None:
+            self._log.close()
         if self._tty and self.active:
             self.stream.write("\n")
             self.stream.flush()
@@ -255,3 +330,56 @@ def _names(kind, names):
                                 f"(got {name!r})")
         out.append(name)
     return out
+
+
+def _default_run():
+    """``<script>-<date>-<time>``: the run's name, its folder under ``runs/``."""
+    script = os.path.splitext(os.path.basename(sys.argv[0] or "python"))[0] or "python"
+    return f"{script}-{time.strftime('%Y%m%d-%H%M%S')}"
+
+
+def _training_names(name):
+    """The names of the training metric a validation metric may go with:
+    ``validation_loss`` -> ``loss``; ``ValidationLoss`` -> ``TrainingLoss``, ``loss``."""
+    for prefix in ("validation_", "val_", "Validation"):
+        if name.startswith(prefix) and len(name) > len(prefix):
+            rest = name[len(prefix):]
+            if prefix == "Validation":
+                return ["Training" + rest, rest, rest[0].lower() + rest[1:]]
+            return [rest, "training_" + rest]
+    return []
+
+
+class _Log:
+    """``log_dir``: ``metrics.csv`` (every metric and information value, a row per
+    ``record_metrics``) and TensorBoard event files when the ``tensorboard`` package is
+    installed."""
+
+    def __init__(self, log_dir, metrics, info):
+        import csv
+
+        os.makedirs(log_dir, exist_ok=True)
+        self.columns = ["step", *metrics, *info]
+        path = os.path.join(log_dir, "metrics.csv")
+        self.file = open(path, "w", newline="")
+        self.csv = csv.DictWriter(self.file, self.columns)
+        self.csv.writeheader()
+        self.board = None
+        try:
+            from torch.utils.tensorboard import SummaryWriter
+        except ImportError:  # no torch, or no tensorboard: the CSV only
+            return
+        self.board = SummaryWriter(log_dir)
+
+    def write(self, step, values, info):
+        row = {"step": step, **values, **{k: v for k, v in info.items()}}
+        self.csv.writerow({k: row.get(k, "") for k in self.columns})
+        self.file.flush()
+        if self.board is not None:
+            for name, value in values.items():
+                self.board.add_scalar(name, float(value), int(step))
+
+    def close(self):
+        self.file.close()
+        if self.board is not None:
+            self.board.close()

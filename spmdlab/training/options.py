@@ -44,6 +44,7 @@ _COMMON = {
     "verbose_frequency": 50,
     "execution_environment": "auto",
     "checkpoint_path": None,
+    "log_dir": None,
     "checkpoint_frequency": 1,
     "checkpoint_frequency_unit": "epoch",
 }
@@ -140,11 +141,11 @@ def _check(solver, name, value):
         return bool(value)
     if name == "metrics":
         return _check_metrics(value)
-    if name == "checkpoint_path":
+    if name in ("checkpoint_path", "log_dir"):
         if value is None or value == "":
             return None
         if not isinstance(value, (str, os.PathLike)):
-            raise SpmdTypeError(f"{call}: 'checkpoint_path' must be a folder path or None "
+            raise SpmdTypeError(f"{call}: '{name}' must be a folder path or None "
                                 f"(got {value!r})")
         return os.fspath(value)
     if name == "validation_data":
@@ -264,7 +265,9 @@ def training_options(solver, **options):
     ("accuracy", "rmse", functions ``f(scores, targets)``), ``verbose`` True,
     ``verbose_frequency`` 50, ``execution_environment`` "auto", "cpu", "gpu",
     "parallel-auto", "parallel-cpu" or "parallel-gpu", ``checkpoint_path`` None,
-    ``checkpoint_frequency`` 1 and ``checkpoint_frequency_unit`` "epoch" or "iteration".
+    ``checkpoint_frequency`` 1 and ``checkpoint_frequency_unit`` "epoch" or "iteration",
+    ``log_dir`` None (a folder: ``metrics.csv`` of every metric per iteration, and
+    TensorBoard event files with the ``logs`` extra).
 
     String values are case-insensitive. An unknown option, an option of another solver
     or a bad value raises SpmdValueError (or SpmdTypeError) naming it.

@@ -461,13 +461,14 @@ class _Run:
                                 self.total)
         stop_file = _env.get("STOP_FILE", None)
         self.monitor = self.stopper = None
-        if o.plots == "training-progress":
+        if o.plots == "training-progress" or o.log_dir:
             names = ["loss"] + [m.name for m in self.metrics]
             if self.validation is not None:
                 names += ["validation_loss"] + [f"validation_{m.name}" for m in self.metrics]
-            self.monitor = TrainingProgressMonitor(metrics=names,
-                                                   info=["epoch", "learn_rate"],
-                                                   stop_file=stop_file)
+            self.monitor = TrainingProgressMonitor(
+                metrics=names, info=["epoch", "learn_rate"], stop_file=stop_file,
+                log_dir=o.log_dir, show=o.plots == "training-progress",
+                plot_file="default" if o.plots == "training-progress" else None)
         else:
             self.stopper = StopRequest(lambda reason: self.display.line(
                 f"trainnet: stop requested ({reason}); finishing the current iteration"),
