@@ -59,10 +59,15 @@ class TrainingInfo:
         self.class_names = None
         self.resumed_from = 0
         self.workers = 1
+        self._final = None
 
     @property
     def final_validation(self):
-        """The last validation record (None without validation data)."""
+        """The validation of the network ``trainnet`` returns, taken after its last step
+        (the best-validation state loaded, batch-norm population statistics computed):
+        ``iteration`` is ``output_network_iteration``. None without validation data."""
+        if self._final is not None:
+            return self._final
         return self.validation_history[-1] if self.validation_history else None
 
     def __repr__(self):
@@ -570,7 +575,7 @@ class _Run:
                                      learn_rate=f"{learn_rate:.4g}")
             self.monitor.progress = min(100.0, 100.0 * done / self.total)
 
-    def _validate(self, epoch):
+    def _validate(self, epoch, history=True):
         """Loss and metrics of the whole validation set: each worker scores its part."""
         torch, group, net = _torch(), self.group, self.net
         sums = np.zeros(2 + len(self.metrics))  # loss sum, metric sums, observations
@@ -594,7 +599,8 @@ class _Run:
                   "loss": float(sums[0] / sums[-1])}
         for i, m in enumerate(self.metrics):
             record[m.name] = m.finish(float(sums[1 + i] / sums[-1]))
-        self.info.validation_history.append(record)
+        if history:
+            self.info.validation_history.append(record)
         return record
 
     def _save_checkpoint(self, epoch):
@@ -637,9 +643,19 @@ class _Run:
         if self.o.batch_normalization_statistics == "population" and self.done > 0:
             _population_statistics(net, self.train_data, self.group, self.count, self.batch,
                                    self.offset, self.mine, self.device)
+        epoch = max(1, -(-self.done // self.per_epoch))
+        final = ""
+        if self.validation is not None and self.done > 0:
+            # MATLAB reports the validation of the finished network: after the best state
+            # is loaded and the population statistics are in (not the running ones)
+            record = self._validate(epoch, history=False)
+            record["iteration"] = info.output_network_iteration
+            info._final = record
+            final = f"; its validation loss {record['loss']:.4f}" + "".join(
+                f", {m.name} {record[m.name]:.4g}" for m in self.metrics)
         self.display.line(f"trainnet: {info.stop_reason} after iteration {self.done} (epoch "
-                          f"{max(1, -(-self.done // self.per_epoch))}); network of iteration "
-                          f"{info.output_network_iteration}")
+                          f"{epoch}); network of iteration "
+                          f"{info.output_network_iteration}{final}")
         net.eval()
         return net, info
 
