@@ -139,3 +139,69 @@ def test_log_dir_writes_a_csv_and_tensorboard_events(tmp_path):
     assert [e.step for e in losses] == list(range(1, 31))
     assert abs(losses[1].value - 1.0) < 1e-6
     assert [e.step for e in events.Scalars("validation_loss")] == [10, 20, 30]
+
+
+LIVE_SCRIPT = """
+import time
+from spmdlab import spmd_plus
+from spmdlab.training import TrainingProgressMonitor
+m = TrainingProgressMonitor(metrics=["loss"], info=["epoch"], plot_file=None, refresh=0.05)
+for step in range(1, 61):
+    loss = spmd_plus(1.0 / step)
+    m.record_metrics(step, loss=loss)
+    m.update_info(epoch=f"{(step - 1) // 20 + 1} of 3")
+    m.progress = 100 * step / 60
+    time.sleep(0.1)
+m.status = "done"
+m.close()
+"""
+
+
+@pytest.mark.mpi_skip
+@pytest.mark.parametrize("where", ["terminal", "file"])
+def test_the_view_updates_in_place_under_mpiexec_in_a_terminal(where, tmp_path):
+    # no worker has a terminal under mpiexec (the launcher pipes their output): the
+    # monitor finds the launcher's terminal behind the pipe and draws a live view there;
+    # into a file it writes plain lines
+    import shutil
+    import subprocess
+    import sys
+    import time
+
+    pytest.importorskip("rich")
+    if shutil.which("tmux") is None:
+        pytest.skip("needs tmux")
+    from conftest import mpiexec_args
+
+    script = tmp_path / "live.py"
+    script.write_text(LIVE_SCRIPT)
+    out = tmp_path / "out.txt"
+    command = " ".join(mpiexec_args(2) + [sys.executable, str(script)])
+    if where == "file":
+        command += f" > {out}"
+    session = f"spmdlab-live-{where}-{os.getpid()}"
+    subprocess.run(["tmux", "new-session", "-d", "-s", session, "-x", "100", "-y", "20",
+                    f"OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 {command}; "
+                    f"sleep 60"], check=True)
+    try:
+        screens = []
+        for _ in range(60):
+            time.sleep(0.5)
+            screen = subprocess.run(["tmux", "capture-pane", "-p", "-t", session],
+                                    capture_output=True, text=True).stdout
+            screens.append(screen)
+            if "done" in screen or (where == "file" and out.exists() and
+                                    "done" in out.read_text()):
+                break
+    finally:
+        subprocess.run(["tmux", "kill-session", "-t", session])
+    if where == "file":
+        text = out.read_text()
+        assert "\x1b" not in text and "\r" not in text  # plain lines
+        assert text.count("%") > 10 and "done" in text
+        return
+    middle = [s for s in screens if "metrics" in s and "done" not in s]
+    assert middle, screens[-1]
+    for screen in middle:  # one view, redrawn in place: never two of them on screen
+        assert screen.count("metrics") == 1 and screen.count("info ") <= 1, screen
+    assert "loss" in screens[-1] and "done" in screens[-1] and "━" in screens[-1]

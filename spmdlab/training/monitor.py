@@ -71,7 +71,10 @@ class TrainingProgressMonitor:
         self._history = {m: ([], []) for m in self.metrics}
         self._info_values = {}
         self._last_render = self._last_plot = 0.0
-        self._tty = hasattr(self.stream, "isatty") and self.stream.isatty()
+        # a terminal at the end of the output (directly, or behind mpiexec): a live view
+        self._terminal = _terminal_behind(self.stream) if self.active and show else None
+        self._live = _LiveView(self.stream, self._terminal) if self._terminal else None
+        self._tty = self._terminal is not None and self._live is None
         self._closed = False
         self._stopper = StopRequest(self._on_stop_request, self.stop_file)
 
@@ -158,6 +161,10 @@ class TrainingProgressMonitor:
     def _line(self, text, force=False):
         if not self.active or not self.show:
             return
+        if self._live is not None:
+            if force:  # a message: printed above the live view
+                self._live.message(text)
+            return
         if self._tty and not force:
             self.stream.write("\r\033[K" + text)
         else:
@@ -170,7 +177,11 @@ class TrainingProgressMonitor:
         if not self.active or (not force and now - self._last_render < self.refresh):
             return
         self._last_render = now
-        if self._tty:
+        if self._live is not None and self.show:
+            self._live.update(self._progress, [
+                (name, self._history[name][1][-1]) for name in self.metrics
+                if self._history[name][1]], list(self._info_values.items()), self.status)
+        elif self._tty:
             filled = int(round(self._progress / 5))
             bar = "#" * filled + "." * (20 - filled)
             self._line(f"[{bar}] {self._progress:5.1f}% | {self._summary()}")
@@ -264,7 +275,9 @@ class TrainingProgressMonitor:
         self._maybe_render(force=True)
         if self._log is not None:
             self._log.close()
-        if self._tty and self.active:
+        if self._live is not None:
+            self._live.stop()
+        elif self._tty and self.active:
             self.stream.write("\n")
             self.stream.flush()
         self._stopper.restore()
@@ -383,3 +396,113 @@ class _Log:
         self.file.close()
         if self.board is not None:
             self.board.close()
+
+
+def _terminal_behind(stream):
+    """The terminal (its path) that ``stream`` ends on, or None: the stream itself, or,
+    for a worker whose output a launcher forwards (mpiexec, Open MPI's prterun), the
+    terminal of the launcher that reads this process's pipe. A pipe read by anything
+    else (``| tee``, a CI runner) or a file means plain lines. Linux only beyond a
+    direct terminal."""
+    try:
+        fd = stream.fileno()
+    except (AttributeError, OSError, ValueError):
+        return None
+    if os.isatty(fd) and not _forwarded_pty(os.getpid()):
+        return os.ttyname(fd)
+    try:
+        pid, target = os.getpid(), os.readlink(f"/proc/self/fd/{fd}")
+        for _ in range(8):
+            forwarded = target.startswith("/dev/pts/") and _forwarded_pty(pid)
+            if not target.startswith("pipe:") and not forwarded:
+                return target if target.startswith(("/dev/pts/", "/dev/tty")) else None
+            with open(f"/proc/{pid}/stat") as f:
+                pid = int(f.read().rsplit(")", 1)[1].split()[1])  # the parent
+            if pid <= 1 or not (forwarded or _reads(pid, target)):
+                return None
+            target = os.readlink(f"/proc/{pid}/fd/1")  # where the reader writes
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def _forwarded_pty(pid):
+    """Whether ``pid``'s terminal is a pseudo-terminal its parent made to forward its
+    output (Open MPI gives every worker one): the parent holds /dev/ptmx."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            parent = int(f.read().rsplit(")", 1)[1].split()[1])
+        if parent <= 1:
+            return False
+        return any(os.readlink(f"/proc/{parent}/fd/{name}") == "/dev/ptmx"
+                   for name in os.listdir(f"/proc/{parent}/fd"))
+    except (OSError, ValueError, IndexError):
+        return False
+
+
+def _reads(pid, pipe):
+    """Whether process ``pid`` holds the read end of ``pipe`` (``pipe:[inode]``)."""
+    for name in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            if os.readlink(f"/proc/{pid}/fd/{name}") != pipe:
+                continue
+            with open(f"/proc/{pid}/fdinfo/{name}") as f:
+                for line in f:
+                    if line.startswith("flags:") and int(line.split()[1], 8) & 3 == 0:
+                        return True
+        except OSError:
+            continue
+    return False
+
+
+class _LiveView:
+    """The in-place view (rich's Live): a progress bar, the latest metrics, the
+    information. None of it when rich is not installed (the view is one line then)."""
+
+    def __new__(cls, stream, terminal):
+        import importlib.util
+
+        if importlib.util.find_spec("rich") is None:
+            return None
+        return super().__new__(cls)
+
+    def __init__(self, stream, terminal):
+        from rich.console import Console
+        from rich.live import Live
+
+        width = None
+        try:
+            fd = os.open(terminal, os.O_RDONLY | os.O_NOCTTY)
+            try:
+                width = os.get_terminal_size(fd).columns
+            finally:
+                os.close(fd)
+        except OSError:
+            pass
+        self.console = Console(file=stream, force_terminal=True, width=width)
+        self.live = Live(console=self.console, auto_refresh=False, transient=False)
+        self.started = False
+
+    def update(self, progress, metrics, info, status):
+        from rich.progress_bar import ProgressBar
+        from rich.table import Table
+
+        grid = Table.grid(padding=(0, 2))
+        grid.add_row(ProgressBar(total=100.0, completed=progress, width=30),
+                     f"{progress:5.1f}%" + (f"  {status}" if status else ""))
+        if metrics:
+            grid.add_row("metrics", "   ".join(f"{k} [bold]{v:.4g}[/]" for k, v in metrics))
+        if info:
+            grid.add_row("info", "   ".join(f"{k} {v}" for k, v in info))
+        if not self.started:
+            self.live.start()
+            self.started = True
+        self.live.update(grid, refresh=True)
+
+    def message(self, text):
+        self.console.print(text)
+
+    def stop(self):
+        if self.started:
+            self.live.stop()
+            self.started = False
