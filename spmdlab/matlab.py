@@ -5,11 +5,20 @@
     row = spmdCat(spmdIndex())             # row = spmdCat(spmdIndex);   -> [1 2 ... N]
     ok = spmdReduce("and", has_data)       # ok = spmdReduce(@and, hasdata(mbq));
 
-Differences from the snake_case API: ``spmdCat`` takes MATLAB's 1-based ``dim``
-(default 2; a 1-D array is a row vector, a scalar is 1x1), ``'any'`` is accepted where
-MATLAB accepts it, ``[]`` is ``None``, and reduction functions may be given by MATLAB
-name (``"plus"``, ``"times"``, ``"max"``, ``"min"``, ``"and"``, ``"or"``, ``"xor"``,
-``"bitand"``, ``"bitor"``, ``"bitxor"``) as well as by Python function.
+Where MATLAB and Python differ, these names follow MATLAB (the snake_case API keeps
+Python's and numpy's rules):
+
+- ``spmdCat`` takes MATLAB's 1-based ``dim`` (default 2; a 1-D array is a row vector, a
+  scalar is 1x1);
+- worker numbers come as MATLAB gives them: an integral float (``2.0``) is worker 2,
+  ``[]`` is "none" (``labSendReceive([], src, x)``), ``'any'`` is accepted where MATLAB
+  accepts it, and ``labSend(x, 2:numlabs)`` with one worker sends nothing;
+- ``spmdPlus``/``gplus`` (and ``spmdReduce("plus")``) saturate integer sums at
+  ``intmax``/``intmin`` instead of wrapping, and count logical values as doubles;
+- reduction functions may be given by MATLAB name, with or without ``@`` (``"plus"``,
+  ``"times"``, ``"max"``, ``"min"``, ``"and"``, ``"or"``, ``"xor"``, ``"bitand"``,
+  ``"bitor"``, ``"bitxor"``, ``"vertcat"``, ``"horzcat"``, ``("cat", dim)``) as well as
+  by Python function.
 """
 
 import operator
@@ -33,21 +42,81 @@ _FUNCTIONS = {"plus": operator.add, "times": operator.mul, "max": max, "min": mi
 
 
 def _any(value):
-    """MATLAB's 'any' (and []) as spmdlab's None."""
+    """MATLAB's 'any' (and []) as spmdlab's None; a worker number as MATLAB gives it."""
     if isinstance(value, str) and value.lower() == "any":
         return None
+    return _worker(value)
+
+
+def _worker(value):
+    """A worker number as MATLAB code passes it: every MATLAB number is a double, so an
+    integral float (``2.0``, from ``floor`` or an array) is the worker 2; ``[]`` is
+    MATLAB's "none" (None here). Anything else is left to spmdlab's checks."""
+    if value is None or isinstance(value, (bool, np.bool_)):
+        return value
+    if isinstance(value, (list, tuple, np.ndarray)) and np.size(value) == 0:
+        return None
+    if isinstance(value, (float, np.floating)) and float(value).is_integer():
+        return int(value)
+    if isinstance(value, np.ndarray) and value.size == 1 and value.dtype.kind in "fiu":
+        return _worker(value.reshape(()).item())
     return value
+
+
+def _workers(value):
+    """``labSend``'s destination: one worker, or a list / range / array of them
+    (``2:numlabs``); an empty one sends nothing (returns [])."""
+    if isinstance(value, (list, tuple, range, np.ndarray)):
+        return [_worker(v) for v in np.asarray(value).reshape(-1).tolist()] \
+            if np.size(value) else []
+    return _worker(value)
+
+
+_CATS = {"vertcat": 1, "horzcat": 2}
 
 
 def _function(fcn):
     if isinstance(fcn, str):
-        name = fcn.lstrip("@")
+        name = fcn.strip().lstrip("@")
         if name not in _FUNCTIONS:
             raise SpmdValueError(
                 f"spmdReduce: unknown MATLAB function name {fcn!r}; use one of "
-                f"{', '.join(sorted(_FUNCTIONS))} or pass a Python function")
+                f"{', '.join(sorted(list(_FUNCTIONS) + list(_CATS) + ['cat']))} (with or "
+                f"without '@') or pass a Python function")
         return _FUNCTIONS[name]
     return fcn
+
+
+def _concatenation(fcn):
+    """The dim of a concatenating reduction (``"vertcat"``, ``"@horzcat"``,
+    ``("cat", dim)``), or None."""
+    if isinstance(fcn, str):
+        return _CATS.get(fcn.strip().lstrip("@"))
+    if isinstance(fcn, tuple) and len(fcn) == 2 and isinstance(fcn[0], str) and \
+            fcn[0].strip().lstrip("@") == "cat":
+        return fcn[1]
+    return None
+
+
+def _saturating_add(a, b):
+    """MATLAB's integer ``plus``: the sum is held at ``intmax``/``intmin`` of the type
+    instead of wrapping (each step of the fold, in worker order, as MATLAB's would)."""
+    a, b = np.asarray(a), np.asarray(b)
+    info = np.iinfo(a.dtype)
+    wide = a.astype(object) + b.astype(object)  # exact, whatever the width
+    out = np.clip(wide, info.min, info.max).astype(a.dtype)
+    return out[()] if out.ndim == 0 else out
+
+
+def _is_integer(X):
+    leaf = classify(X)
+    return leaf is not None and leaf.family in ("numpy", "np-scalar") and \
+        leaf.dtype.kind in "iu"
+
+
+def _is_logical(X):
+    leaf = classify(X)
+    return leaf is not None and leaf.dtype.kind == "b"
 
 
 def spmdIndex():
@@ -61,13 +130,36 @@ def spmdSize():
 
 
 def spmdPlus(X, destination=None):
-    """``spmdPlus(X)``, ``spmdPlus(X, destination)``."""
+    """``spmdPlus(X)``, ``spmdPlus(X, destination)``, with MATLAB's arithmetic:
+    integer types saturate at ``intmax``/``intmin`` instead of wrapping, and logical
+    values sum to a double count (``spmdPlus(true)`` is 2 at two workers). The pythonic
+    ``spmd_plus`` keeps numpy's rules."""
+    destination = _worker(destination)
+    if _is_logical(X):
+        return collectives.spmd_plus(np.asarray(X, dtype=np.float64)
+                                     if not isinstance(X, (bool, np.bool_)) else float(X),
+                                     destination)
+    if _is_integer(X):
+        return collectives.spmd_reduce(_saturating_add, X, destination)
     return collectives.spmd_plus(X, destination)
 
 
 def spmdReduce(fcn, X, destination=None):
-    """``spmdReduce(fcn, X)``, ``spmdReduce(fcn, X, destination)``; fcn may be a MATLAB name."""
-    return collectives.spmd_reduce(_function(fcn), X, destination)
+    """``spmdReduce(fcn, X)``, ``spmdReduce(fcn, X, destination)``.
+
+    ``fcn`` may be a MATLAB name, with or without ``@``: ``"plus"`` (saturating on
+    integers, a count on logicals, as ``spmdPlus``), ``"times"``, ``"max"``, ``"min"``,
+    ``"and"``, ``"or"``, ``"xor"``, ``"bitand"``, ``"bitor"``, ``"bitxor"``,
+    ``"vertcat"``, ``"horzcat"``, or ``("cat", dim)``; or a Python function.
+    """
+    destination = _worker(destination)
+    dim = _concatenation(fcn)
+    if dim is not None:
+        return spmdCat(X, dim, destination)
+    fcn = _function(fcn)
+    if fcn is operator.add:
+        return spmdPlus(X, destination)
+    return collectives.spmd_reduce(fcn, X, destination)
 
 
 def spmdCat(X, dim=2, destination=None):
@@ -78,6 +170,7 @@ def spmdCat(X, dim=2, destination=None):
     added when ``dim`` exceeds the array's; a result that is a single row comes back 1-D.
     Structs (dicts) and other objects give a list with one entry per worker.
     """
+    dim, destination = _worker(dim), _worker(destination)
     if isinstance(dim, bool) or not isinstance(dim, (int, np.integer)) or dim < 1:
         _checks.fail_together("spmdCat", SpmdValueError(
             f"spmdCat (worker {spmdIndex()} of {spmdSize()}): 'dim' must be a positive int "
@@ -101,7 +194,7 @@ def spmdCat(X, dim=2, destination=None):
 
 def spmdBroadcast(source, X=None):
     """``spmdBroadcast(source, X)`` on the source, ``spmdBroadcast(source)`` elsewhere."""
-    return collectives.spmd_broadcast(source, X)
+    return collectives.spmd_broadcast(_worker(source), X)
 
 
 def spmdBarrier():
@@ -110,8 +203,12 @@ def spmdBarrier():
 
 
 def spmdSend(X, destination, tag=0):
-    """``spmdSend(X, destination)``, ``spmdSend(X, destination, tag)``."""
-    p2p.spmd_send(X, destination, tag)
+    """``spmdSend(X, destination)``, ``spmdSend(X, destination, tag)``; ``destination``
+    may be a list or range of workers (``2:numlabs``), and an empty one sends nothing."""
+    destination = _workers(destination)
+    if destination == [] or destination is None:
+        return
+    p2p.spmd_send(X, destination, _worker(tag))
 
 
 def spmdReceive(source=None, tag=None, *, status=False):
@@ -119,17 +216,17 @@ def spmdReceive(source=None, tag=None, *, status=False):
 
     MATLAB's ``[data, source, tag] = spmdReceive(...)`` is ``status=True``.
     """
-    return p2p.spmd_receive(_any(source), tag, status=status)
+    return p2p.spmd_receive(_any(source), _any(tag), status=status)
 
 
 def spmdSendReceive(destination, source, X, tag=0):
     """``spmdSendReceive(destination, source, X)``; ``[]`` (None) skips that side."""
-    return p2p.spmd_send_receive(destination, source, X, tag)
+    return p2p.spmd_send_receive(_worker(destination), _worker(source), X, _worker(tag))
 
 
 def spmdProbe(source=None, tag=None, *, status=False):
     """``spmdProbe``, ``spmdProbe(source)``, ``spmdProbe('any', tag)``, ..."""
-    return p2p.spmd_probe(_any(source), tag, status=status)
+    return p2p.spmd_probe(_any(source), _any(tag), status=status)
 
 
 # -- the legacy names (R2022b and earlier) ----------------------------------------------

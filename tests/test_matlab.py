@@ -10,7 +10,7 @@ from spmdlab.matlab import (gcat, gop, gplus, labBarrier, labBroadcast, labindex
                             spmdBarrier, spmdBroadcast, spmdCat, spmdIndex, spmdPlus,
                             spmdProbe, spmdReceive, spmdReduce, spmdSend, spmdSendReceive,
                             spmdSize)
-from spmdlab import SpmdValueError
+from spmdlab import SpmdValueError, spmd_index, spmd_size
 
 pytestmark = pytest.mark.mpi
 
@@ -77,3 +77,62 @@ def test_send_receive_probe_any():
     assert labSendReceive(right, left, k, 3) == left
     spmdBarrier()
     labBarrier()
+
+
+# -- MATLAB's arithmetic and argument forms ------------------------------------------------
+
+
+def test_integer_sums_saturate_as_in_matlab():
+    from spmdlab.matlab import gplus, spmdPlus, spmdReduce
+
+    n = spmd_size()
+    big = np.int32(2 ** 31 - 1)
+    assert gplus(big) == big and type(gplus(big)) is np.int32  # held at intmax
+    assert spmdPlus(np.int8(-100)) == (np.int8(-128) if n > 1 else np.int8(-100))
+    assert spmdReduce("@plus", np.array([250, 1], dtype=np.uint8)).tolist() == \
+        [min(255, 250 * n), n]
+    assert spmdPlus(np.int64(3)) == 3 * n  # in range: the plain sum
+    from spmdlab import spmd_plus
+
+    if n > 1:  # the pythonic API keeps numpy's wrapping
+        with np.errstate(over="ignore"):
+            assert spmd_plus(np.int32(2 ** 31 - 1)) != big
+
+
+def test_logical_sums_are_double_counts():
+    from spmdlab.matlab import gplus
+
+    n = spmd_size()
+    result = gplus(np.array([True, False]))
+    assert result.dtype == np.float64 and result.tolist() == [float(n), 0.0]
+    assert gplus(True) == float(n) and isinstance(gplus(True), float)
+
+
+def test_worker_numbers_as_matlab_gives_them():
+    from spmdlab.matlab import (gplus, labBroadcast, labReceive, labSend, labSendReceive,
+                                numlabs)
+
+    n = spmd_size()
+    assert gplus(1.0, float(n)) == (float(n) if spmd_index() == n else None)
+    assert labBroadcast(1.0, spmd_index() * 10) == 10
+    # MATLAB's [] is "none": a one-way shift of a ring
+    right = float(spmd_index() + 1) if spmd_index() < n else []
+    left = float(spmd_index() - 1) if spmd_index() > 1 else []
+    got = labSendReceive(right, left, spmd_index())
+    assert got == (spmd_index() - 1 if spmd_index() > 1 else None)
+    # labSend(x, 2:numlabs): nothing to send with one worker
+    if spmd_index() == 1:
+        labSend("hello", range(2, numlabs() + 1))
+    else:
+        assert labReceive(1.0) == "hello"
+
+
+def test_concatenating_reductions_by_name():
+    from spmdlab.matlab import gop, spmdReduce
+
+    n = spmd_size()
+    row = np.array([[spmd_index(), 0]])
+    assert gop("@vertcat", row).shape == (n, 2)
+    assert gop("horzcat", row).shape == (1, 2 * n)
+    assert spmdReduce(("cat", 3), row).shape == (1, 2, n)
+    assert spmdReduce("@max", spmd_index()) == n
