@@ -373,8 +373,11 @@ for i in range(100_000):
 """, 4 if nodes == 2 else 3, nodes=nodes, timeout=40)
     assert job.returncode != 0
     n = 4 if nodes == 2 else 3
-    assert re.search(rf"### spmdlab: worker 2 of {n} \(\S+, pid \d+\) ended without a word: "
-                     r"killed by a signal", job.stderr), job.stderr
+    # on a loaded machine the watcher may wake after the clean-up began: then it names
+    # the workers that were gone by then, worker 2 among them
+    assert re.search(rf"### spmdlab: (worker 2|one of workers [\d, ]*\b2\b[\d, ]*) of "
+                     rf"{n} \(\S+, pid [\d, ]+\) ended without a word: killed by a signal",
+                     job.stderr), job.stderr
     assert job.stderr.count("ended without a word") == 1  # the clean-up is not reported
     assert job.seconds < 20
 
