@@ -715,6 +715,10 @@ def abort(status):
 def _excepthook(etype, value, tb, header=""):
     header += (f"### spmdlab: worker {RANK + 1} of {SIZE} ({socket.gethostname()}, pid "
                f"{os.getpid()}) failed; ending the job\n")
+    # the error itself first, in one line: a launcher that ends the job may cut the
+    # forwarding of a long traceback short (seen under Open MPI on a loaded machine)
+    summary = "".join(traceback.format_exception_only(etype, value)).strip()
+    header += f"### {summary[:2000]}\n"
     try:
         text = "".join(traceback.format_exception(etype, value, tb))
         plugin = sys.modules.get("spmdlab.pytest_plugin")
