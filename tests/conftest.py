@@ -123,3 +123,13 @@ def run_job(source, n, *, timeout=60, env=None, nodes=1):
     finally:
         os.unlink(path)
     return Job(proc.returncode, proc.stdout, proc.stderr, time.monotonic() - start)
+
+
+def line_of(path, marker):
+    """The number of the line of file ``path`` that holds ``marker`` (for tests that
+    check the ``file:line`` spmdlab names; the lookup's own line is skipped)."""
+    with open(path) as f:
+        for number, line in enumerate(f, 1):
+            if marker in line and "line_of(" not in line:
+                return number
+    raise AssertionError(marker)

@@ -7,6 +7,7 @@ following collective gives the right answer (nothing is left half-matched).
 
 import numpy as np
 import pytest
+from conftest import line_of
 
 from spmdlab import (SpmdMismatchError, SpmdTypeError, SpmdValueError, spmd_barrier,
                      spmd_broadcast, spmd_cat, spmd_index, spmd_plus, spmd_receive,
@@ -213,12 +214,7 @@ def test_mismatch_names_a_differing_destination_and_axis():
 
 
 def _line_of(marker):
-    """The line number of this file's line that holds ``marker``."""
-    with open(__file__) as f:
-        for number, line in enumerate(f, 1):
-            if marker in line and "_line_of" not in line:
-                return number
-    raise AssertionError(marker)
+    return line_of(__file__, marker)
 
 
 @needs2

@@ -6,6 +6,7 @@ import time
 
 import numpy as np
 import pytest
+from conftest import line_of
 
 import spmdlab
 from spmdlab import _agree, spmd_barrier, spmd_index, spmd_plus, spmd_size
@@ -15,11 +16,7 @@ pytestmark = pytest.mark.mpi
 
 
 def _line_of(marker):
-    with open(__file__) as f:
-        for number, line in enumerate(f, 1):
-            if marker in line and "_line_of" not in line:
-                return number
-    raise AssertionError(marker)
+    return line_of(__file__, marker)
 
 
 def test_the_profile_counts_calls_per_site_and_names_the_slow_worker(tmp_path):
