@@ -76,4 +76,6 @@ def report_accuracy(model, test, preprocess):
     predicted = scores2label(minibatch_predict(model, x_test))
     correct = spmd_plus(int((predicted == y_test.numpy()).sum()))
     if spmd_index() == 1:
-        print(f"accuracy = {correct / len(test):.4f}")
+        from reporting import accuracy_line
+
+        print(accuracy_line(correct, len(test)))

@@ -7,7 +7,10 @@ Each worker holds a contiguous part of the training set, computes the gradient o
 softmax classifier on its share of every global mini-batch, and the shares are combined
 with a weighted ``spmd_plus`` (weights = local batch / global batch), exactly as
 MATLAB's custom-training-loop examples do, so every step applies the gradient of the
-whole global mini-batch, however it is split. Embedded data: scikit-learn's 8x8 handwritten digits, split 90/10 per label.
+whole global mini-batch, however it is split. Worker 1 shows the progress (a live view
+in the terminal, a plot, and with ``--monitor web`` a browser page whose Stop button,
+like Ctrl-C, stops every worker after the same step). Embedded data: scikit-learn's
+8x8 handwritten digits, split 90/10 per label.
 """
 
 import argparse
@@ -18,6 +21,9 @@ import numpy as np
 
 from spmdlab import (spmd_broadcast, spmd_cat, spmd_index, spmd_plus, spmd_reduce,
                      spmd_size)
+from spmdlab.training import TrainingProgressMonitor
+
+from reporting import accuracy_line, add_monitor_arguments, monitor_options
 
 
 def parse_args():
@@ -27,6 +33,7 @@ def parse_args():
                         help="global mini-batch, split over the workers (128)")
     parser.add_argument("--learn-rate", type=float, default=0.5, help="SGD step (0.5)")
     parser.add_argument("--momentum", type=float, default=0.9, help="SGD momentum (0.9)")
+    add_monitor_arguments(parser)
     parser.add_argument("--short", action="store_true", help="3 epochs, for CI")
     return parser.parse_args()
 
@@ -91,7 +98,11 @@ def main():
     global_batch = args.mini_batch_size
     local_batch = global_batch // n + (k <= global_batch % n)
     steps_per_epoch = int(np.ceil(len(y_local) / local_batch))
+    # Worker 1 shows the progress; every other worker's monitor does nothing.
+    monitor = TrainingProgressMonitor(metrics=["loss"], info=["epoch", "seconds"],
+                                      xlabel="Epoch", **monitor_options(args))
     start = time.perf_counter()
+    stopped = False
     for epoch in range(1, epochs + 1):
         order = np.random.default_rng(epoch * 1000 + k).permutation(len(y_local))
         step = 0
@@ -103,21 +114,31 @@ def main():
             # Weighted aggregation: exact for uneven shares of the global mini-batch.
             weight = len(batch) / spmd_plus(len(batch))
             grads = spmd_plus({name: g * weight for name, g in grads.items()})
-            total_loss += spmd_plus(loss * weight)
+            # the weighted loss, and worker 1's stop request (Ctrl-C, Stop), in one sum
+            loss_part, stop = spmd_plus(np.array([loss * weight, float(monitor.stop)]))
+            total_loss += loss_part
             for name in params:
                 velocity[name] = args.momentum * velocity[name] - args.learn_rate * grads[name]
                 params[name] = params[name] + velocity[name]
             step += 1
-        if k == 1:
-            print(f"epoch {epoch:3d}  loss {total_loss / step:.4f}  "
-                  f"({time.perf_counter() - start:.1f} s)")
+            if stop:
+                stopped = True
+                break
+        monitor.update_info(epoch=f"{epoch} of {epochs}",
+                            seconds=f"{time.perf_counter() - start:.1f}")
+        monitor.progress = 100.0 * epoch / epochs
+        monitor.record_metrics(epoch, loss=total_loss / step)
+        if stopped:
+            break
+    monitor.status = f"stopped in epoch {epoch}" if stopped else "done"
+    monitor.close()
 
     # Test accuracy: each worker scores its part of the test set; counts are summed.
     mine = part(len(y_test), n, k)
     logits = x_test[mine] @ params["W"] + params["b"]
     correct = spmd_plus(int((logits.argmax(axis=1) == y_test[mine]).sum()))
     if k == 1:
-        print(f"accuracy = {correct / len(y_test):.4f}")
+        print(accuracy_line(correct, len(y_test)))
 
 
 if __name__ == "__main__":

@@ -7,8 +7,9 @@ Every worker trains on its part of each global mini-batch: the datastore is part
 over the workers, a mini-batch of 128 is split 32/32/32/32 (remainder to the first
 workers), the loss, the gradients and the batch-norm state are combined with weights
 local/global batch, and every worker applies the same SGDM step. Worker 1 (MATLAB's
-client) shows progress from a DataQueue and can stop the training (Ctrl-C or the stop
-file): the request reaches every worker through worker 1's per-worker queue. Data:
+client) shows progress from a DataQueue (each epoch's mean loss) and can stop the
+training (Ctrl-C, the stop file, or the Stop button of ``--monitor web``): the request
+reaches every worker through worker 1's per-worker queue. Data:
 scikit-learn's digits upscaled to 28x28, split 90/10 per label.
 """
 
@@ -28,6 +29,7 @@ from spmdlab.training import (ArrayDatastore, MiniBatchQueue, TrainingProgressMo
                               weighted_sum, worker_mini_batch_sizes)
 
 from digits_data import digits_28x28, report_accuracy, split_per_label
+from reporting import add_monitor_arguments, monitor_options
 
 
 def parse_args():
@@ -36,11 +38,7 @@ def parse_args():
     parser.add_argument("--mini-batch-size", type=int, default=128,
                         help="global mini-batch size, split over the workers (128)")
     parser.add_argument("--learn-rate", type=float, default=0.01, help="SGDM (0.01)")
-    parser.add_argument("--plot", default="default",
-                        help="training-progress plot written by worker 1 (default: "
-                             "runs/<script>-<date>-<time>/training-progress.png)")
-    parser.add_argument("--log-dir", default=None,
-                        help="write metrics.csv (and TensorBoard events) there")
+    add_monitor_arguments(parser)
     parser.add_argument("--short", action="store_true", help="2 epochs, for CI")
     return parser.parse_args()
 
@@ -78,7 +76,7 @@ def main():
 
     # Progress to the client through a DataQueue; Stop back through per-worker queues.
     monitor = TrainingProgressMonitor(metrics=["loss"], info=["epoch"], xlabel="Epoch",
-                                      plot_file=args.plot, log_dir=args.log_dir)
+                                      **monitor_options(args))
     progress = DataQueue()
     stop = PollableDataQueue.per_worker()
 
@@ -95,7 +93,7 @@ def main():
     stopped = False
     for epoch in range(1, epochs + 1):
         mbq.shuffle()
-        total = 0.0
+        total, iterations = 0.0, 0  # the epoch's loss: the mean over its mini-batches
         # MATLAB: while spmdReduce(@and, hasdata(mbq))
         while spmd_reduce(operator.and_, mbq.has_data()):
             x, y = mbq.next()
@@ -103,7 +101,8 @@ def main():
             model.zero_grad()
             loss.backward()
             weight = sizes[k - 1] / args.mini_batch_size  # workerNormalizationFactor
-            total = weighted_sum(loss.item(), weight)       # gplus(factor * loss)
+            total += weighted_sum(loss.item(), weight)      # gplus(factor * loss)
+            iterations += 1
             aggregate_state(model, weight)                   # batch-norm mean and variance
             aggregate_gradients(model, weight)               # gplus(factor * gradients)
             model, velocity = sgdm_update(model, velocity=velocity,
@@ -113,8 +112,8 @@ def main():
             if spmd_plus(stop.mine.queue_length) > 0:
                 stopped = True
                 break
-        if k == 1:
-            progress.send((epoch, total))
+        if k == 1 and iterations:
+            progress.send((epoch, total / iterations))
         if stopped:
             break
     progress.flush(timeout=10)  # the last report is shown before the summary

@@ -5,8 +5,11 @@
 
 A small sweep (learning rate x hidden width) of independent trainings, spread over the
 workers with ``spmdlab.parfor`` (MATLAB: ``parfor i = 1:numSettings``); every training
-runs serially on its worker. The test accuracy of every setting is gathered on worker 1,
-which prints them and the best. Data: scikit-learn's digits upscaled to 28x28, split
+runs serially on its worker. As in MATLAB's example, each training sends its progress
+(epoch, mean loss) through a DataQueue to worker 1, whose monitor draws one curve per
+setting; Ctrl-C or the Stop button of ``--monitor web`` ends every training after its
+current epoch (worker 1 relays the request to every worker's queue). The test accuracy
+of every setting is gathered on worker 1, which prints them and the best. Data: scikit-learn's digits upscaled to 28x28, split
 90/10 per label.
 """
 
@@ -20,10 +23,11 @@ from requires import require
 require("torch", "sklearn")  # else: stop at once, naming the install command
 import torch
 
-from spmdlab import parfor, spmd_index, spmd_size
-from spmdlab.training import minibatch_predict, scores2label
+from spmdlab import DataQueue, PollableDataQueue, parfor, spmd_index, spmd_size
+from spmdlab.training import TrainingProgressMonitor, minibatch_predict, scores2label
 
 from digits_data import digits_28x28, split_per_label
+from reporting import accuracy_line, add_monitor_arguments, monitor_options
 
 
 def parse_args():
@@ -33,12 +37,15 @@ def parse_args():
     parser.add_argument("--widths", type=int, nargs="+", default=[32, 128],
                         help="hidden-layer widths to try (32 128)")
     parser.add_argument("--epochs", type=int, default=15, help="epochs per training (15)")
+    add_monitor_arguments(parser)
     parser.add_argument("--short", action="store_true", help="2 epochs, for CI")
     return parser.parse_args()
 
 
-def train_one(setting, data, epochs):
-    """One complete training on this worker; returns the setting's test accuracy."""
+def train_one(number, setting, data, epochs, progress, should_stop):
+    """One complete training on this worker (or until ``should_stop()``); sends
+    ``(number, epoch, mean loss)`` to ``progress`` after every epoch; returns the
+    setting's test accuracy."""
     learn_rate, width = setting
     (x_train, y_train), (x_test, y_test) = data
     torch.manual_seed(0)
@@ -48,15 +55,24 @@ def train_one(setting, data, epochs):
     optimizer = torch.optim.SGD(model.parameters(), lr=learn_rate, momentum=0.9)
     rng = np.random.default_rng(0)
     start = time.perf_counter()
-    for _ in range(epochs):
+    done = 0
+    for epoch in range(1, epochs + 1):
+        if should_stop():
+            break
         order = torch.from_numpy(rng.permutation(len(y_train)))
+        losses = []
         for batch in order.split(128):
             optimizer.zero_grad()
-            torch.nn.functional.cross_entropy(model(x_train[batch]), y_train[batch]).backward()
+            loss = torch.nn.functional.cross_entropy(model(x_train[batch]), y_train[batch])
+            loss.backward()
             optimizer.step()
+            losses.append(loss.item())
+        progress.send((number, epoch, float(np.mean(losses))))  # MATLAB: send(D, ...)
+        done = epoch
     predicted = scores2label(minibatch_predict(model, x_test))
-    accuracy = float((predicted == y_test.numpy()).mean())
-    return {"learn_rate": learn_rate, "width": width, "accuracy": accuracy,
+    correct = int((predicted == y_test.numpy()).sum())
+    return {"learn_rate": learn_rate, "width": width, "correct": correct,
+            "total": len(y_test), "epochs": done,
             "seconds": time.perf_counter() - start, "worker": spmd_index()}
 
 
@@ -70,15 +86,48 @@ def main():
                              torch.from_numpy(labels[idx]))
     data = (as_tensor(train_idx), as_tensor(test_idx))
     settings = list(itertools.product(args.learn_rates, args.widths))
-    results = parfor(lambda s: train_one(s, data, epochs), settings, destination=1)
+
+    # Worker 1 draws every training's loss: one curve (metric) per setting.
+    names = [f"loss_{i}" for i in range(1, len(settings) + 1)]
+    monitor = TrainingProgressMonitor(metrics=names, info=["finished"], xlabel="Epoch",
+                                      **monitor_options(args))
+    progress = DataQueue()                 # every training reports to worker 1
+    stop = PollableDataQueue.per_worker()  # worker 1 tells every worker to stop
+    reports, relayed = [0], [False]
+
+    def display(item):  # worker 1, for every report, while the trainings run
+        number, epoch, loss = item
+        reports[0] += 1
+        monitor.update_info(finished=f"{reports[0]} of {len(settings) * epochs} epochs")
+        monitor.progress = min(100.0, 100.0 * reports[0] / (len(settings) * epochs))
+        monitor.record_metrics(epoch, **{names[number - 1]: loss})
+        if monitor.stop and not relayed[0]:
+            relayed[0] = True
+            for queue in stop:
+                queue.send(True)
+
+    progress.after_each(display)
+
+    def should_stop():
+        return stop.mine.queue_length > 0 or monitor.stop  # monitor.stop: worker 1 only
+
+    results = parfor(lambda i: train_one(i + 1, settings[i], data, epochs, progress,
+                                         should_stop), range(len(settings)), destination=1)
+    progress.flush(timeout=10)
+    stopped = spmd_index() == 1 and monitor.stop
+    monitor.status = "stopped" if stopped else "done"
+    monitor.close()
     if spmd_index() == 1:
-        print(f"{len(settings)} trainings on {spmd_size()} worker(s):")
-        for r in results:
-            print(f"  learn rate {r['learn_rate']:<6g} width {r['width']:<4d} accuracy "
-                  f"{r['accuracy']:.4f}  ({r['seconds']:.1f} s on worker {r['worker']})")
-        best = max(results, key=lambda r: r["accuracy"])
+        print(f"{len(settings)} trainings on {spmd_size()} worker(s)"
+              + (", stopped early:" if stopped else ":"))
+        for number, r in enumerate(results, 1):
+            print(f"  loss_{number}: learn rate {r['learn_rate']:<6g} width "
+                  f"{r['width']:<4d} {r['epochs']} epochs, accuracy "
+                  f"{100.0 * r['correct'] / r['total']:6.2f}%  ({r['seconds']:.1f} s on "
+                  f"worker {r['worker']})")
+        best = max(results, key=lambda r: r["correct"])
         print(f"best: learn rate {best['learn_rate']:g}, width {best['width']}")
-        print(f"accuracy = {best['accuracy']:.4f}")
+        print(accuracy_line(best["correct"], best["total"]))
 
 
 if __name__ == "__main__":

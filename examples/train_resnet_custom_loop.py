@@ -10,8 +10,8 @@ written once as PNG files to ~/.cache/spmdlab/digits), resized by an augmented i
 datastore, split 90/10 per label. Each worker reads its partition through a
 MiniBatchQueue; every iteration the gradients of the whole network move in one flat
 collective and the batch-norm statistics are pooled. Worker 1 (MATLAB's client) shows a
-progress monitor fed by a DataQueue; pressing Ctrl-C (or creating the stop file,
-``--stop-file`` / ``SPMDLAB_STOP_FILE``) sends a flag to worker 1's per-worker queue, and
+progress monitor fed by a DataQueue; pressing Ctrl-C (or the Stop button of
+``--monitor web``, or creating the stop file, ``--stop-file`` / ``SPMDLAB_STOP_FILE``) sends a flag to worker 1's per-worker queue, and
 ``continue_epoch`` (a ``spmd_cat`` of every worker's has-data and stop flags) brings every
 worker to a stop at the same iteration; the model so far is then evaluated.
 """
@@ -27,10 +27,11 @@ import torch
 from spmdlab import DataQueue, PollableDataQueue, spmd_cat, spmd_index, spmd_plus, spmd_size
 from spmdlab.training import (AugmentedImageDatastore, ImageDatastore, MiniBatchQueue,
                               TrainingProgressMonitor, aggregate_gradients, aggregate_state,
-                              on_each_node, partition, sgdm_update, split_each_label, weighted_sum,
-                              worker_mini_batch_sizes)
+                              on_each_node, partition, population_statistics, sgdm_update,
+                              split_each_label, weighted_sum, worker_mini_batch_sizes)
 
 from digits_data import digits_folder, report_accuracy
+from reporting import add_monitor_arguments, monitor_options
 
 
 def parse_args():
@@ -42,12 +43,8 @@ def parse_args():
     parser.add_argument("--mini-batch-size", type=int, default=128, help="global (128)")
     parser.add_argument("--learn-rate", type=float, default=0.05, help="SGDM (0.05)")
     parser.add_argument("--stop-file", help="stop when this file exists")
-    parser.add_argument("--plot", default="default",
-                        help="training-progress plot written by worker 1 (default: "
-                             "runs/<script>-<date>-<time>/training-progress.png)")
-    parser.add_argument("--log-dir", default=None,
-                        help="write metrics.csv (and TensorBoard events) there")
-    parser.add_argument("--short", action="store_true", help="1 epoch, for CI")
+    add_monitor_arguments(parser)
+    parser.add_argument("--short", action="store_true", help="3 epochs, for CI")
     return parser.parse_args()
 
 
@@ -76,7 +73,7 @@ def resnet(channels, num_classes):
 
 def main():
     args = parse_args()
-    epochs = 1 if args.short else args.epochs
+    epochs = 3 if args.short else args.epochs
     torch.set_num_threads(1)
     torch.manual_seed(0)
     n, k = spmd_size(), spmd_index()
@@ -103,8 +100,7 @@ def main():
 
     monitor = TrainingProgressMonitor(metrics=["loss", "accuracy"],
                                       info=["epoch", "workers"], xlabel="Iteration",
-                                      plot_file=args.plot, stop_file=args.stop_file,
-                                      log_dir=args.log_dir)
+                                      stop_file=args.stop_file, **monitor_options(args))
     stop_queues = PollableDataQueue.per_worker()   # MATLAB: DataQueue made inside spmd
     data_queue = DataQueue()
     iterations = epochs * int(np.ceil(len(train) / args.mini_batch_size))
@@ -143,10 +139,11 @@ def main():
             model, velocity = sgdm_update(model, velocity=velocity,
                                           learn_rate=args.learn_rate)
             loss, accuracy = weighted_sum(
-                [loss.item(), float((scores.argmax(1) == y).float().mean())], weight)
+                [loss.item(), 100.0 * float((scores.argmax(1) == y).float().mean())],
+                weight)  # accuracy in percent, as MATLAB's monitors show it
             if k == 1:
                 data_queue.send((epoch, iteration, loss, accuracy))
-                if monitor.stop:  # Ctrl-C or the stop file, seen on worker 1
+                if monitor.stop:  # Ctrl-C, the Stop button or the stop file (worker 1)
                     stop_queues[1].send(True)
         # the epoch ended: out of data, or asked to stop (every worker decides the same)
         if spmd_plus(stop_queues.mine.queue_length) > 0:
@@ -159,6 +156,13 @@ def main():
     if k == 1 and stopped:
         same = "every worker" if (stops == stops[0]).all() else f"workers at {stops}"
         print(f"stopped at epoch {epoch}, iteration {iteration}, on {same}")
+
+    # Batch-norm statistics of the finished network (MATLAB trainnet's "population"
+    # statistics): the running ones (momentum 0.1) still lag a network that changed fast
+    # over a few dozen iterations, and a plain PyTorch loop of this network lags alike
+    # (README). One pass over every worker's part of the training data fixes that.
+    population_statistics(model, MiniBatchQueue(partition(train, n, k), 128,
+                                                mini_batch_fcn=preprocess))
 
     # Test accuracy: every worker scores its part of the test set; counts are summed.
     report_accuracy(model, test, preprocess)

@@ -10,8 +10,10 @@ There is no parallel code in the training: the one call to ``trainnet`` with
 ``mpiexec`` started (GPUs when every worker has one, else CPUs) and keeps their networks
 identical. Images come from a folder with one sub-folder per class (default: the
 embedded digits, written once as PNG files to ~/.cache/spmdlab/digits), split 90/10 per
-label; the test part is the validation data, as in MATLAB's example. Ctrl-C (or the
-``SPMDLAB_STOP_FILE`` file) stops training on every worker and the network so far is
+label; the test part is the validation data, as in MATLAB's example. Worker 1 shows
+the training progress (a live view in the terminal and a plot; ``--monitor web`` adds a
+browser page with a Stop button). Ctrl-C, the Stop button or the ``SPMDLAB_STOP_FILE``
+file stops training on every worker at the same iteration and the network so far is
 tested. ``--checkpoint-path DIR`` saves a checkpoint every epoch; ``--resume DIR``
 continues from the latest one.
 """
@@ -30,6 +32,7 @@ from spmdlab.training import (AugmentedImageDatastore, ImageDatastore, count_eac
                               trainnet, training_options)
 
 from digits_data import digits_folder
+from reporting import accuracy_line, add_monitor_arguments
 
 
 def parse_args():
@@ -52,11 +55,10 @@ def parse_args():
                         "off for the digits, which are not mirror-symmetric)")
     parser.add_argument("--checkpoint-path", help="save a checkpoint here every epoch")
     parser.add_argument("--resume", help="continue from this checkpoint (file or folder)")
-    parser.add_argument("--plots", action="store_true", help="training-progress plot "
-                        "(runs/<script>-<date>-<time>/training-progress.png, refreshed "
-                        "while training)")
-    parser.add_argument("--log-dir", default=None,
-                        help="write metrics.csv (and TensorBoard events) there")
+    parser.add_argument("--no-plots", action="store_true", help="no training-progress "
+                        "view and plot (plots='none'; default: 'training-progress', a "
+                        "live view and runs/<script>-<date>-<time>/training-progress.png)")
+    add_monitor_arguments(parser, plot=False)
     parser.add_argument("--verbose", action="store_true", help="print the training table")
     parser.add_argument("--short", action="store_true", help="4 epochs, for CI")
     return parser.parse_args()
@@ -132,7 +134,8 @@ def main():
         shuffle="every-epoch",
         validation_data=imds_test,
         validation_frequency=len(imds_train) // mini_batch_size,
-        plots="training-progress" if args.plots else "none", log_dir=args.log_dir,
+        plots="none" if args.no_plots else "training-progress", log_dir=args.log_dir,
+        monitor_web=args.monitor_port if args.monitor == "web" else False,
         metrics="accuracy",
         verbose=args.verbose,
         checkpoint_path=args.checkpoint_path)
@@ -145,13 +148,12 @@ def main():
     scores = minibatch_predict(net, mine)
     y_test = scores2label(scores, classes)
     correct = spmd_plus(int(np.sum(y_test == mine.labels)))
-    if spmd_index() == 1:
+    if spmd_index() == 1:  # the test images are the validation data: one accuracy
         last = info.training_history[-1] if info.training_history else None
         if last is not None:
             print(f"{info.stop_reason} at iteration {last['iteration']} (epoch "
-                  f"{last['epoch']}); final validation accuracy "
-                  f"{info.final_validation['accuracy']:.2f}%")
-        print(f"accuracy = {correct / len(imds_test):.4f}")
+                  f"{last['epoch']})")
+        print(accuracy_line(correct, len(imds_test)))
 
 
 if __name__ == "__main__":

@@ -9,8 +9,8 @@ from mpi4py import MPI
 
 from spmdlab import SpmdMismatchError, SpmdValueError, spmd_cat, spmd_index, spmd_plus, spmd_size
 from spmdlab.training import (adam_update, aggregate_gradients, aggregate_state,
-                              aggregate_state_values, dlupdate, sgdm_update, weighted_sum,
-                              worker_mini_batch_sizes)
+                              aggregate_state_values, dlupdate, population_statistics,
+                              sgdm_update, weighted_sum, worker_mini_batch_sizes)
 
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.mpi
@@ -96,6 +96,29 @@ def test_batch_norm_merge_equals_the_concatenated_batch():
     np.testing.assert_allclose(merged[2].numpy(), whole.var(axis=0), rtol=1e-10)
     expected_other = sum(j * len(data[j - 1]) for j in range(1, n + 1)) / len(whole)
     assert abs(merged[0].item() - expected_other) < 1e-6
+
+
+def test_population_statistics_are_the_moments_of_all_the_data():
+    # every worker's part, in batches of uneven size: the running mean and unbiased
+    # variance become those of everything each batch-norm layer saw, on every worker
+    n, k = spmd_size(), spmd_index()
+    data = [worker_data(j) for j in range(1, n + 1)]
+    whole = np.concatenate(data)
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.BatchNorm1d(5), torch.nn.Linear(5, 3),
+                                torch.nn.BatchNorm1d(3), torch.nn.Linear(3, 2)).double()
+    model.eval()
+    mine = torch.from_numpy(data[k - 1])
+    population_statistics(model, [(mine[:3], None), mine[3:]])  # (x, y) or x batches
+    assert not model.training  # its mode is kept
+    np.testing.assert_allclose(model[0].running_mean.numpy(), whole.mean(axis=0),
+                               rtol=1e-12)
+    np.testing.assert_allclose(model[0].running_var.numpy(), whole.var(axis=0, ddof=1),
+                               rtol=1e-10)
+    # a deeper layer's inputs depend on each batch: its statistics agree on every worker
+    state = np.concatenate([model[2].running_mean.numpy(), model[2].running_var.numpy()])
+    everyone = spmd_cat(state[None])
+    assert (everyone == everyone[0]).all() and np.isfinite(state).all()
 
 
 def test_aggregate_gradients_on_structures_and_missing_gradients():

@@ -7,7 +7,7 @@ and ``trainnet`` with ``training_options`` on top of all of them.
 """
 
 from .aggregate import (aggregate_gradients, aggregate_state, aggregate_state_values,
-                        weighted_sum)
+                        population_statistics, weighted_sum)
 from .helpers import (can_use_gpu, gpu_device_count, minibatch_predict, on_each_node,
                       onehotencode, scores2label, select_gpu)
 from .datastores import (ArrayDatastore, AugmentedImageDatastore, Datastore,
@@ -40,6 +40,7 @@ __all__ = [
     "on_each_node",
     "onehotencode",
     "partition",
+    "population_statistics",
     "read_all",
     "rmsprop_update",
     "scores2label",

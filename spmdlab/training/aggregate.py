@@ -17,7 +17,7 @@ from ..collectives import spmd_plus
 from ..errors import SpmdTypeError
 
 __all__ = ["aggregate_gradients", "aggregate_state", "aggregate_state_values",
-           "weighted_sum"]
+           "population_statistics", "weighted_sum"]
 
 
 def _torch():
@@ -192,6 +192,76 @@ def aggregate_state(x, factor):
         b.copy_(summed[offset:offset + n].view_as(b).to(b.dtype))
         offset += n
     return model
+
+
+def population_statistics(model, batches):
+    """Set every batch-norm layer's running statistics to the moments of all its inputs.
+
+    Collective: every worker must call this, each with its own part of the data.
+    MATLAB trainnet's ``BatchNormalizationStatistics="population"`` for a custom loop:
+    after training, one pass over ``batches`` (an iterable of input batches, such as a
+    ``MiniBatchQueue`` over this worker's partition of the training data) in training
+    mode without updates; each layer's inputs are summed per channel in float64, one
+    ``spmd_plus`` adds every worker's sums, and the running mean and (unbiased) variance
+    become the moments of everything the layer saw, on every worker alike, whatever the
+    number of workers. Running statistics (momentum 0.1) lag the network while it still
+    changes fast, early in training; these do not. Returns the module (its mode kept).
+    """
+    if not _is_module(model):
+        raise SpmdTypeError(f"population_statistics: expects a torch.nn.Module (got "
+                            f"{type(model).__name__})")
+    sums = batch_norm_moments(model, batches)
+    set_batch_norm_moments(model, spmd_plus(sums))
+    return model
+
+
+def batch_norm_moments(model, batches):
+    """This worker's per-channel ``[sum x, sum x^2, count]`` (float64) of the inputs of
+    every tracking batch-norm layer over ``batches`` (inputs, or tuples whose first item
+    is the input); no collective."""
+    torch = _torch()
+    norms = [m for m in _batch_norms(model) if m.track_running_stats]
+    sums = {m: [0.0, 0.0, 0] for m in norms}
+
+    def hook(module, inputs):
+        x = inputs[0].detach().double()
+        dims = [0] + list(range(2, x.dim()))
+        s = sums[module]
+        s[0] = s[0] + x.sum(dims).cpu()
+        s[1] = s[1] + (x * x).sum(dims).cpu()
+        s[2] += x.numel() // x.shape[1]
+
+    handles = [m.register_forward_pre_hook(hook) for m in norms]
+    was_training = model.training
+    model.train()
+    try:
+        with torch.no_grad():
+            for batch in batches:
+                model(batch[0] if isinstance(batch, (tuple, list)) else batch)
+    finally:
+        model.train(was_training)
+        for h in handles:
+            h.remove()
+    return np.concatenate([np.concatenate([
+        np.broadcast_to(np.asarray(s[0], dtype=np.float64), (m.num_features,)),
+        np.broadcast_to(np.asarray(s[1], dtype=np.float64), (m.num_features,)), [s[2]]])
+        for m, s in sums.items()] or [np.zeros(0)])
+
+
+def set_batch_norm_moments(model, sums):
+    """Running mean and unbiased variance from summed ``batch_norm_moments``."""
+    torch = _torch()
+    at = 0
+    for m in (m for m in _batch_norms(model) if m.track_running_stats):
+        c = m.num_features
+        s1, s2, n = sums[at:at + c], sums[at + c:at + 2 * c], sums[at + 2 * c]
+        at += 2 * c + 1
+        if n < 1:
+            continue  # the layer saw nothing: its statistics stay
+        mean = s1 / n
+        var = np.maximum(s2 - n * mean * mean, 0) / max(n - 1, 1)
+        m.running_mean.copy_(torch.from_numpy(mean).to(m.running_mean.dtype))
+        m.running_var.copy_(torch.from_numpy(var).to(m.running_var.dtype))
 
 
 def aggregate_state_values(values, factor, is_mean, is_variance):

@@ -1,12 +1,15 @@
-"""TrainingProgressMonitor: MATLAB's ``trainingProgressMonitor`` for the terminal.
+"""TrainingProgressMonitor: MATLAB's ``trainingProgressMonitor`` for the terminal and
+the browser.
 
 Active on worker 1 (the client) and inert on every other worker, so client code ports
 without ``if`` guards. It shows a live view in the terminal (a progress bar with the
 latest metrics and information; plain lines when the output is not a terminal), draws
 every metric against the x label into a PNG image (refreshed during training, saved at
-the end), and lets a person ask to stop: Ctrl-C, or creating the stop file, sets
+the end), can serve a page with live charts and a Stop button (``web=True``), and lets a
+person ask to stop: Ctrl-C, creating the stop file, or the page's Stop button sets
 ``stop``. Relaying that request to every worker is the program's job (MATLAB's examples
-send it through a per-worker queue; see examples/train_digits_custom_loop.py).
+send it through a per-worker queue; see examples/train_digits_custom_loop.py; trainnet
+does it itself).
 """
 
 import os
@@ -30,13 +33,19 @@ class TrainingProgressMonitor:
     ``metrics`` and ``info`` declare the names that ``record_metrics`` and
     ``update_info`` accept. ``plot_file`` (None: no plot; by default
     ``runs/<run>/training-progress.png``, ``run`` being ``<script>-<date>-<time>``) is
-    refreshed at most every ``plot_every`` seconds and saved by ``close()``: a panel per
+    refreshed at most every ``plot_every`` seconds (and at most 5% of the time: drawing
+    stalls worker 1, so every worker) and saved by ``close()``: a panel per
     training metric with its validation metric (``validation_x``, ``val_x``,
     ``ValidationX``) drawn over it, losses on a log axis (``log_scale``: "auto", or the
     metric names to draw so), epoch boundaries (changes of the ``epoch`` information)
     marked, the run's name and worker count in the title. ``log_dir`` writes
     ``metrics.csv`` (a row per ``record_metrics``: every metric and information value)
     and, with the ``tensorboard`` package (the ``logs`` extra), TensorBoard event files.
+    ``web`` (True, or a port number; default port: ``SPMDLAB_MONITOR_PORT``, else a free
+    one) serves a page from worker 1 on 127.0.0.1 with live charts of every metric
+    (validation over training), the information, progress, status and a Stop button, and
+    prints ``monitor: http://127.0.0.1:PORT/?token=TOKEN``; only requests with that token
+    are answered, and the page stops with ``close()``.
     ``show=False`` keeps the terminal view quiet. ``stop_file`` (default:
     ``SPMDLAB_STOP_FILE``) sets ``stop`` when it exists. Ctrl-C sets ``stop`` the first
     time; a second Ctrl-C interrupts as usual.
@@ -45,7 +54,7 @@ class TrainingProgressMonitor:
     def __init__(self, metrics=(), info=(), xlabel="Iteration", *,
                  plot_file="default", stop_file=None, refresh=0.5,
                  plot_every=5.0, stream=None, run=None, log_dir=None, log_scale="auto",
-                 show=True):
+                 show=True, web=None):
         self.metrics = tuple(_names("metrics", metrics))
         self.info = tuple(_names("info", info))
         self.xlabel = str(xlabel)
@@ -69,14 +78,26 @@ class TrainingProgressMonitor:
         self.status = ""
         self._progress = 0.0
         self._history = {m: ([], []) for m in self.metrics}
+        self._records = []  # (step, {metric: value}) in the order recorded: the page's
+        self._lock = threading.Lock()  # feed, read from the server's threads
         self._info_values = {}
-        self._last_render = self._last_plot = 0.0
+        self._last_render = self._last_plot = self._plot_cost = 0.0
         # a terminal at the end of the output (directly, or behind mpiexec): a live view
         self._terminal = _terminal_behind(self.stream) if self.active and show else None
         self._live = _LiveView(self.stream, self._terminal) if self._terminal else None
         self._tty = self._terminal is not None and self._live is None
         self._closed = False
         self._stopper = StopRequest(self._on_stop_request, self.stop_file)
+        self._web = None
+        if web is not None and web is not False:  # 0 is a port (any free one)
+            port = _env.get("MONITOR_PORT", 0, cast=int) if web is True else web
+            if isinstance(port, bool) or not isinstance(port, int) or \
+                    not 0 <= port < 65536:  # checked on every worker: the same error
+                raise SpmdValueError(f"TrainingProgressMonitor ({scope.who()}): web must "
+                                     f"be True or a port number from 0 to 65535 (got "
+                                     f"{web!r})")
+            if self.active:
+                self._start_web(port)
 
     # -- what a person sees and does -------------------------------------------------
 
@@ -85,6 +106,35 @@ class TrainingProgressMonitor:
             self.stop = True               # worker 1 decides
             self._line(f"stop requested ({reason}); finishing the current iteration",
                        force=True)
+
+    def _start_web(self, port):
+        from ._web import WebMonitor
+
+        try:
+            self._web = WebMonitor(self._state, lambda: self._on_stop_request(
+                "Stop button in the browser"), port)
+        except OSError as e:
+            raise SpmdValueError(f"TrainingProgressMonitor (worker 1): cannot serve the "
+                                 f"page on 127.0.0.1 port {port}: {e.strerror or e}") from e
+        self.stream.write(f"monitor: {self._web.url}\n")
+        self.stream.flush()
+
+    @property
+    def url(self):
+        """The page's address with its token (worker 1, ``web`` on), else None."""
+        return self._web.url if self._web is not None else None
+
+    def _state(self, since):
+        """What the page shows: the records from the ``since``-th on, and the rest."""
+        with self._lock:
+            return {"run": self.run, "workers": self.workers, "xlabel": self.xlabel,
+                    "records": self._records[since:], "next": len(self._records),
+                    "latest": [(name, self._history[name][1][-1]) for name in self.metrics
+                               if self._history[name][1]],
+                    "panels": list(self._panels().items()),
+                    "log": [base for base in self._panels() if self._log_axis(base)],
+                    "info": {k: str(v) for k, v in self._info_values.items()},
+                    "progress": self._progress, "status": self.status, "stop": self.stop}
 
     def _check_stop_file(self):
         if self.active:
@@ -112,10 +162,12 @@ class TrainingProgressMonitor:
                                  f"{', '.join(self.metrics) or 'none'})")
         if not self.active:
             return
-        for name, value in values.items():
-            xs, ys = self._history[name]
-            xs.append(float(step))
-            ys.append(float(value))
+        with self._lock:
+            for name, value in values.items():
+                xs, ys = self._history[name]
+                xs.append(float(step))
+                ys.append(float(value))
+            self._records.append((float(step), {k: float(v) for k, v in values.items()}))
         self._last_step = float(step)
         if self._log is not None:
             self._log.write(step, values, self._info_values)
@@ -134,7 +186,8 @@ class TrainingProgressMonitor:
             if epoch is not None and before is not None and epoch != before and \
                     getattr(self, "_last_step", None) is not None:
                 self._epochs.append((self._last_step, str(epoch)))  # a new epoch begins
-            self._info_values.update(values)
+            with self._lock:
+                self._info_values.update(values)
             self._maybe_render()
 
     def history(self, metric):
@@ -159,7 +212,7 @@ class TrainingProgressMonitor:
         return " | ".join(parts)
 
     def _line(self, text, force=False):
-        if not self.active or not self.show:
+        if not self.active or not (self.show or force):  # messages show even then
             return
         if self._live is not None:
             if force:  # a message: printed above the live view
@@ -176,6 +229,8 @@ class TrainingProgressMonitor:
         now = time.monotonic()
         if not self.active or (not force and now - self._last_render < self.refresh):
             return
+        if not force and not self._records and self._live is None and not self._tty:
+            return  # plain lines: none before the first metric
         self._last_render = now
         if self._live is not None and self.show:
             self._live.update(self._progress, [
@@ -187,9 +242,13 @@ class TrainingProgressMonitor:
             self._line(f"[{bar}] {self._progress:5.1f}% | {self._summary()}")
         else:
             self._line(f"{self._progress:5.1f}% | {self._summary()}")
-        if self.plot_file and (force or now - self._last_plot >= self.plot_every):
-            self._last_plot = now
+        # worker 1 is in every collective: drawing must not slow the run down, so the
+        # next refresh waits 20 times what the last one cost (5% at most) if that is longer
+        if self.plot_file and (force or now - self._last_plot >= max(
+                self.plot_every, 20 * self._plot_cost)):
             self.save_plot()
+            self._last_plot = time.monotonic()
+            self._plot_cost = self._last_plot - now
 
     def _panels(self):
         """Metrics grouped by panel: a validation metric (``validation_loss``,
@@ -273,6 +332,8 @@ class TrainingProgressMonitor:
             return
         self._closed = True
         self._maybe_render(force=True)
+        if self._web is not None:
+            self._web.close()
         if self._log is not None:
             self._log.close()
         if self._live is not None:

@@ -39,6 +39,7 @@ _COMMON = {
     "output_network": "auto",
     "batch_normalization_statistics": "population",
     "plots": "none",
+    "monitor_web": False,
     "metrics": (),
     "verbose": True,
     "verbose_frequency": 50,
@@ -139,6 +140,12 @@ def _check(solver, name, value):
         if not isinstance(value, (bool, np.bool_)) and value not in (0, 1):
             raise bad("True or False")
         return bool(value)
+    if name == "monitor_web":
+        if isinstance(value, (bool, np.bool_)):
+            return bool(value)
+        if not isinstance(value, (int, np.integer)) or not 0 <= value < 65536:
+            raise bad("True, False or a port number from 0 to 65535")
+        return int(value)
     if name == "metrics":
         return _check_metrics(value)
     if name in ("checkpoint_path", "log_dir"):
@@ -261,7 +268,9 @@ def training_options(solver, **options):
     ``validation_data`` (a datastore or ``(inputs, targets)``), ``validation_frequency``
     50 iterations, ``validation_patience`` inf, ``output_network`` "auto",
     "last-iteration" or "best-validation", ``batch_normalization_statistics``
-    "population" or "moving", ``plots`` "none" or "training-progress", ``metrics``
+    "population" or "moving", ``plots`` "none" or "training-progress", ``monitor_web``
+    False (True or a port: a page on 127.0.0.1 with live charts and a Stop button, whose
+    address worker 1 prints; see TrainingProgressMonitor's ``web``), ``metrics``
     ("accuracy", "rmse", functions ``f(scores, targets)``), ``verbose`` True,
     ``verbose_frequency`` 50, ``execution_environment`` "auto", "cpu", "gpu",
     "parallel-auto", "parallel-cpu" or "parallel-gpu", ``checkpoint_path`` None,

@@ -21,7 +21,8 @@ from .. import _env
 from .._checks import fail_together
 from ..collectives import spmd_broadcast, spmd_index, spmd_plus, spmd_size
 from ..errors import SpmdError, SpmdMismatchError, SpmdTypeError, SpmdValueError
-from .aggregate import aggregate_gradients, aggregate_state
+from .aggregate import (aggregate_gradients, aggregate_state, batch_norm_moments,
+                        set_batch_norm_moments)
 from .checkpoints import (CHECKPOINT_FORMAT, cpu_copy, read_checkpoint, to_device,
                           write_checkpoint)
 from .datastores import partition
@@ -466,14 +467,15 @@ class _Run:
                                 self.total)
         stop_file = _env.get("STOP_FILE", None)
         self.monitor = self.stopper = None
-        if o.plots == "training-progress" or o.log_dir:
+        if o.plots == "training-progress" or o.log_dir or o.monitor_web is not False:
             names = ["loss"] + [m.name for m in self.metrics]
             if self.validation is not None:
                 names += ["validation_loss"] + [f"validation_{m.name}" for m in self.metrics]
             self.monitor = TrainingProgressMonitor(
                 metrics=names, info=["epoch", "learn_rate"], stop_file=stop_file,
                 log_dir=o.log_dir, show=o.plots == "training-progress",
-                plot_file="default" if o.plots == "training-progress" else None)
+                plot_file="default" if o.plots == "training-progress" else None,
+                web=o.monitor_web if o.monitor_web is not False else None)
         else:
             self.stopper = StopRequest(lambda reason: self.display.line(
                 f"trainnet: stop requested ({reason}); finishing the current iteration"),
@@ -661,49 +663,14 @@ class _Run:
 
 
 def _population_statistics(net, train, group, count, batch, offset, mine, device):
-    """MATLAB's "population" batch-norm statistics: after training, one pass over the
-    training data (in training mode, no updates) in which every batch-norm layer's inputs
-    are summed in float64 per channel; one collective adds every worker's sums, and each
-    layer's running mean and (unbiased) variance become the moments of everything it
-    saw, on every worker alike, whatever the number of workers."""
-    torch = _torch()
-    norms = [m for m in net.modules()
-             if isinstance(m, torch.nn.modules.batchnorm._BatchNorm) and
-             m.track_running_stats]
-    if not norms:
-        return
-    sums = {m: [0.0, 0.0, 0] for m in norms}
-
-    def hook(module, inputs):
-        x = inputs[0].detach().double()
-        dims = [0] + list(range(2, x.dim()))
-        s = sums[module]
-        s[0] = s[0] + x.sum(dims).cpu()
-        s[1] = s[1] + (x * x).sum(dims).cpu()
-        s[2] += x.numel() // x.shape[1]
-
+    """MATLAB's "population" batch-norm statistics over the training data: one pass over
+    this worker's part of every full global mini-batch, summed over the group."""
     per_epoch = count // batch
     positions = np.arange(per_epoch * batch).reshape(per_epoch, batch)[:, offset:offset + mine]
-    handles = [m.register_forward_pre_hook(hook) for m in norms]
-    net.train()
     mbq = train.queue(positions.reshape(-1), mine)
     try:
-        with group.local("batch-norm statistics"), torch.no_grad():
-            for batch_data in mbq:
-                net(batch_data[0].to(device))
+        with group.local("batch-norm statistics"):
+            sums = batch_norm_moments(net, (b[0].to(device) for b in mbq))
     finally:
         mbq.close()
-        for h in handles:
-            h.remove()
-    local = [np.concatenate([np.asarray(s[0]).reshape(-1), np.asarray(s[1]).reshape(-1),
-                             [s[2]]]) for s in sums.values()]
-    total = group.plus(np.concatenate(local))
-    at = 0
-    for m in norms:
-        c = m.num_features
-        s1, s2, n = total[at:at + c], total[at + c:at + 2 * c], total[at + 2 * c]
-        at += 2 * c + 1
-        mean = s1 / n
-        var = np.maximum(s2 - n * mean * mean, 0) / max(n - 1, 1)
-        m.running_mean.copy_(torch.from_numpy(mean))
-        m.running_var.copy_(torch.from_numpy(var))
+    set_batch_norm_moments(net, group.plus(sums))

@@ -1,0 +1,35 @@
+"""The README's opening snippet runs as it says: as plain python and under mpiexec."""
+
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from conftest import mpiexec_args
+
+pytestmark = pytest.mark.mpi_skip  # launches its own processes
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _opening_snippet():
+    with open(os.path.join(ROOT, "README.md")) as f:
+        return re.search(r"```python\n(.*?)```", f.read(), re.S).group(1)
+
+
+@pytest.mark.parametrize("workers", [1, 4])
+def test_the_opening_snippet_runs(workers, tmp_path):
+    script = tmp_path / "snippet.py"
+    script.write_text(_opening_snippet())
+    cmd = [sys.executable, str(script)]
+    if workers > 1:
+        cmd = mpiexec_args(workers) + cmd
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env)
+    assert out.returncode == 0, out.stderr
+    total = workers * (workers + 1) // 2
+    lines = sorted(out.stdout.splitlines())
+    assert len(lines) == workers
+    for k, line in enumerate(lines, 1):
+        assert line.startswith(f"worker {k}: [{total}. {total}. {total}.]"), line
