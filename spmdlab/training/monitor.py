@@ -229,8 +229,8 @@ class TrainingProgressMonitor:
         now = time.monotonic()
         if not self.active or (not force and now - self._last_render < self.refresh):
             return
-        if not force and not self._records and self._live is None and not self._tty:
-            return  # plain lines: none before the first metric
+        if not force and not self._records:
+            return  # nothing to show before the first metric (info and progress come first)
         self._last_render = now
         if self._live is not None and self.show:
             self._live.update(self._progress, [
