@@ -32,7 +32,8 @@ from .errors import SpmdValueError
 __all__ = [
     "gcat", "gop", "gplus", "labBarrier", "mpiprofile", "labBroadcast", "labProbe", "labReceive",
     "labSend", "labSendReceive", "labindex", "numlabs", "spmdBarrier", "spmdBroadcast",
-    "spmdCat", "spmdIndex", "spmdPlus", "spmdProbe", "spmdReceive", "spmdReduce",
+    "spmdCat", "spmdIndex", "spmdPlus", "spmdProbe", "spmdProbeStatus", "spmdReceive",
+    "spmdReceiveStatus", "spmdReduce", "labProbeStatus", "labReceiveStatus",
     "spmdSend", "spmdSendReceive", "spmdSize",
 ]
 
@@ -219,6 +220,19 @@ def spmdReceive(source=None, tag=None, *, status=False):
     return p2p.spmd_receive(_any(source), _any(tag), status=status)
 
 
+def spmdReceiveStatus(source=None, tag=None):
+    """MATLAB's three-output form ``[data, source, tag] = spmdReceive(...)``:
+    ``data, source, tag = spmdReceiveStatus(...)`` (Python cannot see how many outputs the
+    caller unpacks, so the form has a name of its own; ``source`` is 1-based)."""
+    return spmdReceive(source, tag, status=True)
+
+
+def spmdProbeStatus(source=None, tag=None):
+    """``[tf, source, tag] = spmdProbe(...)``: ``tf, source, tag = spmdProbeStatus(...)``
+    (source and tag None when nothing is waiting)."""
+    return spmdProbe(source, tag, status=True)
+
+
 def spmdSendReceive(destination, source, X, tag=0):
     """``spmdSendReceive(destination, source, X)``; ``[]`` (None) skips that side."""
     return p2p.spmd_send_receive(_worker(destination), _worker(source), X, _worker(tag))
@@ -260,6 +274,8 @@ labSend = spmdSend
 labReceive = spmdReceive
 labSendReceive = spmdSendReceive
 labProbe = spmdProbe
+labReceiveStatus = spmdReceiveStatus
+labProbeStatus = spmdProbeStatus
 
 
 _profile = None

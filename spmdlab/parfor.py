@@ -54,7 +54,8 @@ def parfor(fn, items, destination=None):
     if failures:
         i, failure = failures[0]
         raise SpmdError(
-            f"parfor ({scope.who()}): item {i} (on worker {i % scope.size + 1}) raised "
+            f"parfor ({scope.who()}): {getattr(fn, '__qualname__', type(fn).__qualname__)}"
+            f"(items[{i}]) on worker {i % scope.size + 1} raised "
             f"{failure.kind}" + (f" ({len(failures)} items failed)" if len(failures) > 1
                                  else "") + f":\n{failure.text}")
     return results

@@ -8,7 +8,8 @@ import pytest
 from spmdlab.matlab import (gcat, gop, gplus, labBarrier, labBroadcast, labindex,
                             labProbe, labReceive, labSend, labSendReceive, numlabs,
                             spmdBarrier, spmdBroadcast, spmdCat, spmdIndex, spmdPlus,
-                            spmdProbe, spmdReceive, spmdReduce, spmdSend, spmdSendReceive,
+                            spmdProbe, spmdProbeStatus, spmdReceive, spmdReceiveStatus,
+                            spmdReduce, spmdSend, spmdSendReceive,
                             spmdSize)
 from spmdlab import SpmdValueError, spmd_index, spmd_size
 
@@ -75,6 +76,13 @@ def test_send_receive_probe_any():
     assert labReceive(left, 5) == left * 10
     assert spmdSendReceive(right, left, k) == left
     assert labSendReceive(right, left, k, 3) == left
+    # [data, src, tag] = spmdReceive(...): the three-output form by name
+    spmdSend([k, "x", k], right, 7)  # a 3-item value: unpacked as the data, never as status
+    found, src, tag = spmdProbeStatus("any", 7)
+    while not found:
+        found, src, tag = spmdProbeStatus("any", 7)
+    assert (src, tag) == (left, 7)
+    assert spmdReceiveStatus("any") == ([left, "x", left], left, 7)
     spmdBarrier()
     labBarrier()
 

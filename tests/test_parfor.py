@@ -25,5 +25,7 @@ def test_a_failing_item_raises_on_every_worker():
             raise ValueError("bad setting")
         return x
 
-    with pytest.raises(SpmdError, match=r"item 3 \(on worker \d\) raised ValueError"):
+    with pytest.raises(SpmdError, match=r"parfor \(worker \d of \d\): test_a_failing_item_"
+                                         r"raises_on_every_worker.<locals>.fn\(items\[3\]\)"
+                                         r" on worker \d raised ValueError"):
         parfor(fn, range(5))
