@@ -24,7 +24,8 @@ def test_matlab_names():
                 "spmdBroadcast", "spmdSend", "spmdReceive", "spmdSendReceive",
                 "spmdProbe", "spmdBarrier", "labindex", "numlabs", "gplus", "gcat", "gop",
                 "labBroadcast", "labSend", "labReceive", "labSendReceive", "labProbe",
-                "labBarrier", "mpiprofile"}
+                "labBarrier", "mpiprofile", "spmdReceiveStatus", "spmdProbeStatus",
+                "labReceiveStatus", "labProbeStatus"}
     assert set(spmdlab.matlab.__all__) == expected
     for name in expected:
         assert callable(getattr(spmdlab.matlab, name))
@@ -59,9 +60,10 @@ def test_training_names():
         "MiniBatchQueue", "TrainingInfo", "TrainingOptions", "TrainingProgressMonitor",
         "adam_update", "aggregate_gradients", "aggregate_state", "aggregate_state_values",
         "can_use_gpu", "count_each_label", "dlupdate", "gpu_device_count",
-        "minibatch_predict", "on_each_node", "onehotencode", "partition", "read_all",
-        "rmsprop_update", "scores2label", "select_gpu", "sgdm_update", "split_each_label", "training_options",
-        "trainnet", "weighted_sum", "worker_mini_batch_sizes",
+        "minibatch_predict", "on_each_node", "onehotencode", "partition",
+        "population_statistics", "read_all", "rmsprop_update", "scores2label", "select_gpu",
+        "sgdm_update", "split_each_label", "training_options", "trainnet", "weighted_sum",
+        "worker_mini_batch_sizes",
     ]
 
 

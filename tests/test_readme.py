@@ -26,6 +26,9 @@ def test_the_opening_snippet_runs(workers, tmp_path):
     if workers > 1:
         cmd = mpiexec_args(workers) + cmd
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    # buffered output leaves each worker in one write at exit: lines never interleave
+    # (unbuffered, print writes the text and the newline apart)
+    env.pop("PYTHONUNBUFFERED", None)
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env)
     assert out.returncode == 0, out.stderr
     total = workers * (workers + 1) // 2
