@@ -121,6 +121,23 @@ def test_population_statistics_are_the_moments_of_all_the_data():
     assert (everyone == everyone[0]).all() and np.isfinite(state).all()
 
 
+def test_population_statistics_failing_on_one_worker_fails_on_every_worker():
+    from spmdlab import SpmdError
+
+    model = torch.nn.Sequential(torch.nn.BatchNorm1d(3))
+    n, k = spmd_size(), spmd_index()
+    bad = min(2, n)
+    batches = [torch.zeros(4, 3 if k != bad else 5)]  # the wrong width on worker `bad`
+    with pytest.raises(Exception) as raised:
+        population_statistics(model, batches)
+    if k == bad:  # its own exception, as it was
+        assert isinstance(raised.value, RuntimeError)
+    else:  # the others are told who failed, and how, instead of waiting
+        assert isinstance(raised.value, SpmdError)
+        assert f"population_statistics (worker {bad} of {n}), the pass over this " \
+               f"worker's batches: RuntimeError" in str(raised.value)
+
+
 def test_aggregate_gradients_on_structures_and_missing_gradients():
     n, k = spmd_size(), spmd_index()
     summed = aggregate_gradients({"w": torch.ones(3) * k, "b": np.ones(2)}, 0.5)

@@ -1,5 +1,6 @@
 """The monitor's browser page: the token, what it serves, Stop, and a real browser."""
 
+import contextlib
 import json
 import os
 import re
@@ -130,24 +131,30 @@ def test_stop_over_http_stops_every_worker_at_the_same_iteration(layout, tmp_pat
         env["MPIR_CVAR_NUM_CLIQUES"] = "2"
     script = tmp_path / "stop.py"
     script.write_text(STOP_SCRIPT)
-    proc = subprocess.Popen(mpiexec_args(2 if layout == 2 else 4) +
-                            [sys.executable, str(script)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env)
-    try:
-        url = _wait_for_url(proc)
-        base, token = _split(url)
+    with _job(mpiexec_args(2 if layout == 2 else 4) + [sys.executable, str(script)],
+              env=env) as proc:
+        base, token = _split(_wait_for_url(proc))
         time.sleep(1.0)
         assert _request(f"{base}/stop", "POST")[0] == 403  # no token: nothing happens
         time.sleep(0.5)
         assert proc.poll() is None
         assert _request(f"{base}/stop?token={token}", "POST")[0] == 200
         out, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
     assert proc.returncode == 0, err
     steps = json.loads(re.search(r"stopped at (\[.*\])", out).group(1))
     assert len(set(steps)) == 1 and steps[0] > 1, out
+
+
+@contextlib.contextmanager
+def _job(args, env=ENV, cwd=None):
+    """A job whose output is read here; killed if it outlives the test."""
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=env, cwd=cwd)
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
 
 
 def _wait_for_url(proc, deadline=120):
@@ -204,12 +211,9 @@ def test_in_a_headless_browser_a_chart_updates_and_stop_ends_the_job(tmp_path):
     if is_open_mpi():  # CI time: the Stop request itself is tested under Open MPI too
         pytest.skip("the browser runs under MPICH")
     script = os.path.join(ROOT, "examples", "trainnet_parallel_auto.py")
-    proc = subprocess.Popen(mpiexec_args(2) + [sys.executable, script, "--monitor", "web",
-                                               "--epochs", "40", "--no-plots"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=ENV, cwd=tmp_path)
-    driver = None
-    try:
+    args = mpiexec_args(2) + [sys.executable, script, "--monitor", "web", "--epochs", "40",
+                              "--no-plots"]
+    with _job(args, cwd=tmp_path) as proc, contextlib.ExitStack() as cleanup:
         url = _wait_for_url(proc)
         options = webdriver.ChromeOptions()
         options.binary_location = browser
@@ -218,6 +222,7 @@ def test_in_a_headless_browser_a_chart_updates_and_stop_ends_the_job(tmp_path):
             options.add_argument(arg)
         driver = webdriver.Chrome(options=options,
                                   service=webdriver.ChromeService(driver_path))
+        cleanup.callback(driver.quit)
         driver.get(url)
         assert "training progress" in driver.page_source or "trainnet" in driver.title
 
@@ -242,11 +247,6 @@ def test_in_a_headless_browser_a_chart_updates_and_stop_ends_the_job(tmp_path):
         assert out.strip().splitlines()[-1].startswith("accuracy = ")
         _wait(lambda: "run has ended" in driver.find_element("id", "note").text or None,
               "the page says the run ended")
-    finally:
-        if driver is not None:
-            driver.quit()
-        if proc.poll() is None:
-            proc.kill()
 
 
 def _wait(probe, what, timeout=90):
@@ -283,11 +283,8 @@ def test_every_example_serves_the_page_and_stops_from_it(example, tmp_path):
         pytest.skip("under Open MPI the core's examples run; the toolkit's run under MPICH")
 
     script = os.path.join(ROOT, "examples", example)
-    proc = subprocess.Popen(mpiexec_args(2) + [sys.executable, script, "--monitor", "web",
-                                               *EXAMPLE_RUNS[example]],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=ENV, cwd=tmp_path)
-    try:
+    with _job(mpiexec_args(2) + [sys.executable, script, "--monitor", "web",
+                                 *EXAMPLE_RUNS[example]], cwd=tmp_path) as proc:
         base, token = _split(_wait_for_url(proc))
 
         def records():
@@ -297,9 +294,6 @@ def test_every_example_serves_the_page_and_stops_from_it(example, tmp_path):
         assert proc.poll() is None
         assert _request(f"{base}/stop?token={token}", "POST")[0] == 200
         out, err = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
     assert proc.returncode == 0, err
     assert "stop requested (Stop button in the browser)" in out, out
     assert out.strip().splitlines()[-1].startswith("accuracy = "), out

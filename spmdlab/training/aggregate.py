@@ -13,6 +13,7 @@ import numpy as np
 from .. import _pack, _world
 from .._agree import agree
 from .._backends import classify
+from .._checks import local_work
 from ..collectives import spmd_plus
 from ..errors import SpmdTypeError
 
@@ -210,7 +211,8 @@ def population_statistics(model, batches):
     if not _is_module(model):
         raise SpmdTypeError(f"population_statistics: expects a torch.nn.Module (got "
                             f"{type(model).__name__})")
-    sums = batch_norm_moments(model, batches)
+    with local_work("population_statistics", "the pass over this worker's batches"):
+        sums = batch_norm_moments(model, batches)
     set_batch_norm_moments(model, spmd_plus(sums))
     return model
 

@@ -127,12 +127,11 @@ class TrainingProgressMonitor:
     def _state(self, since):
         """What the page shows: the records from the ``since``-th on, and the rest."""
         with self._lock:
+            panels = self._panels()
             return {"run": self.run, "workers": self.workers, "xlabel": self.xlabel,
                     "records": self._records[since:], "next": len(self._records),
-                    "latest": [(name, self._history[name][1][-1]) for name in self.metrics
-                               if self._history[name][1]],
-                    "panels": list(self._panels().items()),
-                    "log": [base for base in self._panels() if self._log_axis(base)],
+                    "latest": self._latest(), "panels": list(panels.items()),
+                    "log": [base for base in panels if self._log_axis(base, panels)],
                     "info": {k: str(v) for k, v in self._info_values.items()},
                     "progress": self._progress, "status": self.status, "stop": self.stop}
 
@@ -200,12 +199,13 @@ class TrainingProgressMonitor:
 
     # -- drawing -------------------------------------------------------------------------
 
+    def _latest(self):
+        """``[(metric, its last value)]`` for the metrics recorded so far."""
+        return [(name, ys[-1]) for name in self.metrics for ys in [self._history[name][1]]
+                if ys]
+
     def _summary(self):
-        parts = []
-        for name in self.metrics:
-            ys = self._history[name][1]
-            if ys:
-                parts.append(f"{name} {ys[-1]:.4g}")
+        parts = [f"{name} {value:.4g}" for name, value in self._latest()]
         parts += [f"{k} {v}" for k, v in self._info_values.items()]
         if self.status:
             parts.append(self.status)
@@ -233,9 +233,8 @@ class TrainingProgressMonitor:
             return  # nothing to show before the first metric (info and progress come first)
         self._last_render = now
         if self._live is not None and self.show:
-            self._live.update(self._progress, [
-                (name, self._history[name][1][-1]) for name in self.metrics
-                if self._history[name][1]], list(self._info_values.items()), self.status)
+            self._live.update(self._progress, self._latest(),
+                              list(self._info_values.items()), self.status)
         elif self._tty:
             filled = int(round(self._progress / 5))
             bar = "#" * filled + "." * (20 - filled)
@@ -261,12 +260,14 @@ class TrainingProgressMonitor:
             panels.setdefault(base, []).append(name)
         return panels
 
-    def _log_axis(self, base):
+    def _log_axis(self, base, panels=None):
+        """Whether panel ``base`` is drawn on a log axis (``panels``: ``_panels()``)."""
+        panels = self._panels() if panels is None else panels
         if self.log_scale == "auto":
             wanted = "loss" in base.lower()
         else:
             wanted = base in (self.log_scale or ())
-        return wanted and all(y > 0 for name in self._panels().get(base, [base])
+        return wanted and all(y > 0 for name in panels.get(base, [base])
                               for y in self._history[name][1])
 
     def save_plot(self, path=None):
@@ -296,7 +297,7 @@ class TrainingProgressMonitor:
                         label="validation" if validation else "training")
             if len(names) > 1:
                 ax.legend(loc="best", fontsize=8)
-            if self._log_axis(base):
+            if self._log_axis(base, panels):
                 ax.set_yscale("log")
             ax.set_ylabel(base)
             ax.grid(True, alpha=0.3)

@@ -18,9 +18,9 @@ import warnings
 import numpy as np
 
 from .. import _env
-from .._checks import fail_together
+from .._checks import fail_together, local_work
 from ..collectives import spmd_broadcast, spmd_index, spmd_plus, spmd_size
-from ..errors import SpmdError, SpmdMismatchError, SpmdTypeError, SpmdValueError
+from ..errors import SpmdMismatchError, SpmdTypeError, SpmdValueError
 from .aggregate import (aggregate_gradients, aggregate_state, batch_norm_moments,
                         set_batch_norm_moments)
 from .checkpoints import (CHECKPOINT_FORMAT, cpu_copy, read_checkpoint, to_device,
@@ -104,22 +104,10 @@ class _Group:
         elif error is not None:
             raise error
 
-    @contextlib.contextmanager
     def local(self, where):
-        """This worker's own work before a collective (reading data, forward, backward):
-        an exception here is re-raised, and every other worker gets an error naming this
-        worker and the exception, instead of waiting for it in the next collective."""
-        try:
-            yield
-        except Exception as exc:
-            if self.parallel:
-                kind = SpmdTypeError if isinstance(exc, TypeError) else SpmdValueError
-                try:
-                    fail_together("trainnet", kind(f"{call()}, {where}: "
-                                                   f"{type(exc).__name__}: {exc}"))
-                except SpmdError:
-                    pass
-            raise
+        """This worker's own work before a collective: its exception reaches every
+        worker (``_checks.local_work``)."""
+        return local_work("trainnet", where) if self.parallel else contextlib.nullcontext()
 
 
 def _device(environment, group):
