@@ -7,6 +7,7 @@ script.py`` it is one worker and every collective returns its input.
 
 from .collectives import (spmd_barrier, spmd_broadcast, spmd_cat, spmd_index, spmd_plus,
                           spmd_reduce, spmd_size)
+from .composite import Composite
 from .errors import (SpmdError, SpmdMismatchError, SpmdPeerError, SpmdTimeoutError,
                      SpmdTypeError, SpmdValueError)
 from .p2p import spmd_probe, spmd_receive, spmd_send, spmd_send_receive
@@ -18,6 +19,7 @@ from .region import spmd
 __version__ = "0.1.0"
 
 __all__ = [
+    "Composite",
     "DataQueue",
     "PollableDataQueue",
     "Profile",

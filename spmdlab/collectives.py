@@ -211,6 +211,14 @@ def _gatherv(call, scope, send, sizes, destination):
     return recv
 
 
+def gather(call, x):
+    """Collective: every worker's ``x`` (any picklable value), in worker order, on every
+    worker; errors are reported as ``call``'s."""
+    scope = _world.current()
+    treedef, leaves = _pack.flatten(x)
+    return _gather(call, scope, x, treedef, leaves, None, ("gather",))
+
+
 def _gather(call, scope, x, treedef, leaves, destination, what):
     """Every worker's value, in worker order, on every worker (or on ``destination``)."""
     error = check_worker(call, scope, "destination", destination)
@@ -245,9 +253,14 @@ def spmd_broadcast(source, x=None):
     source's family, dtype and device kind. Every worker, ``source`` included, gets
     a fresh copy.
     """
+    return broadcast("spmd_broadcast", source, x)
+
+
+def broadcast(call, source, x, name="source"):
+    """``spmd_broadcast`` for a caller that reports its errors as ``call`` (``Composite``
+    indexing), with the worker-number argument called ``name`` in its messages."""
     scope = _world.current()
-    call = "spmd_broadcast"
-    error = check_worker(call, scope, "source", source, none_ok=False)
+    error = check_worker(call, scope, name, source, none_ok=False)
     buf = None
     if error is None and source == scope.index:
         try:
@@ -256,7 +269,7 @@ def spmd_broadcast(source, x=None):
             error = exc
     key = digest((call, source if error is None else None))
     ex, _, _ = agree(scope, call, key, nbytes=0 if buf is None else buf.nbytes,
-                     error=error, describe=lambda: describe_call(call, source=source))
+                     error=error, describe=lambda: describe_call(call, **{name: source}))
     try:
         if buf is None:  # its size is known only now, after the agreement
             buf = np.empty(ex.field(source - 1, 2), dtype=np.uint8)

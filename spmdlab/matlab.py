@@ -15,6 +15,7 @@ Python's and numpy's rules):
   accepts it, and ``labSend(x, 2:numlabs)`` with one worker sends nothing;
 - ``spmdPlus``/``gplus`` (and ``spmdReduce("plus")``) saturate integer sums at
   ``intmax``/``intmin`` instead of wrapping, and count logical values as doubles;
+- ``Composite`` indices may be integral floats (``x{2.0}``) or arrays of worker numbers;
 - reduction functions may be given by MATLAB name, with or without ``@`` (``"plus"``,
   ``"times"``, ``"max"``, ``"min"``, ``"and"``, ``"or"``, ``"xor"``, ``"bitand"``,
   ``"bitor"``, ``"bitxor"``, ``"vertcat"``, ``"horzcat"``, ``("cat", dim)``) as well as
@@ -25,12 +26,12 @@ import operator
 
 import numpy as np
 
-from . import _checks, collectives, p2p
+from . import _checks, collectives, composite, p2p
 from ._backends import classify
 from .errors import SpmdValueError
 
 __all__ = [
-    "gcat", "gop", "gplus", "labBarrier", "mpiprofile", "labBroadcast", "labProbe", "labReceive",
+    "Composite", "gcat", "gop", "gplus", "labBarrier", "mpiprofile", "labBroadcast", "labProbe", "labReceive",
     "labSend", "labSendReceive", "labindex", "numlabs", "spmdBarrier", "spmdBroadcast",
     "spmdCat", "spmdIndex", "spmdPlus", "spmdProbe", "spmdProbeStatus", "spmdReceive",
     "spmdReceiveStatus", "spmdReduce", "labProbeStatus", "labReceiveStatus",
@@ -241,6 +242,18 @@ def spmdSendReceive(destination, source, X, tag=0):
 def spmdProbe(source=None, tag=None, *, status=False):
     """``spmdProbe``, ``spmdProbe(source)``, ``spmdProbe('any', tag)``, ..."""
     return p2p.spmd_probe(_any(source), _any(tag), status=status)
+
+
+class Composite(composite.Composite):
+    """MATLAB's ``Composite``: ``X{k}`` is ``X[k]``, ``X{k} = v`` is ``X[k] = v``,
+    ``length(X)`` is ``len(X)``, ``exist(X, k)`` is ``X.exist(k)``; worker numbers as
+    MATLAB gives them (``X[2.0]``, ``X[[1, 3]]``). Every worker runs the client's code,
+    so reading and setting elements is collective; see ``spmdlab.Composite``."""
+
+    __slots__ = ()
+
+    def _key(self, k):
+        return _workers(k)
 
 
 # -- the legacy names (R2022b and earlier) ----------------------------------------------

@@ -9,7 +9,7 @@ import spmdlab.matlab
 def test_public_names():
     assert spmdlab.__all__ == sorted(spmdlab.__all__)
     assert spmdlab.__all__ == [
-        "DataQueue", "PollableDataQueue", "Profile", "QueueSet", "SpmdError",
+        "Composite", "DataQueue", "PollableDataQueue", "Profile", "QueueSet", "SpmdError",
         "SpmdMismatchError", "SpmdPeerError", "SpmdTimeoutError", "SpmdTypeError",
         "SpmdValueError", "parfor", "profile", "spmd", "spmd_barrier", "spmd_broadcast",
         "spmd_cat", "spmd_index", "spmd_plus", "spmd_probe", "spmd_receive",
@@ -20,7 +20,7 @@ def test_public_names():
 
 
 def test_matlab_names():
-    expected = {"spmdIndex", "spmdSize", "spmdPlus", "spmdCat", "spmdReduce",
+    expected = {"Composite", "spmdIndex", "spmdSize", "spmdPlus", "spmdCat", "spmdReduce",
                 "spmdBroadcast", "spmdSend", "spmdReceive", "spmdSendReceive",
                 "spmdProbe", "spmdBarrier", "labindex", "numlabs", "gplus", "gcat", "gop",
                 "labBroadcast", "labSend", "labReceive", "labSendReceive", "labProbe",

@@ -1,0 +1,156 @@
+"""``Composite``: MATLAB's one-value-per-worker container, for a program every worker runs.
+
+In MATLAB a variable set inside ``spmd`` is a Composite on the client, read there as
+``X{k}`` and set as ``X{k} = v``. With spmdlab the client's code runs on every worker
+(worker 1 plays the client), so reading worker k's value is collective: every worker
+runs ``c[k]`` and every worker gets the value. Setting ``c[k] = v`` gives worker k the
+client's ``v`` (worker 1's), as MATLAB's client assignment does.
+"""
+
+import numpy as np
+
+from . import _world
+from ._checks import check_worker, fail_together
+from .collectives import broadcast, gather
+from .errors import SpmdTypeError, SpmdValueError
+
+__all__ = ["Composite"]
+
+_UNSET = object()  # no value on this worker (MATLAB: the element does not exist)
+
+
+class Composite:
+    """One value per worker, read and set by worker number as MATLAB's client does.
+
+    ``Composite(value)`` holds ``value`` as this worker's element; ``Composite()`` holds
+    none yet. Reading or setting an element by number is collective; ``mine`` is this
+    worker's own element and is not.
+
+    Collective: every worker of the scope the Composite was made in must index it the
+    same way, in the same order (``c[k]``, ``c[k] = v``, ``c[:]``, ``list(c)``,
+    ``c.exist()``).
+
+    Example (MATLAB ``spmd, x = spmdIndex^2; end; disp(x{3})``)::
+
+        x = Composite(spmd_index() ** 2)
+        print(x[3])           # 9 on every worker (with at least 3 workers)
+        x[2] = -1             # worker 2's element is now -1
+        print(x[:])           # [1, -1, 9, 16] at 4 workers
+    """
+
+    __slots__ = ("_scope", "_value")
+
+    def __init__(self, value=_UNSET):
+        self._scope = _world.current()
+        self._value = value
+
+    # -- this worker's element (local) --------------------------------------------------
+
+    @property
+    def mine(self):
+        """This worker's element (not collective); SpmdValueError when it holds none."""
+        if self._value is _UNSET:
+            raise SpmdValueError(f"Composite.mine ({self._scope.who()}): this worker holds "
+                                 f"no value; set it with c.mine = value or c[k] = value")
+        return self._value
+
+    @mine.setter
+    def mine(self, value):
+        self._value = value
+
+    # -- collective access by worker number ----------------------------------------------
+
+    def __len__(self):
+        """The number of workers (MATLAB ``length(c)``), not collective."""
+        return self._scope.size
+
+    def __getitem__(self, k):
+        """``c[k]``: worker k's element on every worker (collective). ``c[:]`` or a list
+        or range of worker numbers gives a list of those workers' elements."""
+        call = f"Composite[{_shown(k)}]"
+        scope = self._in_scope(call)
+        k = self._key(k)
+        if isinstance(k, (slice, list, tuple, range, np.ndarray)):
+            workers = self._numbers(call, scope, k)
+            held = gather(call, self._held())
+            return [self._element(call, scope, w, held[w - 1]) for w in workers]
+        return self._element(call, scope, k, broadcast(call, k, self._held(), name="k"))
+
+    def __setitem__(self, k, value):
+        """``c[k] = value``: worker k's element becomes the client's (worker 1's)
+        ``value`` (collective; ``value`` is ignored on the other workers)."""
+        call = f"Composite[{_shown(k)}] = ..."
+        scope = self._in_scope(call)
+        k = self._key(k)
+        error = check_worker(call, scope, "k", k, none_ok=False)
+        if error is not None:
+            fail_together(call, error)
+        value = broadcast(call, 1, value)
+        if scope.index == k:
+            self._value = value
+
+    def __iter__(self):
+        """Every worker's element, in worker order (collective: one exchange)."""
+        return iter(self[:])
+
+    def exist(self, k=None):
+        """Whether worker ``k`` holds an element (MATLAB ``exist(c, k)``), on every
+        worker; with no ``k`` a list of bools, one per worker (``exist(c)``). Collective.
+        """
+        here = self._value is not _UNSET
+        if k is None:
+            return gather("Composite.exist()", here)
+        call = f"Composite.exist({_shown(k)})"
+        self._in_scope(call)
+        return bool(broadcast(call, self._key(k), here, name="k"))
+
+    def __repr__(self):  # local: a debugger or a print must never start a collective
+        held = "no value" if self._value is _UNSET else type(self._value).__name__
+        return f"<Composite of {len(self)} workers; {self._scope.who()} holds {held}>"
+
+    # -- helpers --------------------------------------------------------------------------
+
+    def _key(self, k):
+        """A worker number (or list of them) as the caller spelled it; ``spmdlab.matlab``
+        reads MATLAB's spellings here."""
+        return k
+
+    def _held(self):
+        return (False, None) if self._value is _UNSET else (True, self._value)
+
+    def _in_scope(self, call):
+        scope = _world.current()
+        if scope is not self._scope:
+            # the same on every worker that runs this line: each raises, none waits
+            raise SpmdValueError(
+                f"{call} ({scope.who()}): this Composite was made with "
+                f"{self._scope.size} workers in another spmd region; index it there")
+        return scope
+
+    def _numbers(self, call, scope, k):
+        if isinstance(k, slice):
+            if k != slice(None):
+                fail_together(call, SpmdTypeError(
+                    f"{call} ({scope.who()}): only c[:] slices a Composite; pick workers "
+                    f"with a list or range of worker numbers (1-based), such as "
+                    f"c[range(2, {scope.size + 1})]"))
+            return list(range(1, scope.size + 1))
+        workers = list(np.asarray(k).reshape(-1).tolist()) if isinstance(k, np.ndarray) \
+            else list(k)
+        for w in workers:
+            error = check_worker(call, scope, "k", w, none_ok=False)
+            if error is not None:
+                fail_together(call, error)
+        return workers
+
+    @staticmethod
+    def _element(call, scope, k, held):
+        has, value = held
+        if not has:
+            raise SpmdValueError(f"{call} ({scope.who()}): worker {k} holds no value; "
+                                 f"set it with c[{k}] = value, or there with c.mine = value")
+        return value
+
+
+def _shown(k):
+    return ":" if isinstance(k, slice) and k == slice(None) else repr(k)
