@@ -22,6 +22,7 @@ import os
 import struct
 import sys
 import time
+from typing import Any
 
 import numpy as np
 from mpi4py import MPI
@@ -47,8 +48,8 @@ def fast_header(key, nbytes, inline, aux=0):
 
 # Faults injected by ``spmdlab.testing.inject_fault``, and the running ``spmdlab.profile``:
 # outside them the fast paths test one flag, HOOKED.
-FAULTS = []
-PROFILE = None
+FAULTS: list = []
+PROFILE: Any = None
 HOOKED = False
 
 

@@ -151,7 +151,7 @@ def _cupy():
     return sys.modules["cupy"]
 
 
-_TORCH_DTYPES = {}
+_TORCH_DTYPES: dict = {}
 
 
 def _torch_dtype(tensor):

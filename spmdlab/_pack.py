@@ -91,7 +91,7 @@ def leaf_signature(leaf):
     return (leaf.dtype.str, leaf.shape)
 
 
-_digests = {}
+_digests: dict = {}
 
 
 def digest(sig):

@@ -371,7 +371,7 @@ def _describe_value(call, x):
     return _describe(call, None, [_backends.classify(x)])
 
 
-_ARRAYS = {}  # (call, op, dtype, shape) -> (header, nbytes, inline) for _reduce_array
+_ARRAYS: dict = {}  # (call, op, dtype, shape) -> (header, nbytes, inline) for _reduce_array
 
 
 def _array_entry(call, op, x):

@@ -18,6 +18,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+from typing import Any
 import time
 import traceback
 
@@ -77,9 +78,9 @@ _ctl = None  # a second duplicate: the notices that a worker has finished the pr
 # With more workers than cores a waiting worker must give its core away at once, or the
 # worker it waits for may not run until the scheduler's time slice ends (milliseconds).
 OVERSUBSCRIBED = False
-_stack = []  # the scopes entered: the world, then spmd(n) regions
-SCOPES = []  # every scope made so far (regions add theirs)
-_exited = set()  # world ranks known to have reached the end of the program
+_stack: list = []  # the scopes entered: the world, then spmd(n) regions
+SCOPES: list = []  # every scope made so far (regions add theirs)
+_exited: set = set()  # world ranks known to have reached the end of the program
 # True while a DataQueue listener runs in the receiver thread (whose id is LISTENER):
 # collectives check the flag, and only then the thread, so the check costs next to nothing
 listener_running = False
@@ -211,7 +212,7 @@ def pop(scope):
 # device loses messages when a wildcard nonblocking receive is matched both in shared
 # memory and on the network (seen with workers on two nodes; tests/test_queue_jobs.py).
 _exit_bufs = bytearray(max(SIZE, 1))
-_exit_reqs = []
+_exit_reqs: list = []
 
 
 def _all_exited():
@@ -277,7 +278,7 @@ def _check(scope, call, needed, started, any_of, collective=False):
 
 _PROGRAM = threading.get_ident()  # the program thread (the one that imported spmdlab)
 waiting_in = None  # (call, scope) while the program thread waits in a spmdlab call
-_answers = []  # answers in flight (kept alive until sent)
+_answers: list = []  # answers in flight (kept alive until sent)
 _answering = None  # the answering thread
 _stop_answering = False
 
@@ -362,7 +363,7 @@ def _stop_answering_thread():
         _answering.join()
 
 
-_asks = []  # questions in flight (kept alive until sent)
+_asks: list = []  # questions in flight (kept alive until sent)
 
 
 _asking = threading.Lock()  # one question round at a time (the answers share a tag)
@@ -435,7 +436,7 @@ def stall_report(scope, call, elapsed):
     sys.stderr.flush()
 
 
-PROFILE = None  # the running spmdlab.profile (it adds the data waits to its record)
+PROFILE: Any = None  # the running spmdlab.profile (it adds the data waits to its record)
 
 
 def wait(request, scope, call):
@@ -618,7 +619,7 @@ def _workers_text(ranks):
 
 # -- ending the job -----------------------------------------------------------------------
 
-_hooks_at_exit = []
+_hooks_at_exit: list = []
 
 
 def at_exit(fn):

@@ -6,6 +6,10 @@ data in one MPI call through the array-backend adapters, unpack into the input's
 Collective: every worker of the current scope must make the same calls in the same order.
 """
 
+from __future__ import annotations
+
+from typing import Any, Callable, Optional, TypeVar, cast, overload
+
 import numpy as np
 from mpi4py import MPI
 
@@ -20,13 +24,15 @@ from .errors import SpmdError, SpmdTypeError, SpmdValueError
 __all__ = ["spmd_barrier", "spmd_broadcast", "spmd_cat", "spmd_index", "spmd_plus",
            "spmd_reduce", "spmd_size"]
 
+T = TypeVar("T")
 
-def spmd_index():
+
+def spmd_index() -> int:
     """This worker's number, 1-based, within the current scope (MATLAB ``spmdIndex``)."""
     return _world.current().index
 
 
-def spmd_size():
+def spmd_size() -> int:
     """The number of workers in the current scope (MATLAB ``spmdSize``)."""
     return _world.current().size
 
@@ -34,7 +40,13 @@ def spmd_size():
 # -- public reductions -------------------------------------------------------------------
 
 
-def spmd_plus(x, destination=None):
+@overload
+def spmd_plus(x: T, destination: None = None) -> T: ...
+@overload
+def spmd_plus(x: T, destination: int) -> Optional[T]: ...
+
+
+def spmd_plus(x: T, destination: Optional[int] = None) -> Optional[T]:
     """Element-wise sum of ``x`` over the workers (MATLAB ``spmdPlus``, ``gplus``).
 
     Collective: every worker must call this.
@@ -47,12 +59,19 @@ def spmd_plus(x, destination=None):
     """
     if destination is None:
         fast = _reduce.FAST_PLUS.get(type(x))
-        if fast is not None and (type(x) is not int or -2 ** 63 <= x < 2 ** 63):
+        if fast is not None and (type(x) is not int or -2 ** 63 <= cast(int, x) < 2 ** 63):
             return _reduce.reduce_scalar(_world.current(), "spmd_plus", x, SUM, fast)
     return _reduce.reduce_op("spmd_plus", x, SUM, destination)
 
 
-def spmd_reduce(fcn, x, destination=None):
+@overload
+def spmd_reduce(fcn: Callable[[Any, Any], Any], x: T, destination: None = None) -> T: ...
+@overload
+def spmd_reduce(fcn: Callable[[Any, Any], Any], x: T, destination: int) -> Optional[T]: ...
+
+
+def spmd_reduce(fcn: Callable[[Any, Any], Any], x: T,
+                destination: Optional[int] = None) -> Optional[T]:
     """``fcn`` folded over the workers' values in worker order (MATLAB ``spmdReduce``, ``gop``).
 
     Collective: every worker must call this.
@@ -97,10 +116,10 @@ def spmd_reduce(fcn, x, destination=None):
 
 
 # MATLAB's max and min are element-wise; Python's are not defined on arrays.
-_ELEMENTWISE = {max: np.maximum, min: np.minimum}
+_ELEMENTWISE: dict[Any, Any] = {max: np.maximum, min: np.minimum}
 
 
-def spmd_cat(x, axis=0, destination=None):
+def spmd_cat(x: Any, axis: int = 0, destination: Optional[int] = None) -> Any:
     """Concatenation of the workers' ``x`` in worker order (MATLAB ``spmdCat``, ``gcat``).
 
     Collective: every worker must call this.
@@ -245,7 +264,7 @@ def _gather(call, scope, x, treedef, leaves, destination, what):
     return values
 
 
-def spmd_broadcast(source, x=None):
+def spmd_broadcast(source: int, x: Any = None) -> Any:
     """``x`` of worker ``source`` on every worker (MATLAB ``spmdBroadcast``, ``labBroadcast``).
 
     Collective: every worker must call this; ``x`` is ignored except on ``source``.
@@ -280,7 +299,7 @@ def broadcast(call, source, x, name="source"):
     return _pack.decode(buf)
 
 
-def spmd_barrier():
+def spmd_barrier() -> None:
     """Wait until every worker of the current scope reaches this call (``spmdBarrier``).
 
     Collective: every worker must call this.

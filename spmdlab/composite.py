@@ -7,6 +7,10 @@ runs ``c[k]`` and every worker gets the value. Setting ``c[k] = v`` gives worker
 client's ``v`` (worker 1's), as MATLAB's client assignment does.
 """
 
+from __future__ import annotations
+
+from typing import Any, Iterator, List, Optional, Sequence, Union, overload
+
 import numpy as np
 
 from . import _world
@@ -40,14 +44,14 @@ class Composite:
 
     __slots__ = ("_scope", "_value")
 
-    def __init__(self, value=_UNSET):
+    def __init__(self, value: Any = _UNSET) -> None:
         self._scope = _world.current()
         self._value = value
 
     # -- this worker's element (local) --------------------------------------------------
 
     @property
-    def mine(self):
+    def mine(self) -> Any:
         """This worker's element (not collective); SpmdValueError when it holds none."""
         if self._value is _UNSET:
             raise SpmdValueError(f"Composite.mine ({self._scope.who()}): this worker holds "
@@ -55,16 +59,21 @@ class Composite:
         return self._value
 
     @mine.setter
-    def mine(self, value):
+    def mine(self, value: Any) -> None:
         self._value = value
 
     # -- collective access by worker number ----------------------------------------------
 
-    def __len__(self):
+    def __len__(self) -> int:
         """The number of workers (MATLAB ``length(c)``), not collective."""
         return self._scope.size
 
-    def __getitem__(self, k):
+    @overload
+    def __getitem__(self, k: int) -> Any: ...
+    @overload
+    def __getitem__(self, k: Union[slice, Sequence[int], np.ndarray]) -> List[Any]: ...
+
+    def __getitem__(self, k: Any) -> Any:
         """``c[k]``: worker k's element on every worker (collective). ``c[:]`` or a list
         or range of worker numbers gives a list of those workers' elements."""
         call = f"Composite[{_shown(k)}]"
@@ -76,7 +85,7 @@ class Composite:
             return [self._element(call, scope, w, held[w - 1]) for w in workers]
         return self._element(call, scope, k, broadcast(call, k, self._held(), name="k"))
 
-    def __setitem__(self, k, value):
+    def __setitem__(self, k: int, value: Any) -> None:
         """``c[k] = value``: worker k's element becomes the client's (worker 1's)
         ``value`` (collective; ``value`` is ignored on the other workers)."""
         call = f"Composite[{_shown(k)}] = ..."
@@ -89,11 +98,16 @@ class Composite:
         if scope.index == k:
             self._value = value
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Any]:
         """Every worker's element, in worker order (collective: one exchange)."""
         return iter(self[:])
 
-    def exist(self, k=None):
+    @overload
+    def exist(self, k: None = None) -> List[bool]: ...
+    @overload
+    def exist(self, k: int) -> bool: ...
+
+    def exist(self, k: Optional[int] = None) -> Union[bool, List[bool]]:
         """Whether worker ``k`` holds an element (MATLAB ``exist(c, k)``), on every
         worker; with no ``k`` a list of bools, one per worker (``exist(c)``). Collective.
         """
@@ -104,13 +118,13 @@ class Composite:
         self._in_scope(call)
         return bool(broadcast(call, self._key(k), here, name="k"))
 
-    def __repr__(self):  # local: a debugger or a print must never start a collective
+    def __repr__(self) -> str:  # local: a debugger or a print must never start a collective
         held = "no value" if self._value is _UNSET else type(self._value).__name__
         return f"<Composite of {len(self)} workers; {self._scope.who()} holds {held}>"
 
     # -- helpers --------------------------------------------------------------------------
 
-    def _key(self, k):
+    def _key(self, k: Any) -> Any:
         """A worker number (or list of them) as the caller spelled it; ``spmdlab.matlab``
         reads MATLAB's spellings here."""
         return k

@@ -22,7 +22,10 @@ Python's and numpy's rules):
   by Python function.
 """
 
+from __future__ import annotations
+
 import operator
+from typing import Any, Callable, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -31,26 +34,33 @@ from ._backends import classify
 from .errors import SpmdValueError
 
 __all__ = [
-    "Composite", "gcat", "gop", "gplus", "labBarrier", "mpiprofile", "labBroadcast", "labProbe", "labReceive",
+    "Composite", "gcat", "gop", "gplus", "labBarrier", "mpiprofile", "labBroadcast", "labProbe",
+    "labReceive",
     "labSend", "labSendReceive", "labindex", "numlabs", "spmdBarrier", "spmdBroadcast",
     "spmdCat", "spmdIndex", "spmdPlus", "spmdProbe", "spmdProbeStatus", "spmdReceive",
     "spmdReceiveStatus", "spmdReduce", "labProbeStatus", "labReceiveStatus",
     "spmdSend", "spmdSendReceive", "spmdSize",
 ]
 
-_FUNCTIONS = {"plus": operator.add, "times": operator.mul, "max": max, "min": min,
+# A worker number as MATLAB code gives it: an int, an integral float (every MATLAB number
+# is a double), or [] / None for "none".
+Worker = Union[int, float, np.integer, np.floating, Sequence[Any], np.ndarray, None]
+# A reduction: a Python function, a MATLAB name ("plus", "@max"), or ("cat", dim)
+Reduction = Union[Callable[[Any, Any], Any], str, Tuple[str, Any]]
+
+_FUNCTIONS: dict = {"plus": operator.add, "times": operator.mul, "max": max, "min": min,
               "and": operator.and_, "or": operator.or_, "xor": operator.xor,
               "bitand": np.bitwise_and, "bitor": np.bitwise_or, "bitxor": np.bitwise_xor}
 
 
-def _any(value):
+def _any(value: Any) -> Any:
     """MATLAB's 'any' (and []) as spmdlab's None; a worker number as MATLAB gives it."""
     if isinstance(value, str) and value.lower() == "any":
         return None
     return _worker(value)
 
 
-def _worker(value):
+def _worker(value: Any) -> Any:
     """A worker number as MATLAB code passes it: every MATLAB number is a double, so an
     integral float (``2.0``, from ``floor`` or an array) is the worker 2; ``[]`` is
     MATLAB's "none" (None here). Anything else is left to spmdlab's checks."""
@@ -65,7 +75,7 @@ def _worker(value):
     return value
 
 
-def _workers(value):
+def _workers(value: Any) -> Any:
     """``labSend``'s destination: one worker, or a list / range / array of them
     (``2:numlabs``); an empty one sends nothing (returns [])."""
     if isinstance(value, (list, tuple, range, np.ndarray)):
@@ -77,7 +87,7 @@ def _workers(value):
 _CATS = {"vertcat": 1, "horzcat": 2}
 
 
-def _function(fcn):
+def _function(fcn: Any) -> Any:
     if isinstance(fcn, str):
         name = fcn.strip().lstrip("@")
         if name not in _FUNCTIONS:
@@ -89,7 +99,7 @@ def _function(fcn):
     return fcn
 
 
-def _concatenation(fcn):
+def _concatenation(fcn: Any) -> Any:
     """The dim of a concatenating reduction (``"vertcat"``, ``"@horzcat"``,
     ``("cat", dim)``), or None."""
     if isinstance(fcn, str):
@@ -121,32 +131,32 @@ def _is_logical(X):
     return leaf is not None and leaf.dtype.kind == "b"
 
 
-def spmdIndex():
+def spmdIndex() -> int:
     """``spmdIndex``: this worker's 1-based number."""
     return collectives.spmd_index()
 
 
-def spmdSize():
+def spmdSize() -> int:
     """``spmdSize``: the number of workers."""
     return collectives.spmd_size()
 
 
-def spmdPlus(X, destination=None):
+def spmdPlus(X: Any, destination: Worker = None) -> Any:
     """``spmdPlus(X)``, ``spmdPlus(X, destination)``, with MATLAB's arithmetic:
     integer types saturate at ``intmax``/``intmin`` instead of wrapping, and logical
     values sum to a double count (``spmdPlus(true)`` is 2 at two workers). The pythonic
     ``spmd_plus`` keeps numpy's rules."""
-    destination = _worker(destination)
+    dest = _worker(destination)
     if _is_logical(X):
         return collectives.spmd_plus(np.asarray(X, dtype=np.float64)
                                      if not isinstance(X, (bool, np.bool_)) else float(X),
-                                     destination)
+                                     dest)
     if _is_integer(X):
-        return collectives.spmd_reduce(_saturating_add, X, destination)
-    return collectives.spmd_plus(X, destination)
+        return collectives.spmd_reduce(_saturating_add, X, dest)
+    return collectives.spmd_plus(X, dest)
 
 
-def spmdReduce(fcn, X, destination=None):
+def spmdReduce(fcn: Reduction, X: Any, destination: Worker = None) -> Any:
     """``spmdReduce(fcn, X)``, ``spmdReduce(fcn, X, destination)``.
 
     ``fcn`` may be a MATLAB name, with or without ``@``: ``"plus"`` (saturating on
@@ -154,17 +164,17 @@ def spmdReduce(fcn, X, destination=None):
     ``"and"``, ``"or"``, ``"xor"``, ``"bitand"``, ``"bitor"``, ``"bitxor"``,
     ``"vertcat"``, ``"horzcat"``, or ``("cat", dim)``; or a Python function.
     """
-    destination = _worker(destination)
+    dest = _worker(destination)
     dim = _concatenation(fcn)
     if dim is not None:
-        return spmdCat(X, dim, destination)
-    fcn = _function(fcn)
-    if fcn is operator.add:
-        return spmdPlus(X, destination)
-    return collectives.spmd_reduce(fcn, X, destination)
+        return spmdCat(X, dim, dest)
+    function = _function(fcn)
+    if function is operator.add:
+        return spmdPlus(X, dest)
+    return collectives.spmd_reduce(function, X, dest)
 
 
-def spmdCat(X, dim=2, destination=None):
+def spmdCat(X: Any, dim: Worker = 2, destination: Worker = None) -> Any:
     """``spmdCat(X)``, ``spmdCat(X, dim)``, ``spmdCat(X, dim, destination)``.
 
     ``dim`` is 1-based and defaults to 2, as in MATLAB. Arrays are seen as MATLAB sees
@@ -172,48 +182,48 @@ def spmdCat(X, dim=2, destination=None):
     added when ``dim`` exceeds the array's; a result that is a single row comes back 1-D.
     Structs (dicts) and other objects give a list with one entry per worker.
     """
-    dim, destination = _worker(dim), _worker(destination)
-    if isinstance(dim, bool) or not isinstance(dim, (int, np.integer)) or dim < 1:
+    d, dest = _worker(dim), _worker(destination)
+    if isinstance(d, bool) or not isinstance(d, (int, np.integer)) or d < 1:
         _checks.fail_together("spmdCat", SpmdValueError(
             f"spmdCat (worker {spmdIndex()} of {spmdSize()}): 'dim' must be a positive int "
-            f"(1-based, as in MATLAB; got {dim!r})"))
+            f"(1-based, as in MATLAB; got {d!r})"))
     leaf = classify(X)
     if leaf is None:
-        return collectives.spmd_cat(X, destination=destination)
+        return collectives.spmd_cat(X, destination=dest)
     ndim = len(leaf.shape)
     shape = (1,) * (2 - ndim) + tuple(leaf.shape) if ndim < 2 else tuple(leaf.shape)
-    shape = shape + (1,) * (dim - len(shape))
+    shape = shape + (1,) * (d - len(shape))
     value = X if leaf.family not in ("py-bool", "py-int", "py-float", "py-complex",
                                      "np-scalar") else np.asarray(X)
-    result = collectives.spmd_cat(value.reshape(shape), axis=dim - 1,
-                                  destination=destination)
+    result = collectives.spmd_cat(value.reshape(shape), axis=d - 1, destination=dest)
     if result is None:
         return None
-    if ndim < 2 and dim == 2:  # a 1xM row, as MATLAB returns it, is a 1-D array here
+    if ndim < 2 and d == 2:  # a 1xM row, as MATLAB returns it, is a 1-D array here
         return result.reshape(-1)
     return result
 
 
-def spmdBroadcast(source, X=None):
+def spmdBroadcast(source: Worker, X: Any = None) -> Any:
     """``spmdBroadcast(source, X)`` on the source, ``spmdBroadcast(source)`` elsewhere."""
     return collectives.spmd_broadcast(_worker(source), X)
 
 
-def spmdBarrier():
+def spmdBarrier() -> None:
     """``spmdBarrier``."""
     collectives.spmd_barrier()
 
 
-def spmdSend(X, destination, tag=0):
+def spmdSend(X: Any, destination: Union[Worker, range], tag: Worker = 0) -> None:
     """``spmdSend(X, destination)``, ``spmdSend(X, destination, tag)``; ``destination``
     may be a list or range of workers (``2:numlabs``), and an empty one sends nothing."""
-    destination = _workers(destination)
-    if destination == [] or destination is None:
+    dest = _workers(destination)
+    if dest == [] or dest is None:
         return
-    p2p.spmd_send(X, destination, _worker(tag))
+    p2p.spmd_send(X, dest, _worker(tag))
 
 
-def spmdReceive(source=None, tag=None, *, status=False):
+def spmdReceive(source: Union[Worker, str] = None, tag: Union[Worker, str] = None, *,
+                status: bool = False) -> Any:
     """``spmdReceive``, ``spmdReceive(source)``, ``spmdReceive('any', tag)``, ...
 
     MATLAB's ``[data, source, tag] = spmdReceive(...)`` is ``status=True``.
@@ -221,25 +231,28 @@ def spmdReceive(source=None, tag=None, *, status=False):
     return p2p.spmd_receive(_any(source), _any(tag), status=status)
 
 
-def spmdReceiveStatus(source=None, tag=None):
+def spmdReceiveStatus(source: Union[Worker, str] = None,
+                      tag: Union[Worker, str] = None) -> Tuple[Any, int, int]:
     """MATLAB's three-output form ``[data, source, tag] = spmdReceive(...)``:
     ``data, source, tag = spmdReceiveStatus(...)`` (Python cannot see how many outputs the
     caller unpacks, so the form has a name of its own; ``source`` is 1-based)."""
     return spmdReceive(source, tag, status=True)
 
 
-def spmdProbeStatus(source=None, tag=None):
+def spmdProbeStatus(source: Union[Worker, str] = None, tag: Union[Worker, str] = None
+                    ) -> Tuple[bool, Optional[int], Optional[int]]:
     """``[tf, source, tag] = spmdProbe(...)``: ``tf, source, tag = spmdProbeStatus(...)``
     (source and tag None when nothing is waiting)."""
     return spmdProbe(source, tag, status=True)
 
 
-def spmdSendReceive(destination, source, X, tag=0):
+def spmdSendReceive(destination: Worker, source: Worker, X: Any, tag: Worker = 0) -> Any:
     """``spmdSendReceive(destination, source, X)``; ``[]`` (None) skips that side."""
     return p2p.spmd_send_receive(_worker(destination), _worker(source), X, _worker(tag))
 
 
-def spmdProbe(source=None, tag=None, *, status=False):
+def spmdProbe(source: Union[Worker, str] = None, tag: Union[Worker, str] = None, *,
+              status: bool = False) -> Any:
     """``spmdProbe``, ``spmdProbe(source)``, ``spmdProbe('any', tag)``, ..."""
     return p2p.spmd_probe(_any(source), _any(tag), status=status)
 
@@ -252,7 +265,7 @@ class Composite(composite.Composite):
 
     __slots__ = ()
 
-    def _key(self, k):
+    def _key(self, k: Any) -> Any:
         return _workers(k)
 
 
@@ -262,22 +275,22 @@ labindex = spmdIndex
 numlabs = spmdSize
 
 
-def gplus(X, targetlab=None):
+def gplus(X: Any, targetlab: Worker = None) -> Any:
     """``gplus(X)``, ``gplus(X, targetlab)``."""
     return spmdPlus(X, targetlab)
 
 
-def gcat(X, dim=2, targetlab=None):
+def gcat(X: Any, dim: Worker = 2, targetlab: Worker = None) -> Any:
     """``gcat(X)``, ``gcat(X, dim)``, ``gcat(X, dim, targetlab)``."""
     return spmdCat(X, dim, targetlab)
 
 
-def gop(fcn, X, targetlab=None):
+def gop(fcn: Reduction, X: Any, targetlab: Worker = None) -> Any:
     """``gop(fcn, X)``, ``gop(fcn, X, targetlab)``."""
     return spmdReduce(fcn, X, targetlab)
 
 
-def labBroadcast(source, X=None):
+def labBroadcast(source: Worker, X: Any = None) -> Any:
     """``labBroadcast(source, X)`` / ``labBroadcast(source)``."""
     return spmdBroadcast(source, X)
 
@@ -294,7 +307,7 @@ labProbeStatus = spmdProbeStatus
 _profile = None
 
 
-def mpiprofile(action="on", path="mpiprofile"):
+def mpiprofile(action: str = "on", path: str = "mpiprofile") -> Any:
     """MATLAB's ``mpiprofile``: ``"on"`` starts profiling the collectives (again, from
     zero), ``"off"`` stops, ``"resume"`` goes on recording, ``"reset"`` clears what was
     recorded; ``"info"`` returns the profile (a dict, on worker 1; None on the others)

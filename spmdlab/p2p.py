@@ -5,6 +5,10 @@ picklable object travels as one byte buffer: a small pickled layout followed by 
 arrays' raw bytes. Worker numbers are 1-based; tags are non-negative ints.
 """
 
+from __future__ import annotations
+
+from typing import Any, Literal, Optional, Sequence, Tuple, Union, overload
+
 import numpy as np
 from mpi4py import MPI
 
@@ -44,7 +48,7 @@ def _destinations(call, scope, destination):
     return targets
 
 
-def spmd_send(x, destination, tag=0):
+def spmd_send(x: Any, destination: Union[int, Sequence[int]], tag: int = 0) -> None:
     """Send ``x`` to worker ``destination`` (or to each of a list of workers).
 
     Returns at once, without waiting for the receiver (MATLAB ``spmdSend``, ``labSend``);
@@ -105,7 +109,19 @@ def _match(call, scope, source, tag):
     return message, status
 
 
-def spmd_receive(source=None, tag=None, *, status=False):
+@overload
+def spmd_receive(source: Optional[int] = None, tag: Optional[int] = None, *,
+                 status: Literal[False] = False) -> Any: ...
+@overload
+def spmd_receive(source: Optional[int] = None, tag: Optional[int] = None, *,
+                 status: Literal[True]) -> Tuple[Any, int, int]: ...
+@overload
+def spmd_receive(source: Optional[int] = None, tag: Optional[int] = None, *,
+                 status: bool) -> Any: ...
+
+
+def spmd_receive(source: Optional[int] = None, tag: Optional[int] = None, *,
+                 status: bool = False) -> Any:
     """Wait for a message and return its value (MATLAB ``spmdReceive``, ``labReceive``).
 
     ``source`` and ``tag`` None match any worker and any tag. With ``status=True`` the
@@ -123,7 +139,19 @@ def spmd_receive(source=None, tag=None, *, status=False):
     return value
 
 
-def spmd_probe(source=None, tag=None, *, status=False):
+@overload
+def spmd_probe(source: Optional[int] = None, tag: Optional[int] = None, *,
+               status: Literal[False] = False) -> bool: ...
+@overload
+def spmd_probe(source: Optional[int] = None, tag: Optional[int] = None, *,
+               status: Literal[True]) -> Tuple[bool, Optional[int], Optional[int]]: ...
+@overload
+def spmd_probe(source: Optional[int] = None, tag: Optional[int] = None, *,
+               status: bool) -> Any: ...
+
+
+def spmd_probe(source: Optional[int] = None, tag: Optional[int] = None, *,
+               status: bool = False) -> Any:
     """Whether a message from ``source`` with ``tag`` is waiting; consumes nothing.
 
     MATLAB ``spmdProbe`` / ``labProbe``. None matches any. With ``status=True`` the result
@@ -141,7 +169,8 @@ def spmd_probe(source=None, tag=None, *, status=False):
     return found
 
 
-def spmd_send_receive(destination, source, x, tag=0):
+def spmd_send_receive(destination: Optional[int], source: Optional[int], x: Any,
+                      tag: int = 0) -> Any:
     """Send ``x`` to ``destination`` and receive from ``source`` in one deadlock-free step.
 
     MATLAB ``spmdSendReceive`` / ``labSendReceive``: every worker of a ring can call it at
@@ -157,4 +186,5 @@ def spmd_send_receive(destination, source, x, tag=0):
         _isend(scope, _pack.encode(x, f"{call} ({scope.who()})"), destination, tag)
     if source is None:
         return None
-    return _recv(*_match(call, scope, source, tag), scope)
+    message, st = _match(call, scope, source, tag)
+    return _recv(message, st, scope)

@@ -8,13 +8,19 @@ workers); the results come back in item order on every worker, or on ``destinati
 only. An exception in any item is raised on every worker, naming the item and worker.
 """
 
+from __future__ import annotations
+
 import traceback
+from typing import Any, Callable, Iterable, List, Optional, TypeVar, overload
 
 from . import _world
 from .collectives import spmd_cat
 from .errors import SpmdError, SpmdValueError
 
 __all__ = ["parfor"]
+
+T = TypeVar("T")
+R = TypeVar("R")
 
 
 class _Failure:
@@ -24,7 +30,14 @@ class _Failure:
         self.text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
 
 
-def parfor(fn, items, destination=None):
+@overload
+def parfor(fn: Callable[[T], R], items: Iterable[T], destination: None = None) -> List[R]: ...
+@overload
+def parfor(fn: Callable[[T], R], items: Iterable[T], destination: int) -> Optional[List[R]]: ...
+
+
+def parfor(fn: Callable[[T], R], items: Iterable[T],
+           destination: Optional[int] = None) -> Optional[List[R]]:
     """``[fn(item) for item in items]``, the items shared out over the workers.
 
     Collective: every worker must call this with the same ``items`` (a sequence). Results
@@ -36,7 +49,7 @@ def parfor(fn, items, destination=None):
     if not callable(fn):
         raise SpmdValueError(f"parfor ({scope.who()}): 'fn' must be callable (got {fn!r})")
     items = list(items)
-    mine = []
+    mine: List[Any] = []
     for i in range(scope.rank, len(items), scope.size):
         try:
             mine.append((i, fn(items[i])))
@@ -45,7 +58,7 @@ def parfor(fn, items, destination=None):
     gathered = spmd_cat(mine, destination=destination)
     if gathered is None:
         return None
-    results = [None] * len(items)
+    results: List[Any] = [None] * len(items)
     failures = []
     for i, value in gathered:
         if isinstance(value, _Failure):

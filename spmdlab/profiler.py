@@ -21,8 +21,11 @@ Off by default, and then free: the collectives test one flag. On, a collective c
 few microseconds more (two clock reads and the call-site lookup).
 """
 
+from __future__ import annotations
+
 import json
 import time
+from typing import IO, Any, Dict, List, Optional
 
 from . import _agree, _world
 
@@ -34,14 +37,18 @@ _LATE = 0.001  # a collective counts as one a worker made the others wait when t
 class Profile:
     """What one worker recorded between ``start()`` and ``stop()``."""
 
-    def __init__(self):
-        self.records = []  # [sequence, call, site, wait s, data s, bytes] per collective
-        self.started = self.stopped = None
+    def __init__(self) -> None:
+        # [sequence, call, site, wait s, data s, bytes] per collective
+        self.records: List[list] = []
+        self.started: Optional[float] = None
+        self.stopped: Optional[float] = None
         self._scope = None
 
     # -- recording (called by the collectives while this profile is active) ------------
 
-    def start(self):
+    def start(self) -> Profile:
+        """Start recording this worker's collectives (from here on; stops another
+        running profile)."""
         if _agree.PROFILE is not None and _agree.PROFILE is not self:
             _agree.PROFILE.stop()
         self._scope = _world.current()
@@ -52,7 +59,8 @@ class Profile:
         _agree.hooks_changed()
         return self
 
-    def stop(self):
+    def stop(self) -> Profile:
+        """Stop recording; what was recorded stays."""
         if _agree.PROFILE is self:
             _agree.PROFILE = None
             _world.PROFILE = None
@@ -67,16 +75,15 @@ class Profile:
         if self.records:
             self.records[-1][4] += seconds
 
-    def __enter__(self):
+    def __enter__(self) -> Profile:
         return self.start()
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: Any) -> None:
         self.stop()
-        return False
 
     # -- results (collective) ------------------------------------------------------------
 
-    def gather(self):
+    def gather(self) -> Optional[List[Dict[str, Any]]]:
         """Collective: every worker's records, on worker 1 (None elsewhere)."""
         from .collectives import spmd_cat
 
@@ -86,21 +93,21 @@ class Profile:
         everyone = spmd_cat([mine], destination=1)
         return everyone
 
-    def summary(self):
+    def summary(self) -> Optional[Dict[str, Any]]:
         """Collective: the profile as a dict on worker 1 (None on the others)."""
         everyone = self.gather()
         if everyone is None:
             return None
         return _summarise(everyone)
 
-    def report(self, file=None):
+    def report(self, file: Optional[IO[str]] = None) -> Optional[Dict[str, Any]]:
         """Collective: print the table on worker 1; returns the summary there."""
         summary = self.summary()
         if summary is not None:
             print(format_report(summary), file=file, flush=True)
         return summary
 
-    def save(self, path="spmdlab-profile"):
+    def save(self, path: str = "spmdlab-profile") -> Optional[List[str]]:
         """Collective: write ``path.json`` (and ``path.png`` with matplotlib) on worker 1;
         returns the paths written there."""
         summary = self.summary()
@@ -119,7 +126,7 @@ class Profile:
         return written
 
 
-def profile():
+def profile() -> Profile:
     """A ``Profile`` to use as ``with spmdlab.profile() as prof:`` (every worker)."""
     return Profile()
 

@@ -22,11 +22,14 @@ At the end of the program every worker sends an end-of-queues marker to every wo
 still in flight when a worker exits.
 """
 
+from __future__ import annotations
+
 import collections
 import sys
 import threading
 import time
 import weakref
+from typing import Any, Callable, Generic, Iterator, List, Optional, Type, TypeVar
 
 import numpy as np
 from mpi4py import MPI
@@ -38,6 +41,8 @@ from ._checks import check_worker
 from .errors import SpmdError, SpmdTypeError, SpmdValueError
 
 __all__ = ["DataQueue", "PollableDataQueue", "QueueSet"]
+
+Q = TypeVar("Q", bound="_Queue")
 
 _CTRL = 0  # tag of control messages: ("close", tag) and ("end",)
 _IDLE_SLEEP = 0.01  # an idle thread wakes 100 times a second (see README for the cost)
@@ -310,7 +315,8 @@ class _Queue:
 
     _kind = "DataQueue"
 
-    def __init__(self, owner=1, *, _scope=None, _tag=None):
+    def __init__(self, owner: int = 1, *, _scope: Any = None,
+                 _tag: Optional[int] = None) -> None:
         scope = _world.current() if _scope is None else _scope
         self._scope = scope
         call = self._kind
@@ -325,7 +331,7 @@ class _Queue:
         self._chan = chan
         self._tag = _tag
         self.owner = owner
-        self._items = collections.deque()
+        self._items: collections.deque = collections.deque()
         self._cond = threading.Condition(threading.RLock())
         self._pollers = 0  # threads waiting in poll: only then is arrival notified
         self._own_sent = self._own_handled = 0  # items the owner sent to itself
@@ -339,19 +345,19 @@ class _Queue:
         _hub.start()
 
     @property
-    def is_owner(self):
+    def is_owner(self) -> bool:
         """Whether this worker owns the queue (receives what is sent to it)."""
         return self._scope.index == self.owner
 
     @property
-    def queue_length(self):
+    def queue_length(self) -> int:
         """Items waiting on the owner (0 on every other worker), MATLAB ``QueueLength``."""
         return len(self._items) if self.is_owner else 0
 
     def _who(self, call):
         return f"{self._kind}.{call} ({self._scope.who()})"
 
-    def send(self, data):
+    def send(self, data: Any) -> None:
         """Send ``data`` (any picklable value, arrays as raw bytes) to the owner.
 
         Returns at once; never waits for the owner. Raises SpmdValueError after the queue
@@ -366,7 +372,7 @@ class _Queue:
             self._own_sent += 1
         _hub.send(self._chan, self.owner - 1, self._tag, message)
 
-    def close(self):
+    def close(self) -> None:
         """Refuse further sends; items already sent can still be received.
 
         On the owner this closes the queue for every worker (they are told in the
@@ -379,7 +385,8 @@ class _Queue:
                     _control(self._chan, rank, ("close", self._tag))
 
     @property
-    def closed(self):
+    def closed(self) -> bool:
+        """Whether sends are refused (closed here, or by the owner)."""
         return self._closed or self._closed_by_owner
 
     def _arrive(self, items, own=False):
@@ -391,7 +398,7 @@ class _Queue:
             if self._pollers:
                 self._cond.notify_all()
 
-    def flush(self, timeout=None):
+    def flush(self, timeout: Optional[float] = None) -> bool:
         """On the owner: wait until the items it sent to its own queue have arrived (and
         been handed to the listeners); returns whether they all did. Elsewhere: True.
 
@@ -430,7 +437,7 @@ class _Queue:
         return False
 
     @classmethod
-    def per_worker(cls):
+    def per_worker(cls: Type[Q]) -> QueueSet[Q]:
         """Collective: one queue per worker, each owned by its worker (a ``QueueSet``).
 
         MATLAB: a queue created inside ``spmd``, one per worker, whose ``q{k}`` the
@@ -449,11 +456,12 @@ class _Queue:
 class _Listener:
     """Handle returned by ``after_each``; ``remove()`` stops the calls."""
 
-    def __init__(self, queue, fn):
+    def __init__(self, queue: DataQueue, fn: Callable[[Any], Any]) -> None:
         self.queue = queue
         self.fn = fn
 
-    def remove(self):
+    def remove(self) -> None:
+        """Stop calling this listener (the queue keeps its other listeners)."""
         queue = self.queue
         with queue._cond:
             if self in queue._listeners:
@@ -474,11 +482,11 @@ class DataQueue(_Queue):
 
     _kind = "DataQueue"
 
-    def __init__(self, owner=1, **kwargs):
-        self._listeners = []
+    def __init__(self, owner: int = 1, **kwargs: Any) -> None:
+        self._listeners: List[_Listener] = []
         super().__init__(owner, **kwargs)
 
-    def after_each(self, fn):
+    def after_each(self, fn: Callable[[Any], Any]) -> _Listener:
         """Call ``fn(item)`` on the owner for every item, in arrival order.
 
         Inert on other workers (returns a handle all the same), so client code needs no
@@ -519,7 +527,7 @@ class PollableDataQueue(_Queue):
 
     _kind = "PollableDataQueue"
 
-    def poll(self, timeout=0.0, default=None):
+    def poll(self, timeout: float = 0.0, default: Any = None) -> Any:
         """The oldest waiting item, waiting up to ``timeout`` seconds; else ``default``.
 
         On workers other than the owner it returns ``default`` at once.
@@ -544,23 +552,23 @@ class PollableDataQueue(_Queue):
             return self._items.popleft()
 
 
-class QueueSet:
+class QueueSet(Generic[Q]):
     """One queue per worker: ``qs.mine`` is this worker's, ``qs[k]`` worker k's (1-based)."""
 
-    def __init__(self, queues, index):
+    def __init__(self, queues: List[Q], index: int) -> None:
         self._queues = queues
         self.mine = queues[index - 1]
 
-    def __getitem__(self, k):
+    def __getitem__(self, k: int) -> Q:
         if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or \
                 not 1 <= k <= len(self._queues):
             raise SpmdValueError(f"QueueSet[{k!r}]: workers are numbered 1 to "
                                  f"{len(self._queues)}")
         return self._queues[k - 1]
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self._queues)
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Q]:
         return iter(self._queues)
 

@@ -7,6 +7,10 @@ Inside the block ``spmd_index()``, ``spmd_size()`` and every collective and mess
 scoped to those n workers; the other workers skip the block without waiting for it.
 """
 
+from __future__ import annotations
+
+from typing import Any, Callable, Iterator, Optional, TypeVar
+
 import numpy as np
 from mpi4py import MPI
 
@@ -17,8 +21,10 @@ from .errors import SpmdTypeError, SpmdValueError
 
 __all__ = ["spmd"]
 
+R = TypeVar("R")
 
-def spmd(n=None):
+
+def spmd(n: Optional[int] = None) -> Region:
     """Run the body of a ``for _ in spmd(n):`` loop once on workers 1..n, never elsewhere.
 
     Collective on entry: every worker of the current scope must reach the same
@@ -28,7 +34,7 @@ def spmd(n=None):
     """
     scope = _world.current()
     call = "spmd"
-    error = None
+    error: Optional[Exception] = None
     if n is None:
         n = scope.size
     elif isinstance(n, bool) or not isinstance(n, (int, np.integer)):
@@ -57,15 +63,15 @@ def spmd(n=None):
 class Region:
     """The value of ``spmd(n)``: iterate it once (members) or not at all (the others)."""
 
-    def __init__(self, scope):
+    def __init__(self, scope: Optional[_world.Scope]) -> None:
         self.scope = scope
 
     @property
-    def member(self):
+    def member(self) -> bool:
         """Whether this worker runs the block."""
         return self.scope is not None
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[int]:
         if self.scope is None:
             return
         _world.push(self.scope)
@@ -74,7 +80,7 @@ class Region:
         finally:
             _world.pop(self.scope)
 
-    def run(self, fn, *args, **kwargs):
+    def run(self, fn: Callable[..., R], *args: Any, **kwargs: Any) -> Optional[R]:
         """``fn(*args, **kwargs)`` inside the region; None on workers outside it."""
         for _ in self:
             return fn(*args, **kwargs)

@@ -31,9 +31,12 @@ faulty worker from the start of the block, 1 for the first. ``site="train.py:42"
 end of a ``file:line``) chooses calls made from that line only.
 """
 
+from __future__ import annotations
+
 import contextlib
 import sys
 import time
+from typing import Iterator, Optional
 
 from . import _agree, _world
 from .errors import SpmdValueError
@@ -86,8 +89,9 @@ class _Fault:
 
 
 @contextlib.contextmanager
-def inject_fault(worker, call=None, at=1, action="raise", *, site=None, exception=None,
-                 status=1, seconds=5.0):
+def inject_fault(worker: int, call: Optional[str] = None, at: int = 1, action: str = "raise",
+                 *, site: Optional[str] = None, exception: Optional[BaseException] = None,
+                 status: int = 1, seconds: float = 5.0) -> Iterator[_Fault]:
     """Within the block, make ``worker`` (1-based, world numbering) fail at the ``at``-th
     call of collective ``call``: ``action`` is "raise", "crash", "exit", "hang" or "slow"
     (see the module's help). Every worker must enter the block; nothing happens elsewhere."""

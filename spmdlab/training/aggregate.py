@@ -5,8 +5,11 @@ share of the global mini-batch (local batch / global batch), so uneven shares ar
 Collective: every worker must call them, in the same order.
 """
 
+from __future__ import annotations
+
 import sys
 import weakref
+from typing import Any, Iterable, List, Sequence, TypeVar
 
 import numpy as np
 
@@ -43,7 +46,7 @@ def _scaled(x, factor, call):
     return _pack.unflatten(treedef, out)
 
 
-def weighted_sum(x, factor):
+def weighted_sum(x: T, factor: float) -> T:
     """``spmd_plus(factor * x)``: with ``factor`` = local / global batch, a per-worker
     mean (a loss, an accuracy) becomes the mean over the global mini-batch.
 
@@ -65,10 +68,13 @@ class _Flat:
         self.buffer = np.zeros(self.total + len(params), dtype=dtype)
 
 
-_flat = weakref.WeakKeyDictionary()  # model -> _Flat
+T = TypeVar("T")
+M = TypeVar("M")  # a torch.nn.Module, or a dict / list of tensors
+
+_flat: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> _Flat
 
 
-def aggregate_gradients(x, factor):
+def aggregate_gradients(x: M, factor: float) -> M:
     """The weighted sum over workers of gradients: ``sum_k factor_k * g_k``.
 
     Collective: every worker must call this, with its ``factor`` (local batch / global
@@ -84,7 +90,7 @@ def aggregate_gradients(x, factor):
     if not _is_module(x):
         return spmd_plus(_scaled(x, factor, "aggregate_gradients"))
     torch = _torch()
-    model = x
+    model: Any = x
     params = [p for p in model.parameters() if p.requires_grad]
     if not params:
         return model
@@ -150,7 +156,7 @@ def _batch_norms(model):
             if isinstance(m, norm) and m.running_mean is not None]
 
 
-def aggregate_state(x, factor):
+def aggregate_state(x: M, factor: float) -> M:
     """Merge a model's batch-norm statistics (and other floating state) across workers.
 
     Collective: every worker must call this. For every batch-norm layer the running mean
@@ -165,7 +171,7 @@ def aggregate_state(x, factor):
                             f"{type(x).__name__}); for MATLAB-style state values use "
                             f"aggregate_state_values")
     torch = _torch()
-    model = x
+    model: Any = x
     norms = _batch_norms(model)
     stats = {id(m.running_mean) for m in norms} | {id(m.running_var) for m in norms}
     others = [b for b in model.buffers()
@@ -195,7 +201,7 @@ def aggregate_state(x, factor):
     return model
 
 
-def population_statistics(model, batches):
+def population_statistics(model: M, batches: Iterable[Any]) -> M:
     """Set every batch-norm layer's running statistics to the moments of all its inputs.
 
     Collective: every worker must call this, each with its own part of the data.
@@ -266,7 +272,8 @@ def set_batch_norm_moments(model, sums):
         m.running_var.copy_(torch.from_numpy(var).to(m.running_var.dtype))
 
 
-def aggregate_state_values(values, factor, is_mean, is_variance):
+def aggregate_state_values(values: Sequence[Any], factor: float, is_mean: Sequence[bool],
+                           is_variance: Sequence[bool]) -> List[Any]:
     """MATLAB-style ``aggregateState``: a list of state values with mean / variance masks.
 
     Collective: every worker must call this. ``values`` is a list of arrays or tensors;

@@ -7,7 +7,10 @@ over the same data (nothing is copied). Images are numpy arrays ``(height, width
 channels)``, as MATLAB reads them; a mini-batch function turns them into tensors.
 """
 
+from __future__ import annotations
+
 import os
+from typing import Any, Callable, Dict, Iterator, List, Literal, Optional, Sequence, Tuple, TypeVar
 
 import numpy as np
 
@@ -19,10 +22,13 @@ __all__ = ["ArrayDatastore", "AugmentedImageDatastore", "Datastore", "ImageDatas
 IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".ppm")
 
 
+D = TypeVar("D", bound="Datastore")
+
+
 class Datastore:
     """Observations ``self._read(k)`` for k in ``self._order``, with optional labels."""
 
-    def __init__(self, count, labels=None, order=None):
+    def __init__(self, count: int, labels: Any = None, order: Any = None) -> None:
         self._count = count
         self._labels = None if labels is None else np.asarray(labels)
         self._order = np.arange(count) if order is None else np.asarray(order)
@@ -38,57 +44,58 @@ class Datastore:
         view._order = np.asarray(order, dtype=np.int64)
         return view
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self._order)
 
-    def __getitem__(self, i):
+    def __getitem__(self, i: int) -> Any:
         k = self._order[i]
         x = self._read(k)
         return x if self._labels is None else (x, self._labels[k])
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Any]:
         for i in range(len(self)):
             yield self[i]
 
     @property
-    def labels(self):
+    def labels(self) -> Optional[np.ndarray]:
         """The labels in this datastore's order (None without labels)."""
         return None if self._labels is None else self._labels[self._order]
 
     @property
-    def class_names(self):
+    def class_names(self) -> Optional[List[Any]]:
         """The distinct labels, sorted."""
         if self._labels is None:
             return None
         return sorted(set(self._labels.tolist()))
 
-    def shuffle(self, seed=None):
+    def shuffle(self: D, seed: Optional[int] = None) -> D:
         """A new datastore with the observations in random order."""
         rng = np.random.default_rng(seed)
         return self._view(self._order[rng.permutation(len(self._order))])
 
-    def subset(self, indices):
+    def subset(self: D, indices: Any) -> D:
         """A new datastore of the observations at ``indices`` (0-based, this order)."""
         return self._view(self._order[np.asarray(indices, dtype=np.int64)])
 
-    def partition(self, n, index):
+    def partition(self: D, n: int, index: int) -> D:
         """Part ``index`` (1-based) of ``n`` contiguous parts; see ``partition``."""
         return partition(self, n, index)
 
-    def transform(self, fcn):
+    def transform(self, fcn: Callable[[Any], Any]) -> TransformedDatastore:
         """A datastore whose observations are ``fcn(observation)``."""
         if not callable(fcn):
             raise SpmdTypeError(f"transform: 'fcn' must be callable (got {fcn!r})")
         return TransformedDatastore(self, fcn)
 
-    def read_all(self):
+    def read_all(self) -> Any:
+        """Every observation at once; see ``read_all``."""
         return read_all(self)
 
 
 class ArrayDatastore(Datastore):
     """Observations along the first dimension of an array or tensor, with labels."""
 
-    def __init__(self, data, labels=None):
+    def __init__(self, data: Any, labels: Any = None) -> None:
         if labels is not None and len(labels) != len(data):
             raise SpmdValueError(f"ArrayDatastore: {len(data)} observations but "
                                  f"{len(labels)} labels")
@@ -105,7 +112,7 @@ class ImageDatastore(Datastore):
 
     _images = True  # observations are (height, width[, channels]) images; see trainnet
 
-    def __init__(self, folder, labels="foldernames"):
+    def __init__(self, folder: str, labels: Any = "foldernames") -> None:
         if not os.path.isdir(folder):
             raise SpmdValueError(f"ImageDatastore: {folder!r} is not a folder")
         files = []
@@ -135,7 +142,7 @@ class ImageDatastore(Datastore):
 class TransformedDatastore(Datastore):
     """``fcn`` applied to every observation of another datastore."""
 
-    def __init__(self, source, fcn):
+    def __init__(self, source: Datastore, fcn: Callable[[Any], Any]) -> None:
         super().__init__(len(source))
         self._source = source
         self._fcn = fcn
@@ -158,9 +165,13 @@ class AugmentedImageDatastore(Datastore):
     MODES = ("resize", "centercrop", "randcrop")
     _images = True
 
-    def __init__(self, output_size, source, *, random_x_reflection=False,
-                 random_x_translation=(0, 0), random_y_translation=(0, 0),
-                 output_size_mode="resize", color_preprocessing="none", seed=None):
+    def __init__(self, output_size: Sequence[int], source: Datastore, *,
+                 random_x_reflection: bool = False,
+                 random_x_translation: Tuple[int, int] = (0, 0),
+                 random_y_translation: Tuple[int, int] = (0, 0),
+                 output_size_mode: Literal["resize", "centercrop", "randcrop"] = "resize",
+                 color_preprocessing: Literal["none", "gray2rgb", "rgb2gray"] = "none",
+                 seed: Optional[int] = None) -> None:
         if output_size_mode not in self.MODES:
             raise SpmdValueError(f"AugmentedImageDatastore: output_size_mode must be one "
                                  f"of {', '.join(self.MODES)} (got {output_size_mode!r})")
@@ -248,7 +259,7 @@ def _shift(image, dy, dx):
     return out
 
 
-def partition(ds, n, index):
+def partition(ds: D, n: int, index: int) -> D:
     """Part ``index`` (1-based) of ``n`` contiguous parts of ``ds`` (MATLAB ``partition``).
 
     Parts get ``floor(len/n)`` observations, the remainder one each to the first parts:
@@ -269,7 +280,7 @@ def partition(ds, n, index):
     return ds.subset(np.arange(start, stop))
 
 
-def count_each_label(ds):
+def count_each_label(ds: Datastore) -> Dict[Any, int]:
     """``{label: count}`` in sorted label order (MATLAB ``countEachLabel``)."""
     labels = ds.labels
     if labels is None:
@@ -279,7 +290,8 @@ def count_each_label(ds):
             for name, c in zip(names, counts)}
 
 
-def split_each_label(ds, amount, randomize=False, seed=None):
+def split_each_label(ds: D, amount: float, randomize: bool = False,
+                     seed: Optional[int] = None) -> Tuple[D, D]:
     """Two datastores: ``amount`` of every label (a fraction in (0, 1) or a count) and
     the rest (MATLAB ``splitEachLabel``); in datastore order unless ``randomize``."""
     labels = ds.labels
@@ -292,7 +304,8 @@ def split_each_label(ds, amount, randomize=False, seed=None):
         raise SpmdValueError(f"split_each_label: 'amount' must be a fraction in (0, 1) or a "
                              f"count >= 0 (got {amount!r})")
     rng = np.random.default_rng(seed)
-    first, second = [], []
+    first: List[Any] = []
+    second: List[Any] = []
     for name in np.unique(labels):
         idx = np.flatnonzero(labels == name)
         if randomize:
@@ -303,7 +316,7 @@ def split_each_label(ds, amount, randomize=False, seed=None):
     return ds.subset(np.sort(first)), ds.subset(np.sort(second))
 
 
-def read_all(ds):
+def read_all(ds: Datastore) -> Any:
     """Every observation: ``(inputs stacked, labels)`` with labels, else inputs stacked."""
     items = [ds[i] for i in range(len(ds))]
     if not items:

@@ -1,7 +1,13 @@
 """Helpers of MATLAB's deep-learning loops: GPUs, predictions, labels, one-hot codes."""
 
+from __future__ import annotations
+
 import pickle
 import sys
+from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence, TypeVar, Union, cast
+
+if TYPE_CHECKING:
+    import torch
 
 import numpy as np
 from .. import _world
@@ -13,11 +19,14 @@ __all__ = ["can_use_gpu", "gpu_device_count", "minibatch_predict", "on_each_node
            "onehotencode", "scores2label", "select_gpu"]
 
 
-def _torch():
+R = TypeVar("R")
+
+
+def _torch() -> Any:
     return sys.modules.get("torch")
 
 
-def gpu_device_count():
+def gpu_device_count() -> int:
     """The number of CUDA GPUs this process can see (0 without torch or CUDA)."""
     torch = _torch()
     if torch is None:
@@ -28,12 +37,12 @@ def gpu_device_count():
     return torch.cuda.device_count() if torch.cuda.is_available() else 0
 
 
-def can_use_gpu():
+def can_use_gpu() -> bool:
     """Whether a CUDA GPU is usable here (MATLAB ``canUseGPU``)."""
     return gpu_device_count() > 0
 
 
-def select_gpu(*, set_device=True):
+def select_gpu(*, set_device: bool = True) -> int:
     """One distinct GPU per worker on each node; returns its index (0-based, CUDA's).
 
     Collective: every worker must call this. Workers on the same host (found through
@@ -56,7 +65,7 @@ def select_gpu(*, set_device=True):
     return local
 
 
-def on_each_node(fn):
+def on_each_node(fn: Callable[[], R]) -> R:
     """Call ``fn()`` on the first worker of each node; every worker gets that result.
 
     Collective: every worker must call this. For what each node needs once on its own
@@ -80,7 +89,8 @@ def on_each_node(fn):
     return node.bcast(result, root=0)
 
 
-def scores2label(scores, class_names=None, axis=-1):
+def scores2label(scores: Any, class_names: Optional[Sequence[Any]] = None,
+                 axis: int = -1) -> np.ndarray:
     """The class of the highest score along ``axis`` (MATLAB ``scores2label``).
 
     ``scores`` is an array or tensor; with ``class_names`` (a sequence) the labels are
@@ -99,7 +109,8 @@ def scores2label(scores, class_names=None, axis=-1):
     return names[index]
 
 
-def onehotencode(labels, classes, dtype=np.float32):
+def onehotencode(labels: Any, classes: Union[int, Sequence[Any]],
+                 dtype: Any = np.float32) -> np.ndarray:
     """One row per label with a 1 in its class's column (MATLAB ``onehotencode``).
 
     ``classes`` is the number of classes (labels are 0-based ints) or the sequence of
@@ -113,7 +124,7 @@ def onehotencode(labels, classes, dtype=np.float32):
             raise SpmdValueError(f"onehotencode: labels must be 0..{count - 1} "
                                  f"(got {index.min()}..{index.max()})")
     else:
-        names = list(classes)
+        names = list(cast(Sequence[Any], classes))
         lookup = {name: i for i, name in enumerate(names)}
         missing = [l for l in labels.reshape(-1).tolist() if l not in lookup]
         if missing:
@@ -127,7 +138,8 @@ def onehotencode(labels, classes, dtype=np.float32):
     return out
 
 
-def minibatch_predict(model, data, mini_batch_size=128, device=None):
+def minibatch_predict(model: torch.nn.Module, data: Any, mini_batch_size: int = 128,
+                      device: Any = None) -> torch.Tensor:
     """The model's outputs for every observation, in mini-batches, in inference mode.
 
     MATLAB ``minibatchpredict``. ``data`` is an array or tensor whose first dimension

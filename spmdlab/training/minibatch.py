@@ -1,5 +1,9 @@
 """Splitting the global mini-batch over the workers."""
 
+from __future__ import annotations
+
+from typing import Any, Callable, Iterator, List, Literal, Optional
+
 import numpy as np
 
 from ..errors import SpmdTypeError, SpmdValueError
@@ -7,7 +11,7 @@ from ..errors import SpmdTypeError, SpmdValueError
 __all__ = ["MiniBatchQueue", "worker_mini_batch_sizes"]
 
 
-def worker_mini_batch_sizes(mini_batch_size, num_workers):
+def worker_mini_batch_sizes(mini_batch_size: int, num_workers: int) -> List[int]:
     """Each worker's share of a global mini-batch: ``floor(B/N)``, remainder to the first.
 
     ``worker_mini_batch_sizes(10, 3) == [4, 3, 3]``, as MATLAB's examples compute it.
@@ -43,9 +47,11 @@ class MiniBatchQueue:
     and ``next()`` as in MATLAB; ``shuffle()`` and ``reset()`` start a new epoch.
     """
 
-    def __init__(self, datastore, mini_batch_size=128, *, mini_batch_fcn=None,
-                 output_environment="auto", partial_mini_batch="return",
-                 dispatch_in_background=False):
+    def __init__(self, datastore: Any, mini_batch_size: int = 128, *,
+                 mini_batch_fcn: Optional[Callable[..., Any]] = None,
+                 output_environment: Literal["auto", "cpu", "gpu"] = "auto",
+                 partial_mini_batch: Literal["return", "discard"] = "return",
+                 dispatch_in_background: bool = False) -> None:
         if isinstance(mini_batch_size, bool) or not isinstance(mini_batch_size, (int, np.integer)) \
                 or mini_batch_size < 1:
             raise SpmdValueError(f"MiniBatchQueue: 'mini_batch_size' must be a positive int "
@@ -101,7 +107,7 @@ class MiniBatchQueue:
             self._device = torch.device("cuda") if use_gpu else torch.device("cpu")
         return tensor.to(self._device) if self._device.type != "cpu" else tensor
 
-    def reset(self):
+    def reset(self) -> None:
         """Start again from the first mini-batch (same order)."""
         self._stop_prefetch()
         self._iter = self._batches()
@@ -112,12 +118,12 @@ class MiniBatchQueue:
         else:
             self._advance()
 
-    def shuffle(self, seed=None):
+    def shuffle(self, seed: Optional[int] = None) -> None:
         """Shuffle the observations and start again (MATLAB ``shuffle(mbq)``)."""
         self.datastore = self.datastore.shuffle(seed)
         self.reset()
 
-    def partition(self, n, index):
+    def partition(self, n: int, index: int) -> MiniBatchQueue:
         """A queue over part ``index`` (1-based) of ``n`` parts of the datastore."""
         from .datastores import partition
 
@@ -176,16 +182,16 @@ class MiniBatchQueue:
             self._thread.join()
             self._thread = None
 
-    def close(self):
+    def close(self) -> None:
         """Stop the background dispatch thread (if any); the queue can be reset() after."""
         self._stop_prefetch()
         self._done = True
 
-    def has_data(self):
+    def has_data(self) -> bool:
         """Whether ``next()`` has a mini-batch to return (MATLAB ``hasdata``)."""
         return not self._done
 
-    def next(self):
+    def next(self) -> Any:
         """The next mini-batch: a tuple with one entry per output (MATLAB ``next``).
 
         Raises SpmdValueError at the end of the data (``has_data()`` is False).
@@ -200,10 +206,10 @@ class MiniBatchQueue:
             self._advance()
         return batch
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Any]:
         return self
 
-    def __next__(self):
+    def __next__(self) -> Any:
         if self._done:
             raise StopIteration
         return self.next()

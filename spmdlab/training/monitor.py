@@ -12,11 +12,14 @@ send it through a per-worker queue; see examples/train_digits_custom_loop.py; tr
 does it itself).
 """
 
+from __future__ import annotations
+
 import os
 import signal
 import sys
 import threading
 import time
+from typing import IO, Any, Iterable, List, Optional, Tuple, Union
 
 from .. import _env, _world
 from ..errors import SpmdTypeError, SpmdValueError
@@ -51,10 +54,13 @@ class TrainingProgressMonitor:
     time; a second Ctrl-C interrupts as usual.
     """
 
-    def __init__(self, metrics=(), info=(), xlabel="Iteration", *,
-                 plot_file="default", stop_file=None, refresh=0.5,
-                 plot_every=5.0, stream=None, run=None, log_dir=None, log_scale="auto",
-                 show=True, web=None):
+    def __init__(self, metrics: Iterable[str] = (), info: Iterable[str] = (),
+                 xlabel: str = "Iteration", *, plot_file: Optional[str] = "default",
+                 stop_file: Optional[str] = None, refresh: float = 0.5,
+                 plot_every: float = 5.0, stream: Optional[IO[str]] = None,
+                 run: Optional[str] = None, log_dir: Optional[str] = None,
+                 log_scale: Union[str, Iterable[str]] = "auto", show: bool = True,
+                 web: Union[bool, int, None] = None) -> None:
         self.metrics = tuple(_names("metrics", metrics))
         self.info = tuple(_names("info", info))
         self.xlabel = str(xlabel)
@@ -69,7 +75,7 @@ class TrainingProgressMonitor:
         self.show = show
         self._log = _Log(log_dir, self.metrics, self.info) if log_dir and self.active \
             else None
-        self._epochs = []  # (x, epoch text) where the "epoch" info changed
+        self._epochs: List[Tuple[float, str]] = []  # (x, epoch text) where the "epoch" info changed
         self.stop_file = stop_file if stop_file is not None else STOP_FILE
         self.refresh = refresh
         self.plot_every = plot_every
@@ -77,10 +83,10 @@ class TrainingProgressMonitor:
         self.stop = False
         self.status = ""
         self._progress = 0.0
-        self._history = {m: ([], []) for m in self.metrics}
-        self._records = []  # (step, {metric: value}) in the order recorded: the page's
+        self._history: dict = {m: ([], []) for m in self.metrics}
+        self._records: List[Any] = []  # (step, {metric: value}) in the order recorded: the page's
         self._lock = threading.Lock()  # feed, read from the server's threads
-        self._info_values = {}
+        self._info_values: dict = {}
         self._last_render = self._last_plot = self._plot_cost = 0.0
         # a terminal at the end of the output (directly, or behind mpiexec): a live view
         self._terminal = _terminal_behind(self.stream) if self.active and show else None
@@ -140,19 +146,19 @@ class TrainingProgressMonitor:
             self._stopper.check()
 
     @property
-    def progress(self):
+    def progress(self) -> float:
         """Percent done, 0 to 100 (MATLAB ``monitor.Progress``)."""
         return self._progress
 
     @progress.setter
-    def progress(self, value):
+    def progress(self, value: float) -> None:
         if not isinstance(value, (int, float)) or not 0 <= value <= 100:
             raise SpmdValueError(f"TrainingProgressMonitor.progress must be from 0 to 100 "
                                  f"(got {value!r})")
         self._progress = float(value)
         self._maybe_render()
 
-    def record_metrics(self, step, **values):
+    def record_metrics(self, step: float, **values: Any) -> None:
         """Record metric values at x = ``step`` (MATLAB ``recordMetrics``)."""
         unknown = [k for k in values if k not in self._history]
         if unknown:
@@ -172,7 +178,7 @@ class TrainingProgressMonitor:
             self._log.write(step, values, self._info_values)
         self._maybe_render()
 
-    def update_info(self, **values):
+    def update_info(self, **values: Any) -> None:
         """Show information values (MATLAB ``updateInfo``)."""
         unknown = [k for k in values if k not in self.info]
         if unknown:
@@ -189,7 +195,7 @@ class TrainingProgressMonitor:
                 self._info_values.update(values)
             self._maybe_render()
 
-    def history(self, metric):
+    def history(self, metric: str) -> Tuple[List[float], List[float]]:
         """``(steps, values)`` recorded for ``metric`` on worker 1 (empty elsewhere)."""
         if metric not in self._history:
             raise SpmdValueError(f"TrainingProgressMonitor.history: {metric!r} is not a "
@@ -270,7 +276,7 @@ class TrainingProgressMonitor:
         return wanted and all(y > 0 for name in panels.get(base, [base])
                               for y in self._history[name][1])
 
-    def save_plot(self, path=None):
+    def save_plot(self, path: Optional[str] = None) -> Optional[str]:
         """Draw the metrics into a PNG (written atomically): one panel per training
         metric with its validation metric over it, a log axis for losses, the run's name
         and worker count in the title, and epoch boundaries marked on an iteration axis.
@@ -327,7 +333,7 @@ class TrainingProgressMonitor:
             plt.close(fig)
         return path
 
-    def close(self):
+    def close(self) -> None:
         """Final view and plot; Ctrl-C behaves as before the monitor again."""
         if self._closed:
             return
@@ -344,12 +350,11 @@ class TrainingProgressMonitor:
             self.stream.flush()
         self._stopper.restore()
 
-    def __enter__(self):
+    def __enter__(self) -> TrainingProgressMonitor:
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: Any) -> None:
         self.close()
-        return False
 
 
 class StopRequest:

@@ -5,10 +5,13 @@ Every option is checked when it is given (and when it is set on the object later
 the option's name, not deep inside ``trainnet``.
 """
 
+from __future__ import annotations
+
 import difflib
 import math
 import os
 import re
+from typing import Any, Dict
 
 import numpy as np
 
@@ -214,15 +217,16 @@ class TrainingOptions:
     checked. ``replace(**changes)`` returns a changed copy.
     """
 
-    def __init__(self, solver, values):
+    def __init__(self, solver: str, values: Dict[str, Any]) -> None:
         object.__setattr__(self, "_solver", solver)
         object.__setattr__(self, "_values", values)
 
     @property
-    def solver(self):
+    def solver(self) -> str:
+        """"sgdm", "adam" or "rmsprop"."""
         return self._solver
 
-    def __getattr__(self, name):
+    def __getattr__(self, name: str) -> Any:
         values = self.__dict__.get("_values", {})
         key = _snake(name)
         if key in values:
@@ -230,28 +234,28 @@ class TrainingOptions:
         raise AttributeError(f"TrainingOptions for '{self.__dict__.get('_solver')}' has no "
                              f"option '{name}'")
 
-    def __setattr__(self, name, value):
+    def __setattr__(self, name: str, value: Any) -> None:
         key = _snake(name)
         self._values[key] = _check(self._solver, key, value)
 
-    def replace(self, **changes):
+    def replace(self, **changes: Any) -> TrainingOptions:
         """A copy with ``changes`` applied (checked like ``training_options``)."""
         values = dict(self._values)
         for name, value in changes.items():
             values[_snake(name)] = _check(self._solver, _snake(name), value)
         return TrainingOptions(self._solver, values)
 
-    def as_dict(self):
+    def as_dict(self) -> Dict[str, Any]:
         """Every option and its value (``solver`` included)."""
         return dict(solver=self._solver, **self._values)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         shown = ", ".join(f"{k}={'<data>' if k == 'validation_data' and v is not None else v!r}"
                           for k, v in self._values.items())
         return f"TrainingOptions({self._solver!r}, {shown})"
 
 
-def training_options(solver, **options):
+def training_options(solver: str, **options: Any) -> TrainingOptions:
     """Options for ``trainnet``: MATLAB's ``trainingOptions(solver, Name=Value, ...)``.
 
     ``solver`` is ``"sgdm"``, ``"adam"`` or ``"rmsprop"``. Options take MATLAB's names in

@@ -9,11 +9,14 @@ metrics and the stop flag) gives every worker the same update, so the replicas n
 drift. "auto" / "cpu" / "gpu" train in-process, on the whole mini-batch.
 """
 
+from __future__ import annotations
+
 import contextlib
 import math
 import sys
 import time
 import warnings
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, TypeVar, Union
 
 import numpy as np
 
@@ -39,6 +42,9 @@ STOP_REASONS = {"max-epochs": "Max epochs completed", "stopped": "Stopped manual
                 "patience": "Met validation criterion"}
 
 
+N = TypeVar("N")  # the network: a torch.nn.Module
+
+
 class TrainingInfo:
     """What ``trainnet`` returns beside the network (MATLAB ``TrainingInfo``).
 
@@ -52,18 +58,18 @@ class TrainingInfo:
     Identical on every worker, except ``time_elapsed``.
     """
 
-    def __init__(self):
-        self.training_history = []
-        self.validation_history = []
-        self.stop_reason = None
+    def __init__(self) -> None:
+        self.training_history: List[Dict[str, Any]] = []
+        self.validation_history: List[Dict[str, Any]] = []
+        self.stop_reason: Optional[str] = None
         self.output_network_iteration = 0
-        self.class_names = None
+        self.class_names: Optional[List[Any]] = None
         self.resumed_from = 0
         self.workers = 1
-        self._final = None
+        self._final: Optional[Dict[str, Any]] = None
 
     @property
-    def final_validation(self):
+    def final_validation(self) -> Optional[Dict[str, Any]]:
         """The validation of the network ``trainnet`` returns, taken after its last step
         (the best-validation state loaded, batch-norm population statistics computed):
         ``iteration`` is ``output_network_iteration``. None without validation data."""
@@ -71,7 +77,7 @@ class TrainingInfo:
             return self._final
         return self.validation_history[-1] if self.validation_history else None
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return (f"TrainingInfo({len(self.training_history)} iterations, "
                 f"{len(self.validation_history)} validations, "
                 f"stop_reason={self.stop_reason!r}, "
@@ -289,8 +295,10 @@ class _Display:
 # -- trainnet ----------------------------------------------------------------------------
 
 
-def trainnet(data, net, loss, options, *, resume_from=None, mini_batch_fcn=None,
-             class_names=None):
+def trainnet(data: Any, net: N, loss: Union[str, Callable[[Any, Any], Any]],
+             options: TrainingOptions, *, resume_from: Optional[str] = None,
+             mini_batch_fcn: Optional[Callable[..., Any]] = None,
+             class_names: Optional[Sequence[Any]] = None) -> Tuple[N, TrainingInfo]:
     """Train ``net`` (a ``torch.nn.Module``) and return ``(net, info)``: MATLAB ``trainnet``.
 
     ``data``: a datastore of ``(input, label)`` observations (image datastores give

@@ -7,8 +7,11 @@ parameter name for a module, or a structure like the parameters; ``None`` means 
 empty initial state (zeros).
 """
 
+from __future__ import annotations
+
 import math
 import sys
+from typing import Any, Callable, Tuple
 
 import numpy as np
 
@@ -110,7 +113,8 @@ def _check_positive(call, **values):
                                  f"(got {value!r})")
 
 
-def sgdm_update(params, grads=None, velocity=None, learn_rate=0.01, momentum=0.9):
+def sgdm_update(params: Any, grads: Any = None, velocity: Any = None, learn_rate: float = 0.01,
+                momentum: float = 0.9) -> Tuple[Any, Any]:
     """SGD with momentum, as MATLAB's ``sgdmupdate``: ``v = momentum*v - learn_rate*g``,
     ``p = p + v``. Returns ``(params, velocity)``; parameters without a gradient are left
     as they are."""
@@ -125,9 +129,11 @@ def sgdm_update(params, grads=None, velocity=None, learn_rate=0.01, momentum=0.9
     return rebuild(*_apply(params, values, grad_list, states, rule))
 
 
-def adam_update(params, grads=None, average_grad=None, average_sq_grad=None, iteration=1,
-                learn_rate=0.001, gradient_decay_factor=0.9,
-                squared_gradient_decay_factor=0.999, epsilon=1e-8):
+def adam_update(params: Any, grads: Any = None, average_grad: Any = None,
+                average_sq_grad: Any = None, iteration: int = 1, learn_rate: float = 0.001,
+                gradient_decay_factor: float = 0.9,
+                squared_gradient_decay_factor: float = 0.999,
+                epsilon: float = 1e-8) -> Tuple[Any, Any, Any]:
     """Adam, as MATLAB's ``adamupdate`` (``iteration`` is 1-based).
 
     Returns ``(params, average_grad, average_sq_grad)``.
@@ -154,8 +160,9 @@ def adam_update(params, grads=None, average_grad=None, average_sq_grad=None, ite
     return rebuild(*_apply(params, values, grad_list, states, rule))
 
 
-def rmsprop_update(params, grads=None, average_sq_grad=None, learn_rate=0.001,
-                   squared_gradient_decay_factor=0.9, epsilon=1e-8):
+def rmsprop_update(params: Any, grads: Any = None, average_sq_grad: Any = None,
+                   learn_rate: float = 0.001, squared_gradient_decay_factor: float = 0.9,
+                   epsilon: float = 1e-8) -> Tuple[Any, Any]:
     """RMSProp, as MATLAB's ``rmspropupdate``: ``v = d*v + (1-d)*g^2``,
     ``p = p - learn_rate * g / (sqrt(v) + epsilon)``.
 
@@ -176,7 +183,7 @@ def rmsprop_update(params, grads=None, average_sq_grad=None, learn_rate=0.001,
     return rebuild(*_apply(params, values, grad_list, states, rule))
 
 
-def dlupdate(fcn, params, *args):
+def dlupdate(fcn: Callable[..., Any], params: Any, *args: Any) -> Any:
     """``fcn`` applied to every parameter (and the matching entries of ``args``).
 
     MATLAB's ``dlupdate``. ``fcn(p, *a)`` returns the new value, or a tuple whose first
