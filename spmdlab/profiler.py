@@ -68,10 +68,13 @@ class Profile:
         self.stopped = time.perf_counter()
         return self
 
-    def collective(self, sequence, call, site, wait, nbytes):
+    def collective(self, sequence: int, call: str, site: str, wait: float,
+                   nbytes: int) -> None:
+        """Record one collective (called by the collectives while this profile runs)."""
         self.records.append([sequence, call, site, wait, 0.0, nbytes])
 
-    def data(self, seconds):
+    def data(self, seconds: float) -> None:
+        """Add the data-moving time of the last collective recorded."""
         if self.records:
             self.records[-1][4] += seconds
 

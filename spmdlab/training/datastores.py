@@ -199,14 +199,14 @@ class AugmentedImageDatastore(Datastore):
         self._rng = np.random.default_rng(seed)
 
     @property
-    def labels(self):
+    def labels(self) -> Optional[np.ndarray]:
         return self._source.labels[self._order] if self._source.labels is not None else None
 
     @property
-    def class_names(self):
+    def class_names(self) -> Optional[List[Any]]:
         return self._source.class_names
 
-    def __getitem__(self, i):
+    def __getitem__(self, i: int) -> Any:
         item = self._source[int(self._order[i])]
         if isinstance(item, tuple):
             return (self._augment(item[0]),) + tuple(item[1:])

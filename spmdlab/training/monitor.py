@@ -126,7 +126,7 @@ class TrainingProgressMonitor:
         self.stream.flush()
 
     @property
-    def url(self):
+    def url(self) -> Optional[str]:
         """The page's address with its token (worker 1, ``web`` on), else None."""
         return self._web.url if self._web is not None else None
 

@@ -1,0 +1,96 @@
+"""The package type-checks, and mypy flags a typed user script's mistakes.
+
+``tests/typing/user_script.py`` marks each line mypy must flag with ``# mypy: <codes>``;
+every other line must pass. One mypy run checks both (it takes 30-60 s: it reads torch).
+"""
+
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SCRIPT = os.path.join("tests", "typing", "user_script.py")
+ERROR = re.compile(r"^(?P<path>[^:]+):(?P<line>\d+): error: (?P<text>.*)\[(?P<code>[a-z-]+)\]$")
+
+pytestmark = pytest.mark.mpi_skip  # one mypy run, not one per worker
+
+
+@pytest.fixture(scope="module")
+def mypy_errors():
+    pytest.importorskip("mypy", reason="mypy is in the test extra")
+    out = subprocess.run([sys.executable, "-m", "mypy", "--show-error-codes",
+                          "--no-color-output", "--no-error-summary", "spmdlab", SCRIPT],
+                         cwd=ROOT, capture_output=True, text=True, timeout=600)
+    errors = [m.groupdict() for m in map(ERROR.match, out.stdout.splitlines()) if m]
+    assert out.returncode in (0, 1) and (errors or out.returncode == 0), out.stdout + out.stderr
+    return errors
+
+
+def test_the_package_type_checks(mypy_errors):
+    inside = [e for e in mypy_errors if e["path"].startswith("spmdlab")]
+    assert not inside, "\n".join(f"{e['path']}:{e['line']}: {e['text']}" for e in inside)
+
+
+def test_mypy_flags_exactly_the_marked_mistakes(mypy_errors):
+    expected = set()
+    with open(os.path.join(ROOT, SCRIPT)) as f:
+        for number, line in enumerate(f, 1):
+            marker = re.search(r"# mypy: ([a-z, -]+)$", line.rstrip())
+            if marker:
+                expected |= {(number, c.strip()) for c in marker.group(1).split(",")}
+    assert len(expected) >= 10
+    found = {(int(e["line"]), e["code"]) for e in mypy_errors
+             if os.path.normpath(e["path"]) == SCRIPT}
+    assert found - expected == set(), "flagged but not marked (a correct line failed)"
+    assert expected - found == set(), "marked but not flagged (mypy missed a mistake)"
+
+
+def _public_callables():
+    import inspect
+
+    import spmdlab
+    import spmdlab.matlab
+    import spmdlab.testing
+    import spmdlab.training
+
+    for module in (spmdlab, spmdlab.matlab, spmdlab.training, spmdlab.testing):
+        for name in module.__all__:
+            obj = getattr(module, name)
+            if inspect.isclass(obj):
+                if issubclass(obj, BaseException):
+                    continue
+                for attr, member in vars(obj).items():
+                    if attr.startswith("_") and attr not in ("__init__", "__getitem__",
+                                                               "__setitem__", "__iter__"):
+                        continue
+                    if isinstance(member, property):
+                        member = member.fget
+                    if isinstance(member, (classmethod, staticmethod)):
+                        member = member.__func__
+                    if inspect.isfunction(member):
+                        yield f"{module.__name__}.{name}.{attr}", member
+            elif callable(obj):
+                yield f"{module.__name__}.{name}", getattr(obj, "__wrapped__", obj)
+
+
+def test_every_public_callable_is_annotated():
+    import inspect
+
+    missing = []
+    for where, fn in _public_callables():
+        sig = inspect.signature(fn)
+        for p in sig.parameters.values():
+            if p.name not in ("self", "cls") and p.annotation is inspect.Parameter.empty:
+                missing.append(f"{where}: parameter {p.name!r}")
+        if sig.return_annotation is inspect.Signature.empty:
+            missing.append(f"{where}: return")
+    assert not missing, "\n".join(missing)
+
+
+def test_the_package_says_it_is_typed():
+    import spmdlab
+
+    assert os.path.isfile(os.path.join(os.path.dirname(spmdlab.__file__), "py.typed"))
