@@ -28,12 +28,37 @@ T = TypeVar("T")
 
 
 def spmd_index() -> int:
-    """This worker's number, 1-based, within the current scope (MATLAB ``spmdIndex``)."""
+    """This worker's number, 1-based, within the current scope (MATLAB ``spmdIndex``).
+
+    Examples
+    --------
+    Run as plain ``python`` this is worker 1 of 1; under ``mpiexec -n 4`` each process
+    gets its own number, 1 to 4.
+
+    >>> spmd_index()
+    1
+
+    MATLAB
+    ------
+    ``spmdIndex``, ``labindex``
+    """
     return _world.current().index
 
 
 def spmd_size() -> int:
-    """The number of workers in the current scope (MATLAB ``spmdSize``)."""
+    """The number of workers in the current scope (MATLAB ``spmdSize``).
+
+    Examples
+    --------
+    >>> spmd_size()
+    1
+    >>> [k for k in range(1, spmd_size() + 1)]   # every worker's number
+    [1]
+
+    MATLAB
+    ------
+    ``spmdSize``, ``numlabs``
+    """
     return _world.current().size
 
 
@@ -56,6 +81,22 @@ def spmd_plus(x: T, destination: Optional[int] = None) -> Optional[T]:
     devices, on every worker, or on worker ``destination`` only (None elsewhere).
     Raises SpmdMismatchError on every worker when shapes, dtypes or structures differ,
     SpmdTypeError when a value cannot be summed.
+
+    Examples
+    --------
+    At one worker the sum is the input itself; at N workers every worker gets the sum of
+    the N values.
+
+    >>> spmd_plus(np.array([1.0, 2.0]))
+    array([1., 2.])
+    >>> spmd_plus({"loss": 0.5, "count": 3}) == {"loss": 0.5, "count": 3}  # field by field
+    True
+    >>> print(spmd_plus(spmd_index(), destination=1))  # the sum on worker 1 only
+    1
+
+    MATLAB
+    ------
+    ``spmdPlus(X)``, ``spmdPlus(X, destination)``, ``gplus(X, targetlab)``
     """
     if destination is None:
         fast = _reduce.FAST_PLUS.get(type(x))
@@ -83,6 +124,20 @@ def spmd_reduce(fcn: Callable[[Any, Any], Any], x: T,
     order. With ``destination`` the result is returned on that worker only (None
     elsewhere). If ``fcn`` raises on any worker, every worker raises SpmdError naming
     that worker and the function.
+
+    Examples
+    --------
+    >>> import operator
+    >>> spmd_reduce(operator.and_, True)      # "does every worker still have data?"
+    True
+    >>> spmd_reduce(max, np.array([3, 1, 2]))  # element-wise, as MATLAB's max
+    array([3, 1, 2])
+    >>> spmd_reduce(lambda a, b: a + "|" + b, f"w{spmd_index()}")  # any function, in order
+    'w1'
+
+    MATLAB
+    ------
+    ``spmdReduce(@fcn, X)``, ``spmdReduce(@fcn, X, destination)``, ``gop(@fcn, X)``
     """
     scope = _world.current()
     if not callable(fcn):
@@ -129,6 +184,19 @@ def spmd_cat(x: Any, axis: int = 0, destination: Optional[int] = None) -> Any:
     dicts (MATLAB structs) and other picklable objects give a list with one entry per
     worker; lists and tuples are joined end to end. With ``destination`` the result is
     returned on that worker only (None elsewhere).
+
+    Examples
+    --------
+    >>> spmd_cat(spmd_index())                 # scalars give [1, 2, ..., N]
+    array([1])
+    >>> spmd_cat(np.ones((2, 3)), axis=1).shape
+    (2, 3)
+    >>> spmd_cat({"has_data": True})           # structs give one dict per worker
+    [{'has_data': True}]
+
+    MATLAB
+    ------
+    ``spmdCat(X, dim)`` (``axis = dim - 1``), ``gcat(X, dim, targetlab)``
     """
     scope = _world.current()
     call = "spmd_cat"
@@ -271,6 +339,16 @@ def spmd_broadcast(source: int, x: Any = None) -> Any:
     Any picklable value; arrays and tensors move as raw bytes and come back in the
     source's family, dtype and device kind. Every worker, ``source`` included, gets
     a fresh copy.
+
+    Examples
+    --------
+    >>> settings = {"lr": 0.1} if spmd_index() == 1 else None
+    >>> spmd_broadcast(1, settings)           # worker 1's value, on every worker
+    {'lr': 0.1}
+
+    MATLAB
+    ------
+    ``spmdBroadcast(source, X)``, ``labBroadcast(source, X)``
     """
     return broadcast("spmd_broadcast", source, x)
 
@@ -303,6 +381,14 @@ def spmd_barrier() -> None:
     """Wait until every worker of the current scope reaches this call (``spmdBarrier``).
 
     Collective: every worker must call this.
+
+    Examples
+    --------
+    >>> spmd_barrier()   # returns once every worker has reached it
+
+    MATLAB
+    ------
+    ``spmdBarrier``, ``labBarrier``
     """
     scope = _world.current()
     agree(scope, "spmd_barrier", digest(("spmd_barrier",)),

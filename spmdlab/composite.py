@@ -34,12 +34,21 @@ class Composite:
     same way, in the same order (``c[k]``, ``c[k] = v``, ``c[:]``, ``list(c)``,
     ``c.exist()``).
 
-    Example (MATLAB ``spmd, x = spmdIndex^2; end; disp(x{3})``)::
+    Examples
+    --------
+    MATLAB's ``spmd, x = spmdIndex^2; end; disp(x{1}); x{1} = -1;``, here at one worker
+    (at four, ``x[:]`` is ``[-1, 4, 9, 16]``):
 
-        x = Composite(spmd_index() ** 2)
-        print(x[3])           # 9 on every worker (with at least 3 workers)
-        x[2] = -1             # worker 2's element is now -1
-        print(x[:])           # [1, -1, 9, 16] at 4 workers
+    >>> x = Composite(spmd_index() ** 2)
+    >>> x[1], len(x)
+    (1, 1)
+    >>> x[1] = -1             # worker 1's element becomes the client's -1
+    >>> x[:], x.mine, x.exist()
+    ([-1], -1, [True])
+
+    MATLAB
+    ------
+    ``X{k}``, ``X{k} = v``, ``length(X)``, ``exist(X, k)``, ``Composite()``
     """
 
     __slots__ = ("_scope", "_value")

@@ -15,24 +15,101 @@ __all__ = [
 
 
 class SpmdError(Exception):
-    """Base class of every spmdlab error."""
+    """Base class of every spmdlab error.
+
+    Examples
+    --------
+    >>> try:
+    ...     spmd_plus("text")
+    ... except SpmdError as error:
+    ...     print(type(error).__name__)
+    SpmdTypeError
+
+    MATLAB
+    ------
+    an ``MException`` raised on the workers of an ``spmd`` block
+    """
 
 
 class SpmdValueError(SpmdError, ValueError):
-    """An argument has the right type but a bad value (out-of-range worker, negative tag)."""
+    """An argument has the right type but a bad value (out-of-range worker, negative tag).
+
+    Examples
+    --------
+    >>> spmd_plus(1.0, destination=5)
+    Traceback (most recent call last):
+        ...
+    spmdlab.errors.SpmdValueError: spmd_plus (worker 1 of 1): 'destination' must be a worker number from 1 to 1 (got 5); worker numbers are 1-based
+
+    MATLAB
+    ------
+    MATLAB's error for a destination outside ``1:spmdSize``
+    """
 
 
 class SpmdTypeError(SpmdError, TypeError):
-    """A value of a type the call cannot handle (a string to sum, an unpicklable object)."""
+    """A value of a type the call cannot handle (a string to sum, an unpicklable object).
+
+    Examples
+    --------
+    >>> isinstance(SpmdTypeError("x"), TypeError)
+    True
+    >>> spmd_broadcast(1.5, 0)
+    Traceback (most recent call last):
+        ...
+    spmdlab.errors.SpmdTypeError: spmd_broadcast (worker 1 of 1): 'source' must be a worker number from 1 to 1 (got 1.5 that is a float)
+
+    MATLAB
+    ------
+    MATLAB's error for an argument of the wrong class
+    """
 
 
 class SpmdMismatchError(SpmdValueError):
-    """Workers passed values that a collective cannot combine (shapes, dtypes, structure)."""
+    """Workers passed values that a collective cannot combine (shapes, dtypes, structure).
+
+    Examples
+    --------
+    Workers whose values cannot be combined (here worker 1's shape differs from the
+    others') all raise it; at one worker there is nothing to differ:
+
+    >>> shape = (2,) if spmd_index() == 1 else (3,)
+    >>> spmd_plus(np.zeros(shape)).shape
+    (2,)
+    >>> issubclass(SpmdMismatchError, ValueError)
+    True
+
+    MATLAB
+    ------
+    MATLAB's error for ``spmdPlus`` of arrays whose sizes differ between workers
+    """
 
 
 class SpmdPeerError(SpmdError, RuntimeError):
-    """A collective or receive can never complete because a worker has left the program."""
+    """A collective or receive can never complete because a worker has left the program.
+
+    Examples
+    --------
+    >>> issubclass(SpmdPeerError, RuntimeError)
+    True
+
+    MATLAB
+    ------
+    MATLAB's error when a worker of the pool has shut down
+    """
 
 
 class SpmdTimeoutError(SpmdError, TimeoutError):
-    """A wait exceeded ``SPMDLAB_TIMEOUT`` seconds."""
+    """A wait exceeded ``SPMDLAB_TIMEOUT`` seconds.
+
+    Examples
+    --------
+    With ``SPMDLAB_TIMEOUT=30`` a collective that waits 30 s for a worker raises it:
+
+    >>> issubclass(SpmdTimeoutError, TimeoutError)
+    True
+
+    MATLAB
+    ------
+    none: a MATLAB spmd block waits without limit
+    """

@@ -132,12 +132,32 @@ def _is_logical(X):
 
 
 def spmdIndex() -> int:
-    """``spmdIndex``: this worker's 1-based number."""
+    """``spmdIndex``: this worker's 1-based number.
+
+    Examples
+    --------
+    >>> spmdIndex(), labindex()
+    (1, 1)
+
+    MATLAB
+    ------
+    ``spmdIndex``, ``labindex``
+    """
     return collectives.spmd_index()
 
 
 def spmdSize() -> int:
-    """``spmdSize``: the number of workers."""
+    """``spmdSize``: the number of workers.
+
+    Examples
+    --------
+    >>> spmdSize(), numlabs()
+    (1, 1)
+
+    MATLAB
+    ------
+    ``spmdSize``, ``numlabs``
+    """
     return collectives.spmd_size()
 
 
@@ -145,7 +165,19 @@ def spmdPlus(X: Any, destination: Worker = None) -> Any:
     """``spmdPlus(X)``, ``spmdPlus(X, destination)``, with MATLAB's arithmetic:
     integer types saturate at ``intmax``/``intmin`` instead of wrapping, and logical
     values sum to a double count (``spmdPlus(true)`` is 2 at two workers). The pythonic
-    ``spmd_plus`` keeps numpy's rules."""
+    ``spmd_plus`` keeps numpy's rules.
+
+    Examples
+    --------
+    >>> spmdPlus(np.array([True, False]))      # a logical sum is a double count
+    array([1., 0.])
+    >>> spmdPlus(np.int8(100))                 # at 2 workers: 127 (intmax), not -56
+    np.int8(100)
+
+    MATLAB
+    ------
+    ``spmdPlus(X)``, ``spmdPlus(X, destination)``
+    """
     dest = _worker(destination)
     if _is_logical(X):
         return collectives.spmd_plus(np.asarray(X, dtype=np.float64)
@@ -163,6 +195,19 @@ def spmdReduce(fcn: Reduction, X: Any, destination: Worker = None) -> Any:
     integers, a count on logicals, as ``spmdPlus``), ``"times"``, ``"max"``, ``"min"``,
     ``"and"``, ``"or"``, ``"xor"``, ``"bitand"``, ``"bitor"``, ``"bitxor"``,
     ``"vertcat"``, ``"horzcat"``, or ``("cat", dim)``; or a Python function.
+
+    Examples
+    --------
+    >>> spmdReduce("@and", True)
+    True
+    >>> spmdReduce("max", np.array([1, 5]))
+    array([1, 5])
+    >>> spmdReduce("vertcat", np.array([1, 2]))   # rows stacked: N x 2
+    array([[1, 2]])
+
+    MATLAB
+    ------
+    ``spmdReduce(@and, X)``, ``spmdReduce(@vertcat, X)``, ``spmdReduce(@fcn, X, destination)``
     """
     dest = _worker(destination)
     dim = _concatenation(fcn)
@@ -181,6 +226,19 @@ def spmdCat(X: Any, dim: Worker = 2, destination: Worker = None) -> Any:
     them: a scalar is 1x1 and a 1-D array a 1xk row, with trailing singleton dimensions
     added when ``dim`` exceeds the array's; a result that is a single row comes back 1-D.
     Structs (dicts) and other objects give a list with one entry per worker.
+
+    Examples
+    --------
+    >>> spmdCat(spmdIndex())            # 1 x N row
+    array([1])
+    >>> spmdCat(spmdIndex(), 1).shape   # N x 1 column
+    (1, 1)
+    >>> spmdCat(np.ones((2, 2)), 3).shape
+    (2, 2, 1)
+
+    MATLAB
+    ------
+    ``spmdCat(X)``, ``spmdCat(X, dim)``, ``spmdCat(X, dim, destination)``
     """
     d, dest = _worker(dim), _worker(destination)
     if isinstance(d, bool) or not isinstance(d, (int, np.integer)) or d < 1:
@@ -204,18 +262,51 @@ def spmdCat(X: Any, dim: Worker = 2, destination: Worker = None) -> Any:
 
 
 def spmdBroadcast(source: Worker, X: Any = None) -> Any:
-    """``spmdBroadcast(source, X)`` on the source, ``spmdBroadcast(source)`` elsewhere."""
+    """``spmdBroadcast(source, X)`` on the source, ``spmdBroadcast(source)`` elsewhere.
+
+    Examples
+    --------
+    >>> spmdBroadcast(1, "from worker 1" if spmdIndex() == 1 else None)
+    'from worker 1'
+    >>> spmdBroadcast(1.0, 7)            # a worker number as a MATLAB double
+    7
+
+    MATLAB
+    ------
+    ``spmdBroadcast(source, X)``, ``spmdBroadcast(source)``
+    """
     return collectives.spmd_broadcast(_worker(source), X)
 
 
 def spmdBarrier() -> None:
-    """``spmdBarrier``."""
+    """``spmdBarrier``.
+
+    Examples
+    --------
+    >>> spmdBarrier()
+
+    MATLAB
+    ------
+    ``spmdBarrier``, ``labBarrier``
+    """
     collectives.spmd_barrier()
 
 
 def spmdSend(X: Any, destination: Union[Worker, range], tag: Worker = 0) -> None:
     """``spmdSend(X, destination)``, ``spmdSend(X, destination, tag)``; ``destination``
-    may be a list or range of workers (``2:numlabs``), and an empty one sends nothing."""
+    may be a list or range of workers (``2:numlabs``), and an empty one sends nothing.
+
+    Examples
+    --------
+    >>> spmdSend(42, spmdIndex())
+    >>> spmdReceive()
+    42
+    >>> spmdSend(1, range(2, spmdSize() + 1))   # labSend(x, 2:numlabs): none at 1 worker
+
+    MATLAB
+    ------
+    ``spmdSend(X, destination)``, ``spmdSend(X, destination, tag)``, ``labSend``
+    """
     dest = _workers(destination)
     if dest == [] or dest is None:
         return
@@ -227,6 +318,16 @@ def spmdReceive(source: Union[Worker, str] = None, tag: Union[Worker, str] = Non
     """``spmdReceive``, ``spmdReceive(source)``, ``spmdReceive('any', tag)``, ...
 
     MATLAB's ``[data, source, tag] = spmdReceive(...)`` is ``status=True``.
+
+    Examples
+    --------
+    >>> spmdSend([1, 2, 3], 1.0, 4)
+    >>> spmdReceive("any", 4)
+    [1, 2, 3]
+
+    MATLAB
+    ------
+    ``X = spmdReceive``, ``spmdReceive(source, tag)``, ``labReceive('any', tag)``
     """
     return p2p.spmd_receive(_any(source), _any(tag), status=status)
 
@@ -235,25 +336,70 @@ def spmdReceiveStatus(source: Union[Worker, str] = None,
                       tag: Union[Worker, str] = None) -> Tuple[Any, int, int]:
     """MATLAB's three-output form ``[data, source, tag] = spmdReceive(...)``:
     ``data, source, tag = spmdReceiveStatus(...)`` (Python cannot see how many outputs the
-    caller unpacks, so the form has a name of its own; ``source`` is 1-based)."""
+    caller unpacks, so the form has a name of its own; ``source`` is 1-based).
+
+    Examples
+    --------
+    >>> spmdSend("x", spmdIndex(), 2)
+    >>> data, source, tag = spmdReceiveStatus()
+    >>> data, source, tag
+    ('x', 1, 2)
+
+    MATLAB
+    ------
+    ``[data, source, tag] = spmdReceive(...)``
+    """
     return spmdReceive(source, tag, status=True)
 
 
 def spmdProbeStatus(source: Union[Worker, str] = None, tag: Union[Worker, str] = None
                     ) -> Tuple[bool, Optional[int], Optional[int]]:
     """``[tf, source, tag] = spmdProbe(...)``: ``tf, source, tag = spmdProbeStatus(...)``
-    (source and tag None when nothing is waiting)."""
+    (source and tag None when nothing is waiting).
+
+    Examples
+    --------
+    >>> spmdProbeStatus()
+    (False, None, None)
+
+    MATLAB
+    ------
+    ``[tf, source, tag] = spmdProbe(...)``
+    """
     return spmdProbe(source, tag, status=True)
 
 
 def spmdSendReceive(destination: Worker, source: Worker, X: Any, tag: Worker = 0) -> Any:
-    """``spmdSendReceive(destination, source, X)``; ``[]`` (None) skips that side."""
+    """``spmdSendReceive(destination, source, X)``; ``[]`` (None) skips that side.
+
+    Examples
+    --------
+    >>> n, k = spmdSize(), spmdIndex()
+    >>> spmdSendReceive(k % n + 1, (k - 2) % n + 1, k)
+    1
+    >>> print(spmdSendReceive([], [], 5))   # [] skips a side
+    None
+
+    MATLAB
+    ------
+    ``B = spmdSendReceive(destination, source, A)``, ``labSendReceive``
+    """
     return p2p.spmd_send_receive(_worker(destination), _worker(source), X, _worker(tag))
 
 
 def spmdProbe(source: Union[Worker, str] = None, tag: Union[Worker, str] = None, *,
               status: bool = False) -> Any:
-    """``spmdProbe``, ``spmdProbe(source)``, ``spmdProbe('any', tag)``, ..."""
+    """``spmdProbe``, ``spmdProbe(source)``, ``spmdProbe('any', tag)``, ...
+
+    Examples
+    --------
+    >>> spmdProbe("any")
+    False
+
+    MATLAB
+    ------
+    ``tf = spmdProbe``, ``spmdProbe(source)``, ``spmdProbe('any', tag)``, ``labProbe``
+    """
     return p2p.spmd_probe(_any(source), _any(tag), status=status)
 
 
@@ -261,7 +407,18 @@ class Composite(composite.Composite):
     """MATLAB's ``Composite``: ``X{k}`` is ``X[k]``, ``X{k} = v`` is ``X[k] = v``,
     ``length(X)`` is ``len(X)``, ``exist(X, k)`` is ``X.exist(k)``; worker numbers as
     MATLAB gives them (``X[2.0]``, ``X[[1, 3]]``). Every worker runs the client's code,
-    so reading and setting elements is collective; see ``spmdlab.Composite``."""
+    so reading and setting elements is collective; see ``spmdlab.Composite``.
+
+    Examples
+    --------
+    >>> x = Composite(float(spmdIndex()) ** 2)
+    >>> x[1.0], len(x)
+    (1.0, 1)
+
+    MATLAB
+    ------
+    ``X{k}``, ``X{k} = v``, ``length(X)``, ``exist(X, k)``
+    """
 
     __slots__ = ()
 
@@ -276,22 +433,62 @@ numlabs = spmdSize
 
 
 def gplus(X: Any, targetlab: Worker = None) -> Any:
-    """``gplus(X)``, ``gplus(X, targetlab)``."""
+    """``gplus(X)``, ``gplus(X, targetlab)``.
+
+    Examples
+    --------
+    >>> gplus(np.array([1, 2]))
+    array([1, 2])
+
+    MATLAB
+    ------
+    ``gplus(X)``, ``gplus(X, targetlab)``
+    """
     return spmdPlus(X, targetlab)
 
 
 def gcat(X: Any, dim: Worker = 2, targetlab: Worker = None) -> Any:
-    """``gcat(X)``, ``gcat(X, dim)``, ``gcat(X, dim, targetlab)``."""
+    """``gcat(X)``, ``gcat(X, dim)``, ``gcat(X, dim, targetlab)``.
+
+    Examples
+    --------
+    >>> gcat(np.array([[1, 2]]), 1)
+    array([[1, 2]])
+
+    MATLAB
+    ------
+    ``gcat(X)``, ``gcat(X, dim)``, ``gcat(X, dim, targetlab)``
+    """
     return spmdCat(X, dim, targetlab)
 
 
 def gop(fcn: Reduction, X: Any, targetlab: Worker = None) -> Any:
-    """``gop(fcn, X)``, ``gop(fcn, X, targetlab)``."""
+    """``gop(fcn, X)``, ``gop(fcn, X, targetlab)``.
+
+    Examples
+    --------
+    >>> gop("@min", np.array([4, 2]))
+    array([4, 2])
+
+    MATLAB
+    ------
+    ``gop(@fcn, X)``, ``gop(@fcn, X, targetlab)``
+    """
     return spmdReduce(fcn, X, targetlab)
 
 
 def labBroadcast(source: Worker, X: Any = None) -> Any:
-    """``labBroadcast(source, X)`` / ``labBroadcast(source)``."""
+    """``labBroadcast(source, X)`` / ``labBroadcast(source)``.
+
+    Examples
+    --------
+    >>> labBroadcast(1, {"a": 1})
+    {'a': 1}
+
+    MATLAB
+    ------
+    ``labBroadcast(source, X)``, ``labBroadcast(source)``
+    """
     return spmdBroadcast(source, X)
 
 
@@ -312,7 +509,21 @@ def mpiprofile(action: str = "on", path: str = "mpiprofile") -> Any:
     zero), ``"off"`` stops, ``"resume"`` goes on recording, ``"reset"`` clears what was
     recorded; ``"info"`` returns the profile (a dict, on worker 1; None on the others)
     and ``"viewer"`` stops, prints the table on worker 1 and saves ``path.json`` and
-    ``path.png`` there. ``"info"`` and ``"viewer"`` are collective (every worker)."""
+    ``path.png`` there. ``"info"`` and ``"viewer"`` are collective (every worker).
+
+    Examples
+    --------
+    >>> mpiprofile("on")
+    >>> _ = gplus(np.ones(10))
+    >>> info = mpiprofile("info")
+    >>> info["workers"]
+    1
+    >>> mpiprofile("off")
+
+    MATLAB
+    ------
+    ``mpiprofile on``, ``mpiprofile off``, ``mpiprofile info``, ``mpiprofile viewer``
+    """
     from .profiler import Profile
 
     global _profile

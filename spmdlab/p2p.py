@@ -53,6 +53,20 @@ def spmd_send(x: Any, destination: Union[int, Sequence[int]], tag: int = 0) -> N
 
     Returns at once, without waiting for the receiver (MATLAB ``spmdSend``, ``labSend``);
     the message is kept until it is received, and delivered before the program ends.
+
+    Examples
+    --------
+    A ring: every worker sends to the next and receives from the previous (at one worker
+    it sends to itself).
+
+    >>> n, k = spmd_size(), spmd_index()
+    >>> spmd_send(k * 10, k % n + 1)
+    >>> spmd_receive((k - 2) % n + 1)
+    10
+
+    MATLAB
+    ------
+    ``spmdSend(X, destination, tag)``, ``labSend(X, destination, tag)``
     """
     call = "spmd_send"
     scope = _world.current()
@@ -127,6 +141,21 @@ def spmd_receive(source: Optional[int] = None, tag: Optional[int] = None, *,
     ``source`` and ``tag`` None match any worker and any tag. With ``status=True`` the
     result is ``(value, source, tag)``. Raises SpmdPeerError instead of waiting forever
     when the worker(s) that could send have finished the program.
+
+    Examples
+    --------
+    >>> spmd_send({"step": 1}, spmd_index(), tag=7)
+    >>> spmd_receive(tag=7)
+    {'step': 1}
+    >>> spmd_send("hello", spmd_index())
+    >>> data, source, tag = spmd_receive(status=True)   # [data, src, tag] = spmdReceive
+    >>> data, source, tag
+    ('hello', 1, 0)
+
+    MATLAB
+    ------
+    ``spmdReceive``, ``spmdReceive(source, tag)``, ``[X, source, tag] = spmdReceive(...)``,
+    ``labReceive('any', tag)``
     """
     call = "spmd_receive"
     scope = _world.current()
@@ -156,6 +185,20 @@ def spmd_probe(source: Optional[int] = None, tag: Optional[int] = None, *,
 
     MATLAB ``spmdProbe`` / ``labProbe``. None matches any. With ``status=True`` the result
     is ``(found, source, tag)`` (source and tag None when nothing is waiting).
+
+    Examples
+    --------
+    >>> spmd_probe()
+    False
+    >>> spmd_send(1, spmd_index(), tag=3)
+    >>> spmd_probe(tag=3), spmd_probe(tag=3, status=True)
+    (True, (True, 1, 3))
+    >>> spmd_receive(tag=3)
+    1
+
+    MATLAB
+    ------
+    ``tf = spmdProbe(source, tag)``, ``[tf, source, tag] = spmdProbe(...)``, ``labProbe``
     """
     call = "spmd_probe"
     scope = _world.current()
@@ -176,6 +219,18 @@ def spmd_send_receive(destination: Optional[int], source: Optional[int], x: Any,
     MATLAB ``spmdSendReceive`` / ``labSendReceive``: every worker of a ring can call it at
     once. ``destination`` None sends nothing; ``source`` None receives nothing and
     returns None.
+
+    Examples
+    --------
+    Shift a value one worker to the right around a ring, without deadlock:
+
+    >>> n, k = spmd_size(), spmd_index()
+    >>> spmd_send_receive(k % n + 1, (k - 2) % n + 1, k * 100)
+    100
+
+    MATLAB
+    ------
+    ``B = spmdSendReceive(destination, source, A, tag)``, ``labSendReceive``
     """
     call = "spmd_send_receive"
     scope = _world.current()

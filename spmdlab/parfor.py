@@ -44,6 +44,15 @@ def parfor(fn: Callable[[T], R], items: Iterable[T],
     are returned in item order on every worker (on ``destination`` only, None elsewhere);
     they must be picklable. Raises SpmdError on every worker if ``fn`` raised for any
     item (the message names the item, the worker and the original error).
+
+    Examples
+    --------
+    >>> parfor(lambda x: x * x, [1, 2, 3, 4])
+    [1, 4, 9, 16]
+
+    MATLAB
+    ------
+    ``parfor i = 1:n, r(i) = f(x(i)); end``
     """
     scope = _world.current()
     if not callable(fn):

@@ -478,6 +478,21 @@ class DataQueue(_Queue):
     (``queue_length``) and are handed to the first listener registered. A queue lives
     while the program holds it or it has a listener; items that reach a queue the owner
     has dropped are discarded.
+
+    Examples
+    --------
+    >>> progress = DataQueue()                  # every worker, at the same point
+    >>> seen = []
+    >>> handle = progress.after_each(seen.append)
+    >>> progress.send({"epoch": 1, "loss": 0.25})
+    >>> progress.flush()
+    True
+    >>> seen
+    [{'epoch': 1, 'loss': 0.25}]
+
+    MATLAB
+    ------
+    ``q = parallel.pool.DataQueue; afterEach(q, @fcn); send(q, data)``
     """
 
     _kind = "DataQueue"
@@ -523,7 +538,21 @@ class DataQueue(_Queue):
 
 
 class PollableDataQueue(_Queue):
-    """A queue its owner reads with ``poll`` (MATLAB ``parallel.pool.PollableDataQueue``)."""
+    """A queue its owner reads with ``poll`` (MATLAB ``parallel.pool.PollableDataQueue``).
+
+    Examples
+    --------
+    >>> stops = PollableDataQueue.per_worker()   # one queue per worker
+    >>> stops[1].send(True)                      # the client asks worker 1 to stop
+    >>> stops.mine.poll(timeout=5.0)
+    True
+    >>> print(stops.mine.poll())
+    None
+
+    MATLAB
+    ------
+    ``q = parallel.pool.PollableDataQueue; send(q, data); [data, ok] = poll(q, timeout)``
+    """
 
     _kind = "PollableDataQueue"
 
@@ -553,7 +582,18 @@ class PollableDataQueue(_Queue):
 
 
 class QueueSet(Generic[Q]):
-    """One queue per worker: ``qs.mine`` is this worker's, ``qs[k]`` worker k's (1-based)."""
+    """One queue per worker: ``qs.mine`` is this worker's, ``qs[k]`` worker k's (1-based).
+
+    Examples
+    --------
+    >>> queues = DataQueue.per_worker()
+    >>> len(queues), queues.mine is queues[spmd_index()]
+    (1, True)
+
+    MATLAB
+    ------
+    ``spmd, q = parallel.pool.DataQueue; end; q1 = q{1};``
+    """
 
     def __init__(self, queues: List[Q], index: int) -> None:
         self._queues = queues

@@ -31,6 +31,18 @@ def spmd(n: Optional[int] = None) -> Region:
     ``spmd(n)`` (the others then skip the body at once). ``n`` None means every worker.
     ``spmd(n).run(fn, *args)`` calls ``fn`` inside the region and returns its result
     (None on workers outside it).
+
+    Examples
+    --------
+    >>> for _ in spmd(1):                       # spmd(1) ... end
+    ...     print(spmd_size(), spmd_plus(1))
+    1 1
+    >>> spmd(1).run(lambda: spmd_index() * 10)  # the function form
+    10
+
+    MATLAB
+    ------
+    ``spmd(n) ... end``, ``spmd ... end``
     """
     scope = _world.current()
     call = "spmd"
@@ -61,7 +73,18 @@ def spmd(n: Optional[int] = None) -> Region:
 
 
 class Region:
-    """The value of ``spmd(n)``: iterate it once (members) or not at all (the others)."""
+    """The value of ``spmd(n)``: iterate it once (members) or not at all (the others).
+
+    Examples
+    --------
+    >>> region = spmd(1)
+    >>> region.member
+    True
+
+    MATLAB
+    ------
+    none: MATLAB's ``spmd(n)`` is a block, not a value
+    """
 
     def __init__(self, scope: Optional[_world.Scope]) -> None:
         self.scope = scope

@@ -47,7 +47,22 @@ _ACTIONS = ("raise", "crash", "exit", "hang", "slow")
 
 
 class InjectedFault(RuntimeError):
-    """The default exception of ``inject_fault(action="raise")``."""
+    """The default exception of ``inject_fault(action="raise")``.
+
+    Examples
+    --------
+    >>> from spmdlab.testing import inject_fault
+    >>> with inject_fault(1, "spmd_plus"):
+    ...     try:
+    ...         spmd_plus(1)
+    ...     except InjectedFault as fault:
+    ...         print("caught")
+    caught
+
+    MATLAB
+    ------
+    none
+    """
 
 
 class _Fault:
@@ -94,7 +109,21 @@ def inject_fault(worker: int, call: Optional[str] = None, at: int = 1, action: s
                  status: int = 1, seconds: float = 5.0) -> Iterator[_Fault]:
     """Within the block, make ``worker`` (1-based, world numbering) fail at the ``at``-th
     call of collective ``call``: ``action`` is "raise", "crash", "exit", "hang" or "slow"
-    (see the module's help). Every worker must enter the block; nothing happens elsewhere."""
+    (see the module's help). Every worker must enter the block; nothing happens elsewhere.
+
+    Examples
+    --------
+    >>> with inject_fault(1, "spmd_barrier", action="raise"):
+    ...     try:
+    ...         spmd_barrier()
+    ...     except InjectedFault as fault:
+    ...         print(fault)
+    fault injected by spmdlab.testing at spmd_barrier (worker 1, call 1)
+
+    MATLAB
+    ------
+    none
+    """
     if action not in _ACTIONS:
         raise SpmdValueError(f"inject_fault: 'action' must be one of {', '.join(_ACTIONS)} "
                              f"(got {action!r})")

@@ -52,6 +52,18 @@ def weighted_sum(x: T, factor: float) -> T:
 
     Collective: every worker must call this. ``x`` may be a number, array, tensor or a
     dict / list / tuple of them.
+
+    Examples
+    --------
+    A worker with 32 of a global mini-batch of 128 weighs its mean loss by 32/128; the
+    weighted sum over the workers is the mean over all 128:
+
+    >>> weighted_sum(0.75, 1.0)      # one worker holds the whole mini-batch
+    0.75
+
+    MATLAB
+    ------
+    ``loss = spmdPlus(factor * extractdata(loss))``
     """
     return spmd_plus(_scaled(x, factor, "weighted_sum"))
 
@@ -86,6 +98,19 @@ def aggregate_gradients(x: M, factor: float) -> M:
     a gradient on some worker counts as zero there; one without a gradient anywhere keeps
     ``.grad = None`` everywhere. Raises SpmdMismatchError on every worker when the models'
     parameter shapes differ between workers.
+
+    Examples
+    --------
+    >>> net = torch.nn.Linear(3, 2)
+    >>> net(torch.ones(4, 3)).sum().backward()
+    >>> before = net.weight.grad.clone()
+    >>> _ = aggregate_gradients(net, 1.0)     # one collective for the whole model
+    >>> torch.equal(net.weight.grad, before)
+    True
+
+    MATLAB
+    ------
+    ``gradients.Value = dlupdate(@aggregateGradients, gradients.Value, {factor})``
     """
     if not _is_module(x):
         return spmd_plus(_scaled(x, factor, "aggregate_gradients"))
@@ -165,6 +190,19 @@ def aggregate_state(x: M, factor: float) -> M:
     buffers are averaged with the same weights. All of it in one collective, computed in
     float64 (the sums of ``w (var + mu^2)`` lose no precision a float32 state can hold).
     Returns the module, updated in place.
+
+    Examples
+    --------
+    >>> net = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.BatchNorm1d(4))
+    >>> _ = net(torch.randn(8, 3))
+    >>> mean = net[1].running_mean.clone()
+    >>> _ = aggregate_state(net, 1.0)
+    >>> torch.allclose(net[1].running_mean, mean)
+    True
+
+    MATLAB
+    ------
+    ``state.Value = dlupdate(@aggregateState, state.Value, {factor})``
     """
     if not _is_module(x):
         raise SpmdTypeError(f"aggregate_state: expects a torch.nn.Module (got "
@@ -213,6 +251,19 @@ def population_statistics(model: M, batches: Iterable[Any]) -> M:
     become the moments of everything the layer saw, on every worker alike, whatever the
     number of workers. Running statistics (momentum 0.1) lag the network while it still
     changes fast, early in training; these do not. Returns the module (its mode kept).
+
+    Examples
+    --------
+    >>> net = torch.nn.Sequential(torch.nn.Linear(2, 3), torch.nn.BatchNorm1d(3))
+    >>> batches = [torch.randn(16, 2) for _ in range(4)]
+    >>> _ = population_statistics(net, batches)
+    >>> outputs = torch.cat([net[0](b) for b in batches]).detach()
+    >>> torch.allclose(net[1].running_mean, outputs.mean(0), atol=1e-5)
+    True
+
+    MATLAB
+    ------
+    ``trainingOptions(..., BatchNormalizationStatistics="population")``
     """
     if not _is_module(model):
         raise SpmdTypeError(f"population_statistics: expects a torch.nn.Module (got "
@@ -280,6 +331,17 @@ def aggregate_state_values(values: Sequence[Any], factor: float, is_mean: Sequen
     the j-th value flagged ``is_mean`` pairs with the j-th flagged ``is_variance`` (the
     order of a MATLAB ``net.State`` table); they are merged with the pooled formula,
     every other value is averaged with weight ``factor``. Returns a new list.
+
+    Examples
+    --------
+    >>> values = [np.array([1.0, 2.0]), np.array([0.5, 0.5])]   # a mean, a variance
+    >>> merged = aggregate_state_values(values, 1.0, [True, False], [False, True])
+    >>> [v.tolist() for v in merged]
+    [[1.0, 2.0], [0.5, 0.5]]
+
+    MATLAB
+    ------
+    ``aggregateState(state, factor, isBatchNormalizationStateMean, ...)``
     """
     n = len(values)
     if len(is_mean) != n or len(is_variance) != n:

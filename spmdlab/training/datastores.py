@@ -26,7 +26,20 @@ D = TypeVar("D", bound="Datastore")
 
 
 class Datastore:
-    """Observations ``self._read(k)`` for k in ``self._order``, with optional labels."""
+    """Observations ``self._read(k)`` for k in ``self._order``, with optional labels.
+
+    Examples
+    --------
+    >>> ds = ArrayDatastore(np.eye(4), ["a", "b", "a", "b"])
+    >>> len(ds), ds.class_names
+    (4, ['a', 'b'])
+    >>> ds.shuffle(seed=0).partition(2, 1).labels.tolist()
+    ['a', 'a']
+
+    MATLAB
+    ------
+    ``imds = imageDatastore(...); shuffle(imds); partition(imds, N, k)``
+    """
 
     def __init__(self, count: int, labels: Any = None, order: Any = None) -> None:
         self._count = count
@@ -93,7 +106,19 @@ class Datastore:
 
 
 class ArrayDatastore(Datastore):
-    """Observations along the first dimension of an array or tensor, with labels."""
+    """Observations along the first dimension of an array or tensor, with labels.
+
+    Examples
+    --------
+    >>> ds = ArrayDatastore(np.zeros((6, 8, 8)), np.arange(6) % 2)
+    >>> x, label = ds[3]
+    >>> x.shape, label
+    ((8, 8), np.int64(1))
+
+    MATLAB
+    ------
+    ``arrayDatastore(X)`` combined with the labels
+    """
 
     def __init__(self, data: Any, labels: Any = None) -> None:
         if labels is not None and len(labels) != len(data):
@@ -108,7 +133,24 @@ class ArrayDatastore(Datastore):
 
 class ImageDatastore(Datastore):
     """Image files in a folder, labelled by their sub-folder's name (MATLAB
-    ``imageDatastore(folder, IncludeSubfolders=true, LabelSource="foldernames")``)."""
+    ``imageDatastore(folder, IncludeSubfolders=true, LabelSource="foldernames")``).
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from PIL import Image
+    >>> root = tempfile.mkdtemp()
+    >>> for name in ("cats", "dogs"):
+    ...     os.makedirs(os.path.join(root, name))
+    ...     Image.new("RGB", (4, 4)).save(os.path.join(root, name, "1.png"))
+    >>> images = ImageDatastore(root)
+    >>> len(images), images.class_names, images[0][0].shape
+    (2, ['cats', 'dogs'], (4, 4, 3))
+
+    MATLAB
+    ------
+    ``imageDatastore(folder, IncludeSubfolders=true, LabelSource="foldernames")``
+    """
 
     _images = True  # observations are (height, width[, channels]) images; see trainnet
 
@@ -160,6 +202,18 @@ class AugmentedImageDatastore(Datastore):
     integer shift drawn uniformly, the uncovered border filled with 0). ``output_size_mode``
     is ``"resize"``, ``"centercrop"`` or ``"randcrop"``. Each read draws new random
     values, so every epoch sees new augmentations; ``seed`` makes them reproducible.
+
+    Examples
+    --------
+    >>> ds = ArrayDatastore(np.zeros((4, 32, 32, 3), dtype=np.uint8), np.arange(4))
+    >>> augmented = AugmentedImageDatastore((28, 28), ds, random_x_reflection=True,
+    ...                                     output_size_mode="randcrop", seed=0)
+    >>> augmented[0][0].shape
+    (28, 28, 3)
+
+    MATLAB
+    ------
+    ``augmentedImageDatastore([28 28], imds, DataAugmentation=imageDataAugmenter(...))``
     """
 
     MODES = ("resize", "centercrop", "randcrop")
@@ -265,6 +319,16 @@ def partition(ds: D, n: int, index: int) -> D:
     Parts get ``floor(len/n)`` observations, the remainder one each to the first parts:
     10 observations into 3 parts give 4, 3, 3. Raises SpmdValueError for an index outside
     1..n.
+
+    Examples
+    --------
+    >>> ds = ArrayDatastore(np.arange(10), np.zeros(10))
+    >>> [len(partition(ds, 3, k)) for k in (1, 2, 3)]
+    [4, 3, 3]
+
+    MATLAB
+    ------
+    ``partition(imds, N, spmdIndex)``
     """
     for name, value in (("n", n), ("index", index)):
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
@@ -281,7 +345,17 @@ def partition(ds: D, n: int, index: int) -> D:
 
 
 def count_each_label(ds: Datastore) -> Dict[Any, int]:
-    """``{label: count}`` in sorted label order (MATLAB ``countEachLabel``)."""
+    """``{label: count}`` in sorted label order (MATLAB ``countEachLabel``).
+
+    Examples
+    --------
+    >>> count_each_label(ArrayDatastore(np.zeros(5), ["a", "b", "a", "a", "b"]))
+    {'a': 3, 'b': 2}
+
+    MATLAB
+    ------
+    ``countEachLabel(imds)``
+    """
     labels = ds.labels
     if labels is None:
         raise SpmdValueError("count_each_label: this datastore has no labels")
@@ -293,7 +367,19 @@ def count_each_label(ds: Datastore) -> Dict[Any, int]:
 def split_each_label(ds: D, amount: float, randomize: bool = False,
                      seed: Optional[int] = None) -> Tuple[D, D]:
     """Two datastores: ``amount`` of every label (a fraction in (0, 1) or a count) and
-    the rest (MATLAB ``splitEachLabel``); in datastore order unless ``randomize``."""
+    the rest (MATLAB ``splitEachLabel``); in datastore order unless ``randomize``.
+
+    Examples
+    --------
+    >>> ds = ArrayDatastore(np.arange(10), [0, 1] * 5)
+    >>> train, test = split_each_label(ds, 0.8)
+    >>> len(train), len(test)
+    (8, 2)
+
+    MATLAB
+    ------
+    ``[imdsTrain, imdsTest] = splitEachLabel(imds, 0.8, "randomized")``
+    """
     labels = ds.labels
     if labels is None:
         raise SpmdValueError("split_each_label: this datastore has no labels")
@@ -317,7 +403,18 @@ def split_each_label(ds: D, amount: float, randomize: bool = False,
 
 
 def read_all(ds: Datastore) -> Any:
-    """Every observation: ``(inputs stacked, labels)`` with labels, else inputs stacked."""
+    """Every observation: ``(inputs stacked, labels)`` with labels, else inputs stacked.
+
+    Examples
+    --------
+    >>> x, y = read_all(ArrayDatastore(np.ones((3, 2)), [0, 1, 0]))
+    >>> x.shape, y.tolist()
+    ((3, 2), [0, 1, 0])
+
+    MATLAB
+    ------
+    ``readall(ds)``
+    """
     items = [ds[i] for i in range(len(ds))]
     if not items:
         raise SpmdValueError("read_all: the datastore is empty")

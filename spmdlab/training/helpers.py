@@ -27,7 +27,17 @@ def _torch() -> Any:
 
 
 def gpu_device_count() -> int:
-    """The number of CUDA GPUs this process can see (0 without torch or CUDA)."""
+    """The number of CUDA GPUs this process can see (0 without torch or CUDA).
+
+    Examples
+    --------
+    >>> gpu_device_count() >= 0
+    True
+
+    MATLAB
+    ------
+    ``gpuDeviceCount``
+    """
     torch = _torch()
     if torch is None:
         try:
@@ -38,7 +48,16 @@ def gpu_device_count() -> int:
 
 
 def can_use_gpu() -> bool:
-    """Whether a CUDA GPU is usable here (MATLAB ``canUseGPU``)."""
+    """Whether a CUDA GPU is usable here (MATLAB ``canUseGPU``).
+
+    Examples
+    --------
+    >>> environment = "gpu" if can_use_gpu() else "cpu"
+
+    MATLAB
+    ------
+    ``canUseGPU``
+    """
     return gpu_device_count() > 0
 
 
@@ -49,6 +68,14 @@ def select_gpu(*, set_device: bool = True) -> int:
     MPI's shared-memory split) take GPUs 0, 1, ... in worker order, and with
     ``set_device`` the current CUDA device is set to it. Raises SpmdValueError on every
     worker when some node has more workers than GPUs (MATLAB: one worker per GPU).
+
+    Examples
+    --------
+    >>> device = f"cuda:{select_gpu()}" if can_use_gpu() else "cpu"
+
+    MATLAB
+    ------
+    ``gpuDevice(spmdIndex)`` in each worker of a pool with one worker per GPU
     """
     scope = _world.current()
     local, workers = scope.node.Get_rank(), scope.node.Get_size()
@@ -74,6 +101,17 @@ def on_each_node(fn: Callable[[], R]) -> R:
     other workers of the node wait for their first worker; the result (any picklable
     value, such as a path) reaches them from it. If ``fn`` raises on some node, every
     worker raises, naming the worker that failed.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> folder = on_each_node(lambda: tempfile.mkdtemp(prefix="cache-"))
+    >>> os.path.isdir(folder)
+    True
+
+    MATLAB
+    ------
+    none: MATLAB's pools share the client's files
     """
     scope = _world.current()
     node = scope.node
@@ -95,6 +133,18 @@ def scores2label(scores: Any, class_names: Optional[Sequence[Any]] = None,
 
     ``scores`` is an array or tensor; with ``class_names`` (a sequence) the labels are
     those names (a numpy array of them), else the 0-based class indices.
+
+    Examples
+    --------
+    >>> scores = np.array([[0.1, 0.9], [0.8, 0.2]])
+    >>> scores2label(scores).tolist()
+    [1, 0]
+    >>> scores2label(scores, ["cat", "dog"]).tolist()
+    ['dog', 'cat']
+
+    MATLAB
+    ------
+    ``scores2label(scores, classNames)``
     """
     torch = _torch()
     if torch is not None and isinstance(scores, torch.Tensor):
@@ -115,6 +165,17 @@ def onehotencode(labels: Any, classes: Union[int, Sequence[Any]],
 
     ``classes`` is the number of classes (labels are 0-based ints) or the sequence of
     class names (labels are names). Returns an array of shape ``(len(labels), C)``.
+
+    Examples
+    --------
+    >>> onehotencode([0, 2], 3).tolist()
+    [[1.0, 0.0, 0.0], [0.0, 0.0, 1.0]]
+    >>> onehotencode(["b"], ["a", "b"]).tolist()
+    [[0.0, 1.0]]
+
+    MATLAB
+    ------
+    ``onehotencode(labels, 2, ClassNames=classes)``
     """
     labels = np.asarray(labels)
     if isinstance(classes, (int, np.integer)) and not isinstance(classes, bool):
@@ -148,6 +209,16 @@ def minibatch_predict(model: torch.nn.Module, data: Any, mini_batch_size: int = 
     ignored), or an iterable of input batches. The model runs under
     ``torch.no_grad()`` in eval mode (its mode is restored after); outputs are
     concatenated into one CPU tensor.
+
+    Examples
+    --------
+    >>> net = torch.nn.Linear(4, 3)
+    >>> minibatch_predict(net, np.zeros((10, 4), dtype=np.float32), mini_batch_size=4).shape
+    torch.Size([10, 3])
+
+    MATLAB
+    ------
+    ``scores = minibatchpredict(net, data)``
     """
     torch = _torch()
     if torch is None or not isinstance(model, torch.nn.Module):

@@ -17,6 +17,18 @@ def worker_mini_batch_sizes(mini_batch_size: int, num_workers: int) -> List[int]
     ``worker_mini_batch_sizes(10, 3) == [4, 3, 3]``, as MATLAB's examples compute it.
     Raises SpmdValueError when the mini-batch is smaller than the number of workers (some
     worker would get nothing to train on).
+
+    Examples
+    --------
+    >>> worker_mini_batch_sizes(10, 3)
+    [4, 3, 3]
+    >>> worker_mini_batch_sizes(128, spmd_size())
+    [128]
+
+    MATLAB
+    ------
+    ``workerMiniBatchSize = floor(miniBatchSize ./ repmat(N, 1, N));`` then the remainder,
+    one each, to the first workers
     """
     for name, value in (("mini_batch_size", mini_batch_size), ("num_workers", num_workers)):
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
@@ -45,6 +57,21 @@ class MiniBatchQueue:
     mini-batch. With ``dispatch_in_background`` a thread prepares the next mini-batch
     while the model computes. Iterate it (``for x, y in mbq``) or call ``has_data()``
     and ``next()`` as in MATLAB; ``shuffle()`` and ``reset()`` start a new epoch.
+
+    Examples
+    --------
+    >>> ds = ArrayDatastore(np.arange(10.0).reshape(5, 2), np.array([0, 1, 0, 1, 1]))
+    >>> mbq = MiniBatchQueue(ds, 2, output_environment="cpu")
+    >>> while mbq.has_data():
+    ...     x, y = mbq.next()
+    ...     print(tuple(x.shape), y.tolist())
+    (2, 2) [0, 1]
+    (2, 2) [0, 1]
+    (1, 2) [1]
+
+    MATLAB
+    ------
+    ``mbq = minibatchqueue(ds, MiniBatchSize=2, MiniBatchFcn=@fcn); while hasdata(mbq), [X, T] = next(mbq); end``
     """
 
     def __init__(self, datastore: Any, mini_batch_size: int = 128, *,

@@ -52,6 +52,22 @@ class TrainingProgressMonitor:
     ``show=False`` keeps the terminal view quiet. ``stop_file`` (default:
     ``SPMDLAB_STOP_FILE``) sets ``stop`` when it exists. Ctrl-C sets ``stop`` the first
     time; a second Ctrl-C interrupts as usual.
+
+    Examples
+    --------
+    >>> monitor = TrainingProgressMonitor(metrics=["loss"], info=["epoch"],
+    ...                                   plot_file=None, show=False)
+    >>> for iteration in range(1, 4):
+    ...     monitor.record_metrics(iteration, loss=1.0 / iteration)
+    ...     monitor.update_info(epoch=1)
+    >>> monitor.progress = 100
+    >>> monitor.history("loss")[0], monitor.stop
+    ([1.0, 2.0, 3.0], False)
+    >>> monitor.close()
+
+    MATLAB
+    ------
+    ``monitor = trainingProgressMonitor(Metrics="Loss", Info="Epoch"); recordMetrics(monitor, i, Loss=loss); monitor.Progress = 100;``
     """
 
     def __init__(self, metrics: Iterable[str] = (), info: Iterable[str] = (),

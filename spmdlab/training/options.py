@@ -215,6 +215,18 @@ class TrainingOptions:
 
     Read and set options as attributes (``options.max_epochs = 5``); every value set is
     checked. ``replace(**changes)`` returns a changed copy.
+
+    Examples
+    --------
+    >>> options = training_options("adam", max_epochs=5)
+    >>> options.max_epochs, options.solver
+    (5, 'adam')
+    >>> options.replace(MiniBatchSize=64).mini_batch_size
+    64
+
+    MATLAB
+    ------
+    ``options = trainingOptions("adam", MaxEpochs=5); options.MiniBatchSize = 64;``
     """
 
     def __init__(self, solver: str, values: Dict[str, Any]) -> None:
@@ -284,6 +296,17 @@ def training_options(solver: str, **options: Any) -> TrainingOptions:
 
     String values are case-insensitive. An unknown option, an option of another solver
     or a bad value raises SpmdValueError (or SpmdTypeError) naming it.
+
+    Examples
+    --------
+    >>> options = training_options("sgdm", MaxEpochs=20, InitialLearnRate=0.05,
+    ...                            ExecutionEnvironment="parallel-auto")
+    >>> options.initial_learn_rate, options.momentum
+    (0.05, 0.9)
+
+    MATLAB
+    ------
+    ``trainingOptions("sgdm", MaxEpochs=20, InitialLearnRate=0.05, ExecutionEnvironment="parallel-auto")``
     """
     if not isinstance(solver, str) or solver.lower() not in SOLVERS:
         raise SpmdValueError(f"{_call()}: 'solver' must be one of "

@@ -56,6 +56,20 @@ class TrainingInfo:
     ``class_names`` (the order of the network's outputs for class labels that are not
     integers), ``resumed_from`` (the iteration a resumed run started after), ``workers``.
     Identical on every worker, except ``time_elapsed``.
+
+    Examples
+    --------
+    >>> x = np.random.default_rng(0).normal(size=(64, 4)).astype(np.float32)
+    >>> y = (x[:, 0] > 0).astype(np.int64)
+    >>> net, info = trainnet((x, y), torch.nn.Linear(4, 2), "crossentropy",
+    ...                      training_options("adam", max_epochs=2, mini_batch_size=16,
+    ...                                       verbose=False))
+    >>> info.stop_reason, len(info.training_history)
+    ('Max epochs completed', 8)
+
+    MATLAB
+    ------
+    ``[net, info] = trainnet(...); info.TrainingHistory``
     """
 
     def __init__(self) -> None:
@@ -327,6 +341,22 @@ def trainnet(data: Any, net: N, loss: Union[str, Callable[[Any, Any], Any]],
     there, to ``max_epochs``. ``mini_batch_fcn(inputs, labels)`` replaces the default
     conversion of observations to tensors. An error on any worker is raised on every
     worker.
+
+    Examples
+    --------
+    >>> x = np.random.default_rng(0).normal(size=(256, 2)).astype(np.float32)
+    >>> y = (x[:, 0] + x[:, 1] > 0).astype(np.int64)
+    >>> options = training_options("sgdm", max_epochs=10, mini_batch_size=32,
+    ...                            initial_learn_rate=0.1, verbose=False,
+    ...                            execution_environment="parallel-auto")
+    >>> net, info = trainnet((x, y), torch.nn.Linear(2, 2), "crossentropy", options)
+    >>> accuracy = (scores2label(minibatch_predict(net, x)) == y).mean()
+    >>> bool(accuracy > 0.9)
+    True
+
+    MATLAB
+    ------
+    ``net = trainnet(data, net, "crossentropy", options)``
     """
     run = _Run(data, net, loss, options, mini_batch_fcn, class_names)
     run.begin(resume_from)

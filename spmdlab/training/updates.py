@@ -117,7 +117,19 @@ def sgdm_update(params: Any, grads: Any = None, velocity: Any = None, learn_rate
                 momentum: float = 0.9) -> Tuple[Any, Any]:
     """SGD with momentum, as MATLAB's ``sgdmupdate``: ``v = momentum*v - learn_rate*g``,
     ``p = p + v``. Returns ``(params, velocity)``; parameters without a gradient are left
-    as they are."""
+    as they are.
+
+    Examples
+    --------
+    >>> net = torch.nn.Linear(2, 1)
+    >>> net(torch.ones(1, 2)).sum().backward()
+    >>> net, velocity = sgdm_update(net, velocity=None)   # MATLAB's defaults
+    >>> net, velocity = sgdm_update(net, velocity=velocity, learn_rate=0.05)
+
+    MATLAB
+    ------
+    ``[net, vel] = sgdmupdate(net, grad, vel, learnRate, momentum)``
+    """
     call = "sgdm_update"
     _check_positive(call, learn_rate=learn_rate, momentum=momentum)
     values, grad_list, states, rebuild = _entries(call, params, grads, velocity)
@@ -137,6 +149,18 @@ def adam_update(params: Any, grads: Any = None, average_grad: Any = None,
     """Adam, as MATLAB's ``adamupdate`` (``iteration`` is 1-based).
 
     Returns ``(params, average_grad, average_sq_grad)``.
+
+    Examples
+    --------
+    >>> params = {"w": np.array([1.0, 2.0])}
+    >>> grads = {"w": np.array([0.5, -0.5])}
+    >>> params, m, v = adam_update(params, grads, iteration=1)
+    >>> params["w"].round(4).tolist()
+    [0.999, 2.001]
+
+    MATLAB
+    ------
+    ``[net, avgG, avgSqG] = adamupdate(net, grad, avgG, avgSqG, iteration)``
     """
     call = "adam_update"
     if isinstance(iteration, bool) or not isinstance(iteration, (int, np.integer)) or \
@@ -167,6 +191,16 @@ def rmsprop_update(params: Any, grads: Any = None, average_sq_grad: Any = None,
     ``p = p - learn_rate * g / (sqrt(v) + epsilon)``.
 
     Returns ``(params, average_sq_grad)``.
+
+    Examples
+    --------
+    >>> params, avg_sq = rmsprop_update([np.ones(2)], [np.ones(2)])
+    >>> params[0].round(4).tolist()
+    [0.9968, 0.9968]
+
+    MATLAB
+    ------
+    ``[net, avgSqG] = rmspropupdate(net, grad, avgSqG)``
     """
     call = "rmsprop_update"
     _check_positive(call, learn_rate=learn_rate, epsilon=epsilon)
@@ -189,6 +223,15 @@ def dlupdate(fcn: Callable[..., Any], params: Any, *args: Any) -> Any:
     MATLAB's ``dlupdate``. ``fcn(p, *a)`` returns the new value, or a tuple whose first
     element is the new value and whose others are collected into structures like
     ``params``: then the result is ``(params, others...)``.
+
+    Examples
+    --------
+    >>> dlupdate(lambda p: p * 0.5, {"w": np.array([2.0, 4.0])})["w"].tolist()
+    [1.0, 2.0]
+
+    MATLAB
+    ------
+    ``net = dlupdate(@(w) 0.5 * w, net)``
     """
     call = "dlupdate"
     if not callable(fcn):
