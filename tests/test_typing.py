@@ -20,7 +20,8 @@ pytestmark = pytest.mark.mpi_skip  # one mypy run, not one per worker
 
 @pytest.fixture(scope="module")
 def mypy_errors():
-    pytest.importorskip("mypy", reason="mypy is in the test extra")
+    pytest.importorskip("mypy", reason="the types extra installs mypy (pip install -e "
+                        "'.[types]'; scripts/test.sh does in its MPICH run)")
     out = subprocess.run([sys.executable, "-m", "mypy", "--show-error-codes",
                           "--no-color-output", "--no-error-summary", "spmdlab", SCRIPT],
                          cwd=ROOT, capture_output=True, text=True, timeout=600)

@@ -1,0 +1,84 @@
+"""Sphinx configuration: the reference pages, one per public function and class, built
+from the docstrings (``python -m sphinx -W -b html docs docs/_build/html``)."""
+
+import os
+import sys
+
+sys.path.insert(0, os.path.abspath(".."))
+
+project = "spmdlab"
+author = "the spmdlab developers"
+copyright = "2026, the spmdlab developers"
+
+extensions = [
+    "sphinx.ext.autodoc",
+    "sphinx.ext.autosummary",
+    "sphinx.ext.napoleon",
+    "sphinx.ext.viewcode",
+]
+
+# One page per public name: docs/reference/*.rst list them; autosummary writes the pages
+# (reference/generated/, not in git) from the templates in _templates/autosummary.
+autosummary_generate = True
+autosummary_imported_members = True
+templates_path = ["_templates"]
+exclude_patterns = ["_build", "porting.md"]
+
+# A page reads like MATLAB's: the syntax (the signature, with every overload), the
+# description, the arguments with their types, the examples, the MATLAB equivalent.
+autodoc_typehints = "signature"
+autodoc_typehints_format = "short"
+autodoc_member_order = "bysource"
+autodoc_preserve_defaults = True
+autodoc_mock_imports = []
+napoleon_numpy_docstring = True
+napoleon_google_docstring = False
+napoleon_custom_sections = [("MATLAB", "notes_style")]
+python_use_unqualified_type_names = True
+nitpicky = False
+
+html_theme = "alabaster"
+html_title = "spmdlab reference"
+html_static_path = []
+
+
+def _arguments(app, what, name, obj, options, lines):
+    """Give a function's or class's page its arguments (names and types, from the
+    signature) between the description and the examples, as MATLAB's pages order them;
+    a docstring with a Parameters section of its own keeps it."""
+    import inspect
+
+    if what not in ("function", "class") or any(l.strip() == "Parameters" for l in lines):
+        return
+    try:
+        sig = inspect.signature(obj)
+    except (TypeError, ValueError):
+        return
+    params = [p for p in sig.parameters.values() if p.name not in ("self", "cls")]
+    block = []
+    if params:
+        block += ["Parameters", "----------"]
+        for p in params:
+            star = {p.VAR_POSITIONAL: "*", p.VAR_KEYWORD: "**"}.get(p.kind, "")
+            kind = "" if p.annotation is p.empty else f" : {_text(p.annotation)}"
+            default = "" if p.default is p.empty else f", default {p.default!r}"
+            block += [f"{star}{p.name}{kind}{default}"]
+        block += [""]
+    if what == "function" and sig.return_annotation is not sig.empty:
+        block += ["Returns", "-------", _text(sig.return_annotation), ""]
+    at = next((i for i, l in enumerate(lines) if l.strip() == "Examples"), len(lines))
+    lines[at:at] = block
+
+
+def _text(annotation):
+    return annotation if isinstance(annotation, str) else inspect_formatannotation(annotation)
+
+
+def inspect_formatannotation(annotation):
+    import inspect
+
+    return inspect.formatannotation(annotation)
+
+
+def setup(app):
+    app.connect("autodoc-process-docstring", _arguments, priority=400)  # before napoleon
