@@ -121,10 +121,10 @@ class Composite:
         worker; with no ``k`` a list of bools, one per worker (``exist(c)``). Collective.
         """
         here = self._value is not _UNSET
-        if k is None:
-            return gather("Composite.exist()", here)
-        call = f"Composite.exist({_shown(k)})"
+        call = "Composite.exist()" if k is None else f"Composite.exist({_shown(k)})"
         self._in_scope(call)
+        if k is None:
+            return gather(call, here)
         return bool(broadcast(call, self._key(k), here, name="k"))
 
     def __repr__(self) -> str:  # local: a debugger or a print must never start a collective

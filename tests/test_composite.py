@@ -138,6 +138,8 @@ def test_region_composites_belong_to_their_region():
         if n > 1:  # spmd(n) on all n workers is the world itself
             with pytest.raises(SpmdValueError, match="made with .* in another spmd region"):
                 world[1]
+            with pytest.raises(SpmdValueError, match="in another spmd region"):
+                world.exist()
     assert world[n] == n
 
 
