@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import pickle
 import sys
 from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence, TypeVar, Union, cast
@@ -41,7 +42,7 @@ def gpu_device_count() -> int:
     torch = _torch()
     if torch is None:
         try:
-            import torch
+            torch = importlib.import_module("torch")
         except ImportError:
             return 0
     return torch.cuda.device_count() if torch.cuda.is_available() else 0
