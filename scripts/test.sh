@@ -15,7 +15,8 @@
 #     nodes, so its runs are all single-node.
 # Then the core on the newest Python found (3.13 or 3.12), MPICH, without torch.
 # Every mpiexec is bounded by a timeout. SPMDLAB_TEST_MPI=mpich (or openmpi) tests one MPI
-# only. 15-25 minutes on this 2-core VM, depending on how busy the host is.
+# only. About 17 minutes on this 2-core VM (16.7 on 2026-11-23, idle host), more on a
+# busy one.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/_venv.sh
