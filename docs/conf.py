@@ -43,31 +43,45 @@ html_static_path = []
 
 
 def _arguments(app, what, name, obj, options, lines):
-    """Give a function's or class's page its arguments (names and types, from the
-    signature) between the description and the examples, as MATLAB's pages order them;
-    a docstring with a Parameters section of its own keeps it."""
+    """Give a function's or class's page its arguments between the description and the
+    examples, as MATLAB's pages order them: each with its type and default from the
+    signature, and the words of the docstring's own Parameters section where it has one
+    (``name`` on a line of its own, its description indented below)."""
     import inspect
 
-    if what not in ("function", "class") or any(l.strip() == "Parameters" for l in lines):
+    if what not in ("function", "class"):
         return
     try:
         sig = inspect.signature(obj)
     except (TypeError, ValueError):
         return
-    params = [p for p in sig.parameters.values() if p.name not in ("self", "cls")]
+    params = {p.name: p for p in sig.parameters.values() if p.name not in ("self", "cls")}
     block = []
-    if params:
-        block += ["Parameters", "----------"]
-        for p in params:
-            star = {p.VAR_POSITIONAL: "*", p.VAR_KEYWORD: "**"}.get(p.kind, "")
-            kind = "" if p.annotation is p.empty else f" : {_text(p.annotation)}"
-            default = "" if p.default is p.empty else f", default {p.default!r}"
-            block += [f"{star}{p.name}{kind}{default}"]
-        block += [""]
-    if what == "function" and sig.return_annotation is not sig.empty:
+    if "Parameters" in [l.strip() for l in lines]:  # the docstring's own: add the types
+        start = [l.strip() for l in lines].index("Parameters") + 2
+        for i in range(start, len(lines)):
+            line = lines[i]
+            if line and not line[0].isspace():
+                if line.strip() in ("Returns", "Examples", "MATLAB", "Raises"):
+                    break
+                key = line.strip().lstrip("*")
+                if key in params:
+                    lines[i] = _entry(params[key])
+    elif params:
+        block += ["Parameters", "----------"] + [_entry(p) for p in params.values()] + [""]
+    if what == "function" and sig.return_annotation is not sig.empty and \
+            "Returns" not in [l.strip() for l in lines]:
         block += ["Returns", "-------", _text(sig.return_annotation), ""]
     at = next((i for i, l in enumerate(lines) if l.strip() == "Examples"), len(lines))
     lines[at:at] = block
+
+
+def _entry(p):
+    """``name : type, default value`` for a numpy-style Parameters section."""
+    star = {p.VAR_POSITIONAL: "*", p.VAR_KEYWORD: "**"}.get(p.kind, "")
+    kind = "" if p.annotation is p.empty else f" : {_text(p.annotation)}"
+    default = "" if p.default is p.empty else f", default {p.default!r}"
+    return f"{star}{p.name}{kind}{default}"
 
 
 def _text(annotation):

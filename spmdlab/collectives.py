@@ -82,6 +82,15 @@ def spmd_plus(x: T, destination: Optional[int] = None) -> Optional[T]:
     Raises SpmdMismatchError on every worker when shapes, dtypes or structures differ,
     SpmdTypeError when a value cannot be summed.
 
+    Parameters
+    ----------
+    x
+        This worker's value: a number, numpy array or scalar, torch tensor, CuPy array, or a
+        dict / list / tuple of them. Every worker passes the same structure, shapes and dtypes.
+    destination
+        None: the result on every worker. A worker number (1-based): the result on that
+        worker, None on the others.
+
     Examples
     --------
     At one worker the sum is the input itself; at N workers every worker gets the sum of
@@ -124,6 +133,16 @@ def spmd_reduce(fcn: Callable[[Any, Any], Any], x: T,
     order. With ``destination`` the result is returned on that worker only (None
     elsewhere). If ``fcn`` raises on any worker, every worker raises SpmdError naming
     that worker and the function.
+
+    Parameters
+    ----------
+    fcn
+        ``fcn(a, b)``, associative; folded in worker order: ``fcn(fcn(x1, x2), x3) ...``.
+    x
+        This worker's value (any picklable value for a function spmdlab does not know).
+    destination
+        None: the result on every worker. A worker number (1-based): the result on that
+        worker, None on the others.
 
     Examples
     --------
@@ -184,6 +203,17 @@ def spmd_cat(x: Any, axis: int = 0, destination: Optional[int] = None) -> Any:
     dicts (MATLAB structs) and other picklable objects give a list with one entry per
     worker; lists and tuples are joined end to end. With ``destination`` the result is
     returned on that worker only (None elsewhere).
+
+    Parameters
+    ----------
+    x
+        This worker's value: an array or tensor (sizes may differ along ``axis`` only), a
+        scalar, a dict, a list or tuple, or any picklable object.
+    axis
+        The axis to join arrays along, 0-based as numpy's (MATLAB's ``dim`` minus 1).
+    destination
+        None: the result on every worker. A worker number (1-based): the result on that
+        worker, None on the others.
 
     Examples
     --------
@@ -339,6 +369,13 @@ def spmd_broadcast(source: int, x: Any = None) -> Any:
     Any picklable value; arrays and tensors move as raw bytes and come back in the
     source's family, dtype and device kind. Every worker, ``source`` included, gets
     a fresh copy.
+
+    Parameters
+    ----------
+    source
+        The worker (1-based) whose ``x`` every worker gets.
+    x
+        The value, on ``source``; ignored (may be omitted) elsewhere.
 
     Examples
     --------

@@ -34,6 +34,11 @@ class Composite:
     same way, in the same order (``c[k]``, ``c[k] = v``, ``c[:]``, ``list(c)``,
     ``c.exist()``).
 
+    Parameters
+    ----------
+    value
+        This worker's element; omitted: none yet (MATLAB ``Composite()``).
+
     Examples
     --------
     MATLAB's ``spmd, x = spmdIndex^2; end; disp(x{1}); x{1} = -1;``, here at one worker

@@ -167,6 +167,13 @@ def spmdPlus(X: Any, destination: Worker = None) -> Any:
     values sum to a double count (``spmdPlus(true)`` is 2 at two workers). The pythonic
     ``spmd_plus`` keeps numpy's rules.
 
+    Parameters
+    ----------
+    X
+        This worker's value; integer types saturate, logical values count as doubles.
+    destination
+        A worker number as MATLAB gives it (``2``, ``2.0``); ``[]`` or None: every worker.
+
     Examples
     --------
     >>> spmdPlus(np.array([True, False]))      # a logical sum is a double count
@@ -195,6 +202,16 @@ def spmdReduce(fcn: Reduction, X: Any, destination: Worker = None) -> Any:
     integers, a count on logicals, as ``spmdPlus``), ``"times"``, ``"max"``, ``"min"``,
     ``"and"``, ``"or"``, ``"xor"``, ``"bitand"``, ``"bitor"``, ``"bitxor"``,
     ``"vertcat"``, ``"horzcat"``, or ``("cat", dim)``; or a Python function.
+
+    Parameters
+    ----------
+    fcn
+        A MATLAB name (``"plus"``, ``"@max"``, ``"vertcat"``, ``("cat", dim)``, ...) or a
+        Python function of two values.
+    X
+        This worker's value.
+    destination
+        A worker number as MATLAB gives it; ``[]`` or None: every worker.
 
     Examples
     --------
@@ -226,6 +243,15 @@ def spmdCat(X: Any, dim: Worker = 2, destination: Worker = None) -> Any:
     them: a scalar is 1x1 and a 1-D array a 1xk row, with trailing singleton dimensions
     added when ``dim`` exceeds the array's; a result that is a single row comes back 1-D.
     Structs (dicts) and other objects give a list with one entry per worker.
+
+    Parameters
+    ----------
+    X
+        This worker's value; a scalar is 1x1 and a 1-D array a 1xk row, as in MATLAB.
+    dim
+        The dimension to concatenate along, 1-based (default 2: side by side).
+    destination
+        A worker number as MATLAB gives it; ``[]`` or None: every worker.
 
     Examples
     --------

@@ -54,6 +54,15 @@ def spmd_send(x: Any, destination: Union[int, Sequence[int]], tag: int = 0) -> N
     Returns at once, without waiting for the receiver (MATLAB ``spmdSend``, ``labSend``);
     the message is kept until it is received, and delivered before the program ends.
 
+    Parameters
+    ----------
+    x
+        Any picklable value; arrays and tensors travel as raw bytes.
+    destination
+        A worker number (1-based), or a list of them (each gets a copy).
+    tag
+        A non-negative int; ``spmd_receive(tag=...)`` matches it.
+
     Examples
     --------
     A ring: every worker sends to the next and receives from the previous (at one worker
@@ -142,6 +151,15 @@ def spmd_receive(source: Optional[int] = None, tag: Optional[int] = None, *,
     result is ``(value, source, tag)``. Raises SpmdPeerError instead of waiting forever
     when the worker(s) that could send have finished the program.
 
+    Parameters
+    ----------
+    source
+        The sending worker (1-based); None: any worker.
+    tag
+        The tag to match; None: any tag.
+    status
+        True: return ``(value, source, tag)`` instead of the value.
+
     Examples
     --------
     >>> spmd_send({"step": 1}, spmd_index(), tag=7)
@@ -186,6 +204,15 @@ def spmd_probe(source: Optional[int] = None, tag: Optional[int] = None, *,
     MATLAB ``spmdProbe`` / ``labProbe``. None matches any. With ``status=True`` the result
     is ``(found, source, tag)`` (source and tag None when nothing is waiting).
 
+    Parameters
+    ----------
+    source
+        The sending worker (1-based); None: any worker.
+    tag
+        The tag to match; None: any tag.
+    status
+        True: return ``(found, source, tag)``.
+
     Examples
     --------
     >>> spmd_probe()
@@ -219,6 +246,17 @@ def spmd_send_receive(destination: Optional[int], source: Optional[int], x: Any,
     MATLAB ``spmdSendReceive`` / ``labSendReceive``: every worker of a ring can call it at
     once. ``destination`` None sends nothing; ``source`` None receives nothing and
     returns None.
+
+    Parameters
+    ----------
+    destination
+        The worker to send ``x`` to; None: send nothing.
+    source
+        The worker to receive from; None: receive nothing (the result is None).
+    x
+        The value to send (any picklable value).
+    tag
+        The tag of both the message sent and the one received.
 
     Examples
     --------

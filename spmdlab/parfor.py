@@ -45,6 +45,15 @@ def parfor(fn: Callable[[T], R], items: Iterable[T],
     they must be picklable. Raises SpmdError on every worker if ``fn`` raised for any
     item (the message names the item, the worker and the original error).
 
+    Parameters
+    ----------
+    fn
+        ``fn(item)``, called once per item on the worker the item falls to.
+    items
+        The same sequence on every worker.
+    destination
+        None: the results on every worker; a worker number: there only (None elsewhere).
+
     Examples
     --------
     >>> parfor(lambda x: x * x, [1, 2, 3, 4])

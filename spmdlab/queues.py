@@ -479,6 +479,11 @@ class DataQueue(_Queue):
     while the program holds it or it has a listener; items that reach a queue the owner
     has dropped are discarded.
 
+    Parameters
+    ----------
+    owner
+        The worker (1-based) that receives the items and runs the listeners (1, the client).
+
     Examples
     --------
     >>> progress = DataQueue()                  # every worker, at the same point
@@ -539,6 +544,11 @@ class DataQueue(_Queue):
 
 class PollableDataQueue(_Queue):
     """A queue its owner reads with ``poll`` (MATLAB ``parallel.pool.PollableDataQueue``).
+
+    Parameters
+    ----------
+    owner
+        The worker (1-based) that receives the items and polls them (1, the client).
 
     Examples
     --------

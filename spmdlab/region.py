@@ -32,6 +32,11 @@ def spmd(n: Optional[int] = None) -> Region:
     ``spmd(n).run(fn, *args)`` calls ``fn`` inside the region and returns its result
     (None on workers outside it).
 
+    Parameters
+    ----------
+    n
+        The number of workers that run the block (the first n); None: every worker.
+
     Examples
     --------
     >>> for _ in spmd(1):                       # spmd(1) ... end

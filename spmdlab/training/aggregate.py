@@ -53,6 +53,13 @@ def weighted_sum(x: T, factor: float) -> T:
     Collective: every worker must call this. ``x`` may be a number, array, tensor or a
     dict / list / tuple of them.
 
+    Parameters
+    ----------
+    x
+        This worker's mean (a number, array, tensor, or a structure of them).
+    factor
+        This worker's weight: its mini-batch / the global mini-batch.
+
     Examples
     --------
     A worker with 32 of a global mini-batch of 128 weighs its mean loss by 32/128; the
@@ -98,6 +105,13 @@ def aggregate_gradients(x: M, factor: float) -> M:
     a gradient on some worker counts as zero there; one without a gradient anywhere keeps
     ``.grad = None`` everywhere. Raises SpmdMismatchError on every worker when the models'
     parameter shapes differ between workers.
+
+    Parameters
+    ----------
+    x
+        A ``torch.nn.Module`` (its ``.grad`` are replaced) or a structure of gradients.
+    factor
+        This worker's weight: its mini-batch / the global mini-batch.
 
     Examples
     --------
@@ -190,6 +204,13 @@ def aggregate_state(x: M, factor: float) -> M:
     buffers are averaged with the same weights. All of it in one collective, computed in
     float64 (the sums of ``w (var + mu^2)`` lose no precision a float32 state can hold).
     Returns the module, updated in place.
+
+    Parameters
+    ----------
+    x
+        A ``torch.nn.Module`` (its batch-norm statistics and floating buffers are replaced).
+    factor
+        This worker's weight: its mini-batch / the global mini-batch.
 
     Examples
     --------

@@ -320,6 +320,15 @@ def partition(ds: D, n: int, index: int) -> D:
     10 observations into 3 parts give 4, 3, 3. Raises SpmdValueError for an index outside
     1..n.
 
+    Parameters
+    ----------
+    ds
+        The datastore to split.
+    n
+        The number of parts (usually ``spmd_size()``).
+    index
+        The part to return, 1-based (usually ``spmd_index()``).
+
     Examples
     --------
     >>> ds = ArrayDatastore(np.arange(10), np.zeros(10))

@@ -18,6 +18,13 @@ def worker_mini_batch_sizes(mini_batch_size: int, num_workers: int) -> List[int]
     Raises SpmdValueError when the mini-batch is smaller than the number of workers (some
     worker would get nothing to train on).
 
+    Parameters
+    ----------
+    mini_batch_size
+        The global mini-batch (every worker's share added up).
+    num_workers
+        The number of workers (``spmd_size()``).
+
     Examples
     --------
     >>> worker_mini_batch_sizes(10, 3)
@@ -57,6 +64,21 @@ class MiniBatchQueue:
     mini-batch. With ``dispatch_in_background`` a thread prepares the next mini-batch
     while the model computes. Iterate it (``for x, y in mbq``) or call ``has_data()``
     and ``next()`` as in MATLAB; ``shuffle()`` and ``reset()`` start a new epoch.
+
+    Parameters
+    ----------
+    datastore
+        The observations: a datastore (usually this worker's ``partition``).
+    mini_batch_size
+        This worker's mini-batch (``worker_mini_batch_sizes(B, N)[k - 1]``).
+    mini_batch_fcn
+        ``fcn(*columns)`` makes a mini-batch from lists of observations' parts.
+    output_environment
+        Where mini-batches go: "auto" (a GPU if usable), "cpu" or "gpu".
+    partial_mini_batch
+        "return" or "discard" the last, short mini-batch.
+    dispatch_in_background
+        Prepare the next mini-batch in a thread while the model computes.
 
     Examples
     --------

@@ -297,6 +297,13 @@ def training_options(solver: str, **options: Any) -> TrainingOptions:
     String values are case-insensitive. An unknown option, an option of another solver
     or a bad value raises SpmdValueError (or SpmdTypeError) naming it.
 
+    Parameters
+    ----------
+    solver
+        ``"sgdm"``, ``"adam"`` or ``"rmsprop"``.
+    **options
+        MATLAB's options, in snake_case or as MATLAB spells them (see above).
+
     Examples
     --------
     >>> options = training_options("sgdm", MaxEpochs=20, InitialLearnRate=0.05,

@@ -342,6 +342,23 @@ def trainnet(data: Any, net: N, loss: Union[str, Callable[[Any, Any], Any]],
     conversion of observations to tensors. An error on any worker is raised on every
     worker.
 
+    Parameters
+    ----------
+    data
+        A datastore of ``(input, label)``, a ``MiniBatchQueue``, or ``(inputs, targets)``.
+    net
+        The ``torch.nn.Module`` to train (in place).
+    loss
+        ``"crossentropy"``, ``"mse"`` or ``loss(scores, targets)``.
+    options
+        ``training_options(...)``.
+    resume_from
+        A checkpoint file, or a folder whose latest checkpoint to continue from.
+    mini_batch_fcn
+        ``fcn(inputs, labels)`` in place of the default conversion to tensors.
+    class_names
+        The order of the network's outputs for class labels that are not integers.
+
     Examples
     --------
     >>> x = np.random.default_rng(0).normal(size=(256, 2)).astype(np.float32)
