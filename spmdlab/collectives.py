@@ -8,7 +8,7 @@ Collective: every worker of the current scope must make the same calls in the sa
 
 from __future__ import annotations
 
-from typing import Any, Callable, Optional, TypeVar, cast, overload
+from typing import Any, Callable, Optional, TypeVar, overload
 
 import numpy as np
 from mpi4py import MPI
@@ -109,7 +109,8 @@ def spmd_plus(x: T, destination: Optional[int] = None) -> Optional[T]:
     """
     if destination is None:
         fast = _reduce.FAST_PLUS.get(type(x))
-        if fast is not None and (type(x) is not int or -2 ** 63 <= cast(int, x) < 2 ** 63):
+        value: Any = x  # typed as T: a bound check on an int needs no call to cast
+        if fast is not None and (type(value) is not int or -2 ** 63 <= value < 2 ** 63):
             return _reduce.reduce_scalar(_world.current(), "spmd_plus", x, SUM, fast)
     return _reduce.reduce_op("spmd_plus", x, SUM, destination)
 
