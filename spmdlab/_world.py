@@ -81,15 +81,18 @@ OVERSUBSCRIBED = False
 _stack: list = []  # the scopes entered: the world, then spmd(n) regions
 SCOPES: list = []  # every scope made so far (regions add theirs)
 _exited: set = set()  # world ranks known to have reached the end of the program
-# True while a DataQueue listener runs in the receiver thread (whose id is LISTENER):
-# collectives check the flag, and only then the thread, so the check costs next to nothing
-listener_running = False
+# The ids of the threads running a DataQueue listener now: the receiver thread, or the
+# program's when after_each hands over items already waiting. Collectives look at the
+# set only when it is not empty, so the check costs next to nothing; adding and removing
+# an id are single operations under the GIL, so no lock is needed. LISTENER is the
+# receiver thread's id.
+listener_running: set = set()
 LISTENER = None
 
 
 def refuse_in_listener(call):
-    """Raise if a DataQueue listener, running beside the program, calls a collective."""
-    if threading.get_ident() == LISTENER:
+    """Raise if a DataQueue listener, in whatever thread it runs, calls a collective."""
+    if threading.get_ident() in listener_running:
         raise SpmdError(f"{call}: collectives cannot be called from a DataQueue listener "
                         f"(it runs beside the program, not in step with it)")
 

@@ -184,7 +184,7 @@ class _Hub:
                 got = False
                 while self.local:
                     chan, tag, message = self.local.popleft()
-                    self._deliver_running(chan, chan.scope.rank, tag, message)
+                    self._deliver(chan, chan.scope.rank, tag, message)
                     got = True
                 for chan in list(self.channels.values()):
                     while True:
@@ -193,7 +193,7 @@ class _Hub:
                             break
                         buf = bytearray(status.Get_count(MPI.BYTE))
                         message.Recv([buf, MPI.BYTE])
-                        self._deliver_running(chan, status.Get_source(), status.Get_tag(), buf)
+                        self._deliver(chan, status.Get_source(), status.Get_tag(), buf)
                         got = True
                 got = self.post_ready() or got
                 # keep the sends in flight moving; stay at the busy rate while they do
@@ -214,13 +214,6 @@ class _Hub:
                     self.wake.clear()
         except BaseException:  # a listener failed: end the job as an uncaught error would
             _world._excepthook(*sys.exc_info())
-
-    def _deliver_running(self, chan, source, tag, buf):
-        _world.listener_running = True
-        try:
-            self._deliver(chan, source, tag, buf)
-        finally:
-            _world.listener_running = False
 
     def _deliver(self, chan, source, tag, buf):
         items = [_pack.decode(m) for m in _pack.messages(buf)]
@@ -533,13 +526,23 @@ class DataQueue(_Queue):
 
     def _dispatch(self):
         items, listeners = self._items, self._listeners
-        while items and listeners:
-            item = items.popleft()
-            if len(listeners) == 1:
-                listeners[0].fn(item)
-            else:
-                for listener in list(listeners):  # a listener may remove itself
-                    listener.fn(item)
+        if not (items and listeners):
+            return
+        running, me = _world.listener_running, threading.get_ident()
+        outer = me not in running  # not already inside a listener (after_each in one)
+        if outer:
+            running.add(me)  # whichever thread hands the items over
+        try:
+            while items and listeners:
+                item = items.popleft()
+                if len(listeners) == 1:
+                    listeners[0].fn(item)
+                else:
+                    for listener in list(listeners):  # a listener may remove itself
+                        listener.fn(item)
+        finally:
+            if outer:
+                running.discard(me)
 
 
 class PollableDataQueue(_Queue):

@@ -42,6 +42,25 @@ time.sleep(2)
     assert "collectives cannot be called from a DataQueue listener" in job.stderr
 
 
+def test_collective_in_a_listener_handed_waiting_items_is_refused_too():
+    # items already waiting are handed over by after_each itself, in the program's thread:
+    # the listener's collective must be refused there too, not run as the program's
+    # (seen under load: worker 2's item arrived before worker 1 registered its listener)
+    job = run_job("""
+import time
+from spmdlab import *
+q = DataQueue()
+q.send(1.0)
+if spmd_index() == 1:
+    while q.queue_length < 2:
+        time.sleep(0.01)
+q.after_each(lambda item: spmd_plus(item))
+time.sleep(2)
+""", 2)
+    assert job.returncode != 0
+    assert "collectives cannot be called from a DataQueue listener" in job.stderr
+
+
 @pytest.mark.parametrize("queue", [False, True])
 def test_waits_at_exit_name_the_late_worker(queue):
     """Exit notices and end markers: a slow worker is named once; with SPMDLAB_TIMEOUT
