@@ -223,7 +223,8 @@ pid = os.fork()
 if pid == 0:
     os._exit(7)  # a child process, not a worker: no MPI here
 _, status = os.waitpid(pid, 0)
-print("child status", os.waitstatus_to_exitcode(status), flush=True)
+# one write: print's separate pieces from two workers can interleave (unbuffered in CI)
+os.write(1, f"child status {os.waitstatus_to_exitcode(status)}\\n".encode())
 spmd_plus(1.0)
 """, 2)
     assert job.returncode == 0, job.stderr
