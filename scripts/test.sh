@@ -15,8 +15,8 @@
 #     nodes, so its runs are all single-node.
 # Then the core on the newest Python found (3.13 or 3.12), MPICH, without torch.
 # Every mpiexec is bounded by a timeout. SPMDLAB_TEST_MPI=mpich (or openmpi) tests one MPI
-# only. About 17 minutes on this 2-core VM (16.7 on 2026-11-23, idle host), more on a
-# busy one.
+# only. 17-18 minutes on this 2-core VM (16.7, 17.0 and 18.2 in three fresh-clone runs
+# on 2026-11-23, nothing else running), more on a busy host.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/_venv.sh
