@@ -1,6 +1,7 @@
 """Sphinx configuration: the reference pages, one per public function and class, built
 from the docstrings (``python -m sphinx -W -b html docs docs/_build/html``)."""
 
+import inspect
 import os
 import sys
 
@@ -30,16 +31,13 @@ autodoc_typehints = "signature"
 autodoc_typehints_format = "short"
 autodoc_member_order = "bysource"
 autodoc_preserve_defaults = True
-autodoc_mock_imports = []
 napoleon_numpy_docstring = True
 napoleon_google_docstring = False
 napoleon_custom_sections = [("MATLAB", "notes_style")]
 python_use_unqualified_type_names = True
-nitpicky = False
 
 html_theme = "alabaster"
 html_title = "spmdlab reference"
-html_static_path = []
 
 
 def _arguments(app, what, name, obj, options, lines):
@@ -47,8 +45,6 @@ def _arguments(app, what, name, obj, options, lines):
     examples, as MATLAB's pages order them: each with its type and default from the
     signature, and the words of the docstring's own Parameters section where it has one
     (``name`` on a line of its own, its description indented below)."""
-    import inspect
-
     if what not in ("function", "class"):
         return
     try:
@@ -85,13 +81,8 @@ def _entry(p):
 
 
 def _text(annotation):
-    return annotation if isinstance(annotation, str) else inspect_formatannotation(annotation)
-
-
-def inspect_formatannotation(annotation):
-    import inspect
-
-    return inspect.formatannotation(annotation)
+    """An annotation as written (``from __future__ import annotations`` keeps strings)."""
+    return annotation if isinstance(annotation, str) else inspect.formatannotation(annotation)
 
 
 def setup(app):

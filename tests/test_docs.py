@@ -8,7 +8,6 @@ The pages themselves are built from these docstrings by Sphinx (docs/, with -W) 
 import doctest
 import inspect
 import os
-import shutil
 import subprocess
 import sys
 
@@ -16,43 +15,25 @@ import numpy as np
 import pytest
 
 import spmdlab
-import spmdlab.matlab
-import spmdlab.testing
+
+from conftest import public_names, torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 pytestmark = pytest.mark.mpi_skip  # the examples are written for one worker
 
 
-def _modules():
-    import importlib
-
-    modules = [spmdlab, spmdlab.matlab, spmdlab.testing]
-    try:
-        importlib.import_module("torch")  # the training examples use it
-    except ImportError:
-        return modules
-    return modules + [importlib.import_module("spmdlab.training")]
-
-
-def _pages():
-    """(page name, object) for every public name; an alias shares its target's page text."""
-    for module in _modules():
-        for name in module.__all__:
-            yield f"{module.__name__}.{name}", module, getattr(module, name)
-
-
-PAGES = list(_pages())
+# every public name (an alias shares its target's page text); the training pages'
+# examples use torch
+PAGES = list(public_names(training=torch is not None))
 
 
 def _globs(module):
-    import importlib
-
     globs = {"np": np, "os": os}
     for m in (spmdlab, module):
         globs.update({n: getattr(m, n) for n in m.__all__})
     if module.__name__ == "spmdlab.training":
-        globs["torch"] = importlib.import_module("torch")
+        globs["torch"] = torch
     return globs
 
 

@@ -52,29 +52,24 @@ def test_mypy_flags_exactly_the_marked_mistakes(mypy_errors):
 def _public_callables():
     import inspect
 
-    import spmdlab
-    import spmdlab.matlab
-    import spmdlab.testing
-    import spmdlab.training
+    from conftest import public_names
 
-    for module in (spmdlab, spmdlab.matlab, spmdlab.training, spmdlab.testing):
-        for name in module.__all__:
-            obj = getattr(module, name)
-            if inspect.isclass(obj):
-                if issubclass(obj, BaseException):
+    for where, _, obj in public_names():
+        if inspect.isclass(obj):
+            if issubclass(obj, BaseException):
+                continue
+            for attr, member in vars(obj).items():
+                if attr.startswith("_") and attr not in ("__init__", "__getitem__",
+                                                           "__setitem__", "__iter__"):
                     continue
-                for attr, member in vars(obj).items():
-                    if attr.startswith("_") and attr not in ("__init__", "__getitem__",
-                                                               "__setitem__", "__iter__"):
-                        continue
-                    if isinstance(member, property):
-                        member = member.fget
-                    if isinstance(member, (classmethod, staticmethod)):
-                        member = member.__func__
-                    if inspect.isfunction(member):
-                        yield f"{module.__name__}.{name}.{attr}", member
-            elif callable(obj):
-                yield f"{module.__name__}.{name}", getattr(obj, "__wrapped__", obj)
+                if isinstance(member, property):
+                    member = member.fget
+                if isinstance(member, (classmethod, staticmethod)):
+                    member = member.__func__
+                if inspect.isfunction(member):
+                    yield f"{where}.{attr}", member
+        elif callable(obj):
+            yield where, getattr(obj, "__wrapped__", obj)
 
 
 def test_every_public_callable_is_annotated():
