@@ -15,7 +15,7 @@
 #     nodes, so its runs are all single-node.
 # Then the core on the newest Python found (3.13 or 3.12), MPICH, without torch.
 # Every mpiexec is bounded by a timeout. SPMDLAB_TEST_MPI=mpich (or openmpi) tests one MPI
-# only. 17-18 minutes on this 2-core VM (16.7, 17.0 and 18.2 in three fresh-clone runs
+# only. 16-18 minutes on this 2-core VM (15.7 to 18.2 in four fresh-clone runs
 # on 2026-11-23, nothing else running), more on a busy host.
 set -euo pipefail
 cd "$(dirname "$0")/.."
