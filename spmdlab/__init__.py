@@ -8,8 +8,9 @@ script.py`` it is one worker and every collective returns its input.
 from .collectives import (spmd_barrier, spmd_broadcast, spmd_cat, spmd_index, spmd_plus,
                           spmd_reduce, spmd_size)
 from .composite import Composite
-from .errors import (SpmdError, SpmdMismatchError, SpmdPeerError, SpmdTimeoutError,
-                     SpmdTypeError, SpmdValueError)
+from .darray import CodistributedArray, Codistributor, distribute, drange, from_local
+from .errors import (SpmdError, SpmdIndexError, SpmdMismatchError, SpmdPeerError,
+                     SpmdTimeoutError, SpmdTypeError, SpmdValueError)
 from .p2p import spmd_probe, spmd_receive, spmd_send, spmd_send_receive
 from .parfor import parfor
 from .profiler import Profile, profile
@@ -19,17 +20,23 @@ from .region import spmd
 __version__ = "0.1.0"
 
 __all__ = [
+    "CodistributedArray",
+    "Codistributor",
     "Composite",
     "DataQueue",
     "PollableDataQueue",
     "Profile",
     "QueueSet",
     "SpmdError",
+    "SpmdIndexError",
     "SpmdMismatchError",
     "SpmdPeerError",
     "SpmdTimeoutError",
     "SpmdTypeError",
     "SpmdValueError",
+    "distribute",
+    "drange",
+    "from_local",
     "parfor",
     "profile",
     "spmd",

@@ -236,3 +236,233 @@ def _query_cuda_support():
         return bool(query())
     except Exception:  # a symbol that cannot be called is as good as none
         return False
+
+
+# -- computing on local arrays (the local parts of codistributed arrays) --------------------
+# One adapter per family, numpy's API as the common language: numpy and CuPy speak it
+# (numpy's functions dispatch to CuPy through its array protocols); torch is translated.
+
+
+class _NumpyLocal:
+    """numpy arrays; CuPy arrays too, which numpy's functions dispatch to CuPy."""
+
+    xp = np
+
+    @classmethod
+    def empty(cls, shape, dtype, like):
+        return cls.xp.empty(shape, dtype=np.dtype(dtype))
+
+    @classmethod
+    def full(cls, shape, value, dtype, like):
+        return cls.xp.full(shape, value, dtype=np.dtype(dtype))
+
+    @classmethod
+    def asarray(cls, x, like):
+        """``x`` (a number, numpy array or this family's array) in this family."""
+        return cls.xp.asarray(x)
+
+    @staticmethod
+    def dtype(a):
+        return np.dtype(a.dtype)
+
+    @staticmethod
+    def apply(ufunc, method, args, kwargs):
+        return getattr(ufunc, method)(*args, **kwargs)
+
+    @staticmethod
+    def reduce(name, a, axis, keepdims, dtype=None):
+        """numpy's ``sum``, ``prod``, ``max``, ``min``, ``any`` or ``all`` of ``a``."""
+        extra = {"dtype": dtype} if dtype is not None else {}
+        return getattr(np, name)(a, axis=axis, keepdims=keepdims, **extra)
+
+    @staticmethod
+    def scan(name, a, axis, dtype=None):
+        """numpy's ``cumsum`` or ``cumprod`` of ``a`` along ``axis``."""
+        return getattr(np, name)(a, axis=axis, dtype=dtype)
+
+    @staticmethod
+    def cat(parts, axis):
+        return np.concatenate(parts, axis=axis)
+
+    @staticmethod
+    def permute(a, axes):
+        return a.transpose(axes)
+
+    @staticmethod
+    def copy(a):
+        return a.copy()
+
+    @staticmethod
+    def astype(a, dtype):
+        return a.astype(np.dtype(dtype))
+
+    @staticmethod
+    def flip(a, axis):
+        return np.flip(a, axis)
+
+    @staticmethod
+    def host(a):
+        return np.asarray(a)
+
+    @staticmethod
+    def like(array, a):
+        """A host numpy ``array`` as an array of ``a``'s family and device."""
+        return array
+
+
+class _CupyLocal(_NumpyLocal):
+    @classmethod
+    def empty(cls, shape, dtype, like):
+        cupy = _cupy()
+        with cupy.cuda.Device(like.device.id):
+            return cupy.empty(shape, dtype=np.dtype(dtype))
+
+    @classmethod
+    def full(cls, shape, value, dtype, like):
+        cupy = _cupy()
+        with cupy.cuda.Device(like.device.id):
+            return cupy.full(shape, value, dtype=np.dtype(dtype))
+
+    @classmethod
+    def asarray(cls, x, like):
+        cupy = _cupy()
+        with cupy.cuda.Device(like.device.id):
+            return cupy.asarray(x)
+
+    @staticmethod
+    def host(a):
+        return _cupy().asnumpy(a)
+
+    @staticmethod
+    def like(array, a):
+        cupy = _cupy()
+        with cupy.cuda.Device(a.device.id):
+            return cupy.asarray(array)
+
+
+# numpy ufunc names whose torch function has another name
+_TORCH_NAMES = {"power": "pow", "equal": "eq", "not_equal": "ne", "conjugate": "conj",
+                "absolute": "abs", "invert": "bitwise_not", "left_shift":
+                "bitwise_left_shift", "right_shift": "bitwise_right_shift",
+                "arctan2": "atan2", "greater": "gt", "greater_equal": "ge", "less": "lt",
+                "less_equal": "le", "fmax": "fmax", "fmin": "fmin", "mod": "remainder"}
+# numpy reductions and their torch functions (torch's take ``dim`` and ``keepdim``)
+_TORCH_REDUCE = {"sum": "sum", "prod": "prod", "max": "amax", "min": "amin",
+                 "any": "any", "all": "all"}
+
+
+class _TorchLocal:
+    @staticmethod
+    def _dtype(dtype):
+        return _torch().from_numpy(np.empty(0, dtype=np.dtype(dtype))).dtype
+
+    @classmethod
+    def empty(cls, shape, dtype, like):
+        return _torch().empty(shape, dtype=cls._dtype(dtype), device=like.device)
+
+    @classmethod
+    def full(cls, shape, value, dtype, like):
+        return _torch().full(shape, value, dtype=cls._dtype(dtype), device=like.device)
+
+    @classmethod
+    def asarray(cls, x, like):
+        torch = _torch()
+        if isinstance(x, torch.Tensor):
+            return x.to(like.device)
+        return torch.as_tensor(np.asarray(x), device=like.device)
+
+    @staticmethod
+    def dtype(a):
+        return _torch_dtype(a)
+
+    @staticmethod
+    def apply(ufunc, method, args, kwargs):
+        """The torch function of the same name where torch has one; otherwise numpy's on
+        host copies, the result moved back to the first tensor's device."""
+        torch = _torch()
+        fn = getattr(torch, _TORCH_NAMES.get(ufunc.__name__, ufunc.__name__), None)
+        device = next(a.device for a in args if isinstance(a, torch.Tensor))
+        if method == "__call__" and fn is not None and ufunc.nout == 1 and \
+                set(kwargs) <= {"out"}:
+            out = kwargs.get("out")
+            extra = {} if out is None else {"out": out[0] if isinstance(out, tuple) else out}
+            try:
+                return fn(*args, **extra)
+            except TypeError:  # torch.maximum and others take tensors only: 0-d ones
+                return fn(*[a if isinstance(a, torch.Tensor) else
+                            torch.as_tensor(a, device=device) for a in args], **extra)
+        host = [a.detach().cpu().numpy() if isinstance(a, torch.Tensor) else a
+                for a in args]
+        out = kwargs.pop("out", None)
+        result = getattr(ufunc, method)(*host, **kwargs)
+        wrap = lambda r: torch.as_tensor(np.asarray(r), device=device)  # noqa: E731
+        result = tuple(map(wrap, result)) if isinstance(result, tuple) else wrap(result)
+        if out is not None:
+            outs = out if isinstance(out, tuple) else (out,)
+            for o, r in zip(outs, result if isinstance(result, tuple) else (result,)):
+                o.copy_(r)
+            return out
+        return result
+
+    @staticmethod
+    def reduce(name, a, axis, keepdims, dtype=None):
+        torch = _torch()
+        fn = getattr(torch, _TORCH_REDUCE[name])
+        extra = {"dtype": _TorchLocal._dtype(dtype)} if dtype is not None else {}
+        if axis is None:
+            axis = tuple(range(a.dim()))
+        axes = axis if isinstance(axis, tuple) else (axis,)
+        if name == "prod":  # one dimension at a time
+            out = a
+            for d in sorted(axes, reverse=True):
+                out = torch.prod(out, dim=d, keepdim=keepdims, **extra)
+            return out
+        if not axes:
+            return a.clone()
+        return fn(a, dim=axes, keepdim=keepdims, **extra)
+
+    @staticmethod
+    def scan(name, a, axis, dtype=None):
+        extra = {"dtype": _TorchLocal._dtype(dtype)} if dtype is not None else {}
+        return getattr(_torch(), name)(a, dim=axis, **extra)
+
+    @staticmethod
+    def cat(parts, axis):
+        return _torch().cat(parts, dim=axis)
+
+    @staticmethod
+    def permute(a, axes):
+        return a.permute(*axes)
+
+    @staticmethod
+    def copy(a):
+        return a.clone()
+
+    @staticmethod
+    def astype(a, dtype):
+        return a.to(_TorchLocal._dtype(dtype))
+
+    @staticmethod
+    def flip(a, axis):
+        return _torch().flip(a, dims=(axis,))
+
+    @staticmethod
+    def host(a):
+        return _Torch.host(Leaf(a, "torch", _torch_dtype(a), tuple(a.shape),
+                                a.device if a.is_cuda else None))
+
+    @staticmethod
+    def like(array, a):
+        return _Torch.wrap(array, ("torch", str(a.device) if a.is_cuda else None))
+
+
+LOCAL: dict = {"numpy": _NumpyLocal, "torch": _TorchLocal, "cupy": _CupyLocal}
+
+
+def local_family(array):
+    """The name of ``array``'s family if it can be a local part (a numpy array, a torch
+    tensor or a CuPy array), else None."""
+    leaf = classify(array)
+    if leaf is None or leaf.family not in LOCAL:
+        return None
+    return leaf.family

@@ -6,6 +6,7 @@ Messages name the call, the worker (1-based), the rule that was broken and the v
 
 __all__ = [
     "SpmdError",
+    "SpmdIndexError",
     "SpmdMismatchError",
     "SpmdPeerError",
     "SpmdTimeoutError",
@@ -62,6 +63,25 @@ class SpmdTypeError(SpmdError, TypeError):
     MATLAB
     ------
     MATLAB's error for an argument of the wrong class
+    """
+
+
+class SpmdIndexError(SpmdError, IndexError):
+    """A subscript outside the array (a global index of a codistributed array).
+
+    Examples
+    --------
+    >>> D = distribute(np.zeros((3, 4)))
+    >>> D[3, 0]
+    Traceback (most recent call last):
+        ...
+    spmdlab.errors.SpmdIndexError: CodistributedArray[(3, 0)] (worker 1 of 1): index 3 is out of bounds for axis 0 with size 3
+    >>> issubclass(SpmdIndexError, IndexError)
+    True
+
+    MATLAB
+    ------
+    MATLAB's "Index exceeds the number of array elements" for a codistributed array
     """
 
 

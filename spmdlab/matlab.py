@@ -19,7 +19,12 @@ Python's and numpy's rules):
 - reduction functions may be given by MATLAB name, with or without ``@`` (``"plus"``,
   ``"times"``, ``"max"``, ``"min"``, ``"and"``, ``"or"``, ``"xor"``, ``"bitand"``,
   ``"bitor"``, ``"bitxor"``, ``"vertcat"``, ``"horzcat"``, ``("cat", dim)``) as well as
-  by Python function.
+  by Python function;
+- codistributed arrays (``codistributed``, ``codistributor1d``, ``getLocalPart``,
+  ``globalIndices``, ``gather``, ``redistribute``, ``drange``, ``distributed``) take
+  1-based dimensions, distribute along the last non-singleton dimension by default, and
+  ``zeros``, ``ones``, ``eye``, ``rand`` and ``randn`` are MATLAB's (``zeros(3)`` is 3x3;
+  ``zeros(n, "codistributed")`` is codistributed). Subscripts stay numpy's (0-based).
 """
 
 from __future__ import annotations
@@ -31,15 +36,21 @@ import numpy as np
 
 from . import _checks, collectives, composite, p2p
 from ._backends import classify
+from .darray._matlab import (codistributed, codistributor, codistributor1d, distributed,
+                             drange, eye, gather, getCodistributor, getLocalPart,
+                             globalIndices, iscodistributed, isdistributed, ones, rand, randn,
+                             redistribute, zeros)
 from .errors import SpmdValueError
 
 __all__ = [
-    "Composite", "gcat", "gop", "gplus", "labBarrier", "mpiprofile", "labBroadcast", "labProbe",
-    "labReceive",
-    "labSend", "labSendReceive", "labindex", "numlabs", "spmdBarrier", "spmdBroadcast",
-    "spmdCat", "spmdIndex", "spmdPlus", "spmdProbe", "spmdProbeStatus", "spmdReceive",
-    "spmdReceiveStatus", "spmdReduce", "labProbeStatus", "labReceiveStatus",
-    "spmdSend", "spmdSendReceive", "spmdSize",
+    "Composite", "codistributed", "codistributor", "codistributor1d", "distributed",
+    "drange", "eye", "gather", "gcat", "getCodistributor", "getLocalPart", "globalIndices",
+    "gop", "gplus", "iscodistributed", "isdistributed", "labBarrier", "labBroadcast",
+    "labProbe", "labProbeStatus", "labReceive", "labReceiveStatus", "labSend",
+    "labSendReceive", "labindex", "mpiprofile", "numlabs", "ones", "rand", "randn",
+    "redistribute", "spmdBarrier", "spmdBroadcast", "spmdCat", "spmdIndex", "spmdPlus",
+    "spmdProbe", "spmdProbeStatus", "spmdReceive", "spmdReceiveStatus", "spmdReduce",
+    "spmdSend", "spmdSendReceive", "spmdSize", "zeros",
 ]
 
 # A worker number as MATLAB code gives it: an int, an integral float (every MATLAB number

@@ -9,11 +9,12 @@ import spmdlab.matlab
 def test_public_names():
     assert spmdlab.__all__ == sorted(spmdlab.__all__)
     assert spmdlab.__all__ == [
-        "Composite", "DataQueue", "PollableDataQueue", "Profile", "QueueSet", "SpmdError",
-        "SpmdMismatchError", "SpmdPeerError", "SpmdTimeoutError", "SpmdTypeError",
-        "SpmdValueError", "parfor", "profile", "spmd", "spmd_barrier", "spmd_broadcast",
-        "spmd_cat", "spmd_index", "spmd_plus", "spmd_probe", "spmd_receive",
-        "spmd_reduce", "spmd_send", "spmd_send_receive", "spmd_size",
+        "CodistributedArray", "Codistributor", "Composite", "DataQueue", "PollableDataQueue",
+        "Profile", "QueueSet", "SpmdError", "SpmdIndexError", "SpmdMismatchError",
+        "SpmdPeerError", "SpmdTimeoutError", "SpmdTypeError", "SpmdValueError",
+        "distribute", "drange", "from_local", "parfor", "profile", "spmd", "spmd_barrier",
+        "spmd_broadcast", "spmd_cat", "spmd_index", "spmd_plus", "spmd_probe",
+        "spmd_receive", "spmd_reduce", "spmd_send", "spmd_send_receive", "spmd_size",
     ]
     for name in spmdlab.__all__:
         assert hasattr(spmdlab, name)
@@ -25,14 +26,28 @@ def test_matlab_names():
                 "spmdProbe", "spmdBarrier", "labindex", "numlabs", "gplus", "gcat", "gop",
                 "labBroadcast", "labSend", "labReceive", "labSendReceive", "labProbe",
                 "labBarrier", "mpiprofile", "spmdReceiveStatus", "spmdProbeStatus",
-                "labReceiveStatus", "labProbeStatus"}
+                "labReceiveStatus", "labProbeStatus", "codistributed", "codistributor",
+                "codistributor1d", "distributed", "drange", "eye", "gather",
+                "getCodistributor", "getLocalPart", "globalIndices", "iscodistributed",
+                "isdistributed", "ones", "rand", "randn", "redistribute", "zeros"}
     assert set(spmdlab.matlab.__all__) == expected
     for name in expected:
         assert callable(getattr(spmdlab.matlab, name))
 
 
+def test_darray_names():
+    import spmdlab.darray
+
+    assert spmdlab.darray.__all__ == sorted(spmdlab.darray.__all__)
+    assert spmdlab.darray.__all__ == [
+        "CodistributedArray", "Codistributor", "arange", "default_partition", "distribute",
+        "drange", "empty", "eye", "from_local", "full", "ones", "rand", "randn", "zeros",
+    ]
+
+
 def test_errors_subclass_builtins():
     assert issubclass(spmdlab.SpmdMismatchError, ValueError)
+    assert issubclass(spmdlab.SpmdIndexError, IndexError)
     assert issubclass(spmdlab.SpmdTypeError, TypeError)
     assert issubclass(spmdlab.SpmdValueError, ValueError)
     assert issubclass(spmdlab.SpmdPeerError, RuntimeError)

@@ -1,0 +1,377 @@
+"""``CodistributedArray``: a global array split over the workers along one axis.
+
+The array is this worker's local part (a numpy array, torch tensor or CuPy array) and
+read-only metadata: the codistributor (axis, partition, global shape) and the scope (the
+workers it spans). Element-wise work happens on the local parts without communicating;
+what needs other workers' data (gather, redistribute, reductions along the distributed
+axis, products, reading an element another worker holds) is collective, agreed on first
+so that workers that disagree all raise instead of waiting.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterator, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+from .. import _pack, _world
+from .._agree import agree, describe_call
+from .._backends import LOCAL, local_family
+from .._checks import check_worker
+from ..errors import SpmdError, SpmdTypeError, SpmdValueError
+from . import _exchange
+from ._codistributor import Codistributor, error, first_axis, offsets
+
+__all__ = ["CodistributedArray"]
+
+
+class CodistributedArray(np.lib.mixins.NDArrayOperatorsMixin):
+    """A global array split over the workers along one axis (MATLAB's codistributed array).
+
+    Worker k holds the slices ``global_indices()`` of the distribution axis: its *local
+    part*, in any array family (numpy, torch CPU or CUDA, CuPy). It behaves like a numpy
+    array: global 0-based subscripts, element-wise arithmetic and numpy ufuncs,
+    reductions, transpose and products (numpy's ``__array_ufunc__`` and
+    ``__array_function__``), with results in the local parts' family, dtype and device.
+
+    ``D.T`` is the transpose (no communication: the distribution axis moves with it).
+    Make one with ``distribute`` (split an array every worker holds), ``from_local``
+    (every worker gives its part) or the constructors of ``spmdlab.darray`` (``zeros``,
+    ``rand``, ...); never with ``CodistributedArray(...)``.
+
+    Collective: ``gather``, ``redistribute``, reductions along the distribution axis,
+    products, subscripts that read elements of other workers, and operations between
+    arrays of different distributions: every worker of the array's scope makes them, in
+    the same order. Element-wise operations and everything local are not.
+
+    Examples
+    --------
+    >>> D = distribute(np.arange(12.0).reshape(3, 4))   # rows split over the workers
+    >>> D.shape, D.axis, D.partition
+    ((3, 4), 0, (3,))
+    >>> E = np.sin(D) * 2 + D                             # local work, no communication
+    >>> float(np.sum(D)), D[1, 2], D.gather()[2]
+    (66.0, np.float64(6.0), array([ 8.,  9., 10., 11.]))
+
+    MATLAB
+    ------
+    ``codistributed`` (inside ``spmd``), ``distributed`` (on the client)
+    """
+
+    __slots__ = ("_local", "_codist", "_scope")
+    _local: Any
+    _codist: Codistributor
+    _scope: Any
+    __array_priority__ = 100
+    # MATLAB's classes (spmdlab.matlab.codistributed) choose the last non-singleton axis
+    # and, as MATLAB's values, never share data with the array a subscript read from
+    _default_axis = staticmethod(first_axis)
+    _copies_on_read = False
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> CodistributedArray:
+        raise TypeError(f"{cls.__name__}: make one with spmdlab.darray.distribute(x), "
+                        f"from_local(local) or a constructor such as zeros(shape)")
+
+    @classmethod
+    def _make(cls, local, codist, scope):
+        self = object.__new__(cls)
+        self._local = local
+        self._codist = codist
+        self._scope = scope
+        return self
+
+    def _new(self, local, codist):
+        """An array of this one's class and scope."""
+        return type(self)._make(local, codist, self._scope)
+
+    # -- what it is (local: never communicates) ------------------------------------------
+
+    @property
+    def local(self) -> Any:
+        """This worker's local part: the array itself, not a copy (writing into it writes
+        into this array). Not collective."""
+        return self._local
+
+    @property
+    def codistributor(self) -> Codistributor:
+        """How the array is split (complete: axis, partition, shape)."""
+        return self._codist
+
+    @property
+    def shape(self) -> Tuple[int, ...]:
+        """The global shape."""
+        return self._codist.shape  # type: ignore[return-value]
+
+    @property
+    def axis(self) -> int:
+        """The distribution axis (0-based)."""
+        return self._codist.axis  # type: ignore[return-value]
+
+    @property
+    def partition(self) -> Tuple[int, ...]:
+        """Slices of the distribution axis per worker, in worker order."""
+        return self._codist.partition  # type: ignore[return-value]
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        """The number of elements of the global array (MATLAB ``numel``)."""
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    @property
+    def dtype(self) -> Any:
+        """The local parts' dtype (a numpy dtype, or torch's for tensors)."""
+        return self._local.dtype
+
+    @property
+    def family(self) -> str:
+        """The local parts' array family: ``"numpy"``, ``"torch"`` or ``"cupy"``."""
+        return local_family(self._local)
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def global_indices(self, axis: Optional[int] = None,
+                       worker: Optional[int] = None) -> range:
+        """The global indices (0-based) along ``axis`` (default: the distribution axis)
+        that worker ``worker`` (default: this one) holds, as a range. Not collective."""
+        return self._codist.global_indices(axis, worker)
+
+    def global_slice(self, worker: Optional[int] = None) -> Tuple[slice, ...]:
+        """Where worker ``worker``'s (default: this one's) local part lies in the global
+        array: ``G[D.global_slice()]`` is ``D.local`` for the gathered ``G``. Hand it to
+        a library that writes or reads the global array in parts (h5py, zarr)."""
+        r = self._codist.global_indices(None, worker)
+        return tuple(slice(r.start, r.stop) if d == self.axis else slice(None)
+                     for d in range(self.ndim))
+
+    def __repr__(self) -> str:  # local: a print or a debugger must never communicate
+        stores = ", ".join(f"{s.start}:{s.stop}" if s.start is not None else ":"
+                           for s in self.global_slice())
+        return (f"<{type(self).__name__} {self.shape} {_dtype_name(self.dtype)} "
+                f"{self.family}, axis {self.axis}, partition {self.partition}; "
+                f"{self._scope.who()} stores [{stores}]>")
+
+    __str__ = __repr__
+
+    # -- collective: the whole array, another distribution ---------------------------------
+
+    def gather(self, destination: Optional[int] = None) -> Any:
+        """The global array on every worker (or on worker ``destination`` only; None on
+        the others), in the local parts' family, dtype and device. One Allgatherv.
+
+        Collective: every worker of the array's scope must call this.
+        """
+        call = f"{type(self).__name__}.gather"
+        scope = self._check_scope(call)
+        err = check_worker(call, scope, "destination", destination)
+        agree(scope, call, self._key(call, destination), error=err,
+              describe=lambda: self._describe(call, destination=destination))
+        return _exchange.gather(scope, call, self._local, self.shape, self.axis,
+                                self.partition, destination)
+
+    def redistribute(self, codistributor: Optional[Codistributor] = None, *,
+                     axis: Optional[int] = None,
+                     partition: Optional[Sequence[int]] = None) -> CodistributedArray:
+        """The same global array split another way: by ``codistributor``, or along
+        ``axis`` (default: the class's default axis; with only ``partition``, this
+        array's axis) with ``partition`` (default: the default partition). Each element
+        moves once, in one all-to-all; always a new array.
+
+        Collective: every worker of the array's scope must call this.
+        """
+        call = f"{type(self).__name__}.redistribute"
+        scope = self._check_scope(call)
+        target, err = None, None
+        try:
+            target = self._target(call, codistributor, axis, partition)
+        except SpmdError as exc:
+            err = exc
+        return self._moved(call, target, err, copy=True)
+
+    def _moved(self, call, target, err=None, copy=False):
+        """Collective: this array in the distribution ``target`` (one all-to-all; the array
+        itself when it already is, unless ``copy``). ``err``: this worker's own failure,
+        raised on every worker."""
+        scope = self._check_scope(call)
+        agree(scope, call, _pack.digest((self._key(call), None if err else
+                                        _codist_key(target))), error=err,
+              describe=lambda: self._describe(call, target=target))
+        if target == self._codist:
+            return self._new(LOCAL[self.family].copy(self._local), target) if copy else self
+        src = _exchange.blocks(self.axis, _ranges(self._codist), self.shape)
+        dst = _exchange.blocks(target.axis, _ranges(target), self.shape)
+        local = _exchange.exchange(scope, call, self._local, self.shape, src, dst)
+        return self._new(local, target)
+
+    def _target(self, call, codistributor, axis, partition):
+        if codistributor is not None and (axis is not None or partition is not None):
+            raise error(SpmdTypeError, call, "give a codistributor or axis and partition, "
+                        "not both")
+        if codistributor is None:
+            if axis is None and partition is not None:
+                axis = self.axis  # a new partition of the same axis
+            codistributor = Codistributor(axis, partition)
+        elif not isinstance(codistributor, Codistributor):
+            raise error(SpmdTypeError, call, f"'codistributor' must be a Codistributor "
+                        f"(got {codistributor!r} that is a {type(codistributor).__name__})")
+        return codistributor.complete(self.shape, default_axis=self._default_axis,
+                                      call=call)
+
+    # -- helpers shared by the operations ------------------------------------------------
+
+    def _check_scope(self, call):
+        """The current scope, if it is the array's; SpmdValueError (on every worker that
+        runs the line) if the array was made in another spmd region."""
+        scope = _world.current()
+        if scope is not self._scope:
+            raise SpmdValueError(
+                f"{call} ({scope.who()}): this codistributed array was made with "
+                f"{self._scope.size} worker{'s' if self._scope.size != 1 else ''} in "
+                f"another spmd region; use it there (or gather it there)")
+        return scope
+
+    def _key(self, call, *extra):
+        return _pack.digest((call, _codist_key(self._codist), _dtype_name(self.dtype),
+                             self.family) + extra)
+
+    def _describe(self, call, **options):
+        """This worker's account of a call on the array, for mismatch messages."""
+        return describe_call(call, f"{_dtype_name(self.dtype)} {self.shape} {self.family}",
+                             {"shape": str(self.shape), "dtype": _dtype_name(self.dtype),
+                              "axis": str(self.axis), "partition": str(self.partition),
+                              "family": self.family}, **options)
+
+    # -- not an array every worker holds ---------------------------------------------------
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        raise SpmdTypeError(
+            f"{type(self).__name__}: numpy cannot turn a codistributed array into an "
+            f"array implicitly (it would have to gather it); call .gather() (collective) "
+            f"for the global array, or use .local for this worker's part")
+
+    def __reduce__(self) -> Any:
+        raise SpmdTypeError(
+            f"{type(self).__name__} cannot be pickled or sent (its parts live on "
+            f"{self._scope.size} workers); send .local, or .gather() it first")
+
+    __hash__ = None  # type: ignore[assignment]  # == is element-wise, as numpy's
+
+    # the numpy protocols and the rest of the array's behaviour: _numpy and _indexing
+
+    def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
+        from ._numpy import array_ufunc
+
+        return array_ufunc(self, ufunc, method, inputs, kwargs)
+
+    def __array_function__(self, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
+        from ._numpy import array_function
+
+        return array_function(self, func, types, args, kwargs)
+
+    def __getitem__(self, key: Any) -> Any:
+        from ._indexing import getitem
+
+        return getitem(self, key)
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        from ._indexing import setitem
+
+        setitem(self, key, value)
+
+    def __iter__(self) -> Iterator[Any]:
+        for i in range(len(self)):
+            yield self[i]
+
+    def _scalar(self, convert, call):
+        if self.size != 1:
+            raise error(SpmdValueError, f"{type(self).__name__}.{call}", f"only an array "
+                        f"of one element converts to a Python number (shape {self.shape})")
+        return convert(self[(0,) * self.ndim])
+
+    def __bool__(self) -> bool:
+        return self._scalar(bool, "__bool__")
+
+    def __float__(self) -> float:
+        return self._scalar(float, "__float__")
+
+    def __int__(self) -> int:
+        return self._scalar(int, "__int__")
+
+    def __complex__(self) -> complex:
+        return self._scalar(complex, "__complex__")
+
+    # -- numpy's methods -----------------------------------------------------------------
+
+    @property
+    def T(self) -> CodistributedArray:
+        """The transpose: no communication (the distribution axis moves with it)."""
+        return self.transpose()
+
+    def transpose(self, *axes: Any) -> CodistributedArray:
+        """The axes permuted (reversed by default): no communication."""
+        from ._numpy import transpose
+
+        return transpose(self, axes[0] if len(axes) == 1 and axes[0] is not None and
+                         np.ndim(axes[0]) else (axes or None))
+
+    def copy(self) -> CodistributedArray:
+        """A copy with the same distribution (no communication)."""
+        return self._new(LOCAL[self.family].copy(self._local), self._codist)
+
+    def astype(self, dtype: Any) -> CodistributedArray:
+        """The array converted to ``dtype`` (no communication)."""
+        return self._new(LOCAL[self.family].astype(self._local, dtype), self._codist)
+
+    def sum(self, axis: Any = None, dtype: Any = None, keepdims: bool = False) -> Any:
+        return np.sum(self, axis=axis, dtype=dtype, keepdims=keepdims)
+
+    def prod(self, axis: Any = None, dtype: Any = None, keepdims: bool = False) -> Any:
+        return np.prod(self, axis=axis, dtype=dtype, keepdims=keepdims)
+
+    def mean(self, axis: Any = None, dtype: Any = None, keepdims: bool = False) -> Any:
+        return np.mean(self, axis=axis, dtype=dtype, keepdims=keepdims)
+
+    def max(self, axis: Any = None, keepdims: bool = False) -> Any:
+        return np.max(self, axis=axis, keepdims=keepdims)
+
+    def min(self, axis: Any = None, keepdims: bool = False) -> Any:
+        return np.min(self, axis=axis, keepdims=keepdims)
+
+    def any(self, axis: Any = None, keepdims: bool = False) -> Any:
+        return np.any(self, axis=axis, keepdims=keepdims)
+
+    def all(self, axis: Any = None, keepdims: bool = False) -> Any:
+        return np.all(self, axis=axis, keepdims=keepdims)
+
+    def std(self, axis: Any = None, ddof: int = 0, keepdims: bool = False) -> Any:
+        return np.std(self, axis=axis, ddof=ddof, keepdims=keepdims)
+
+    def var(self, axis: Any = None, ddof: int = 0, keepdims: bool = False) -> Any:
+        return np.var(self, axis=axis, ddof=ddof, keepdims=keepdims)
+
+    def dot(self, other: Any) -> Any:
+        return np.dot(self, other)
+
+
+def _ranges(codist):
+    starts = offsets(codist.partition)
+    return [(s, s + c) for s, c in zip(starts, codist.partition)]
+
+
+def _codist_key(codist):
+    return None if codist is None else (codist.axis, codist.partition, codist.shape)
+
+
+def _dtype_name(dtype):
+    return str(dtype).replace("torch.", "")
+
+
+def is_codistributed(x: Any) -> bool:
+    return isinstance(x, CodistributedArray)
+
+
+Local = Union[np.ndarray, Any]

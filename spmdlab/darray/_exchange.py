@@ -1,0 +1,188 @@
+"""Moving codistributed data: every redistribution is one all-to-all, a gather is one
+Allgatherv, with MPI derived datatypes describing the blocks (no packing by hand).
+
+A redistribution is planned from where each worker's block lies before and after
+(intervals along an axis of the global array): the piece one worker sends another is
+the intersection of two blocks, a subarray of each local array. Plans are kept (their
+datatypes made and committed once) for the arrays of a program, a few at a time.
+
+These functions move data only; the callers agree first (``_agree``), so a worker that
+fails here ends the job (``_world.end_committed``) rather than leave the others waiting.
+"""
+
+import collections
+
+import numpy as np
+from mpi4py import MPI
+
+from .. import _world
+from .._backends import LOCAL
+
+_PLANS: "collections.OrderedDict" = collections.OrderedDict()
+_MAX_PLANS = 16
+
+
+def blocks(axis, ranges, shape):
+    """Each worker's block of a global array of ``shape``: a list of per-axis intervals,
+    ``ranges[k]`` along ``axis``, the whole extent along the others."""
+    return [[r if d == axis else (0, n) for d, n in enumerate(shape)] for r in ranges]
+
+
+def exchange(scope, call, local, shape, src, dst):
+    """The local part of the same global array after moving from blocks ``src`` to
+    blocks ``dst`` (each: one list of per-axis intervals per worker, see ``blocks``).
+
+    ``local`` is this worker's source block (any family); the result is this worker's
+    destination block in the same family, dtype and device. One Alltoallw."""
+    family = LOCAL[_family(local)]
+    host = np.ascontiguousarray(family.host(local))
+    me = scope.rank
+    out_shape = tuple(hi - lo for lo, hi in dst[me])
+    try:
+        out = np.empty(out_shape, dtype=host.dtype)
+        if scope.size == 1 or host.dtype.itemsize == 0:
+            _copy_overlap(host, src[me], out, dst[me])
+        else:
+            plan = _plan(scope.comm, host.dtype.itemsize, src, dst, me)
+            request = scope.comm.Ialltoallw(
+                [host, plan.send_counts, plan.zeros, plan.send_types],
+                [out, plan.recv_counts, plan.zeros, plan.recv_types])
+    except Exception:
+        _world.end_committed(scope, call)
+    if scope.size > 1 and host.dtype.itemsize:
+        _world.wait(request, scope, call)
+    return family.like(out, local)
+
+
+def _family(local):
+    from .._backends import local_family
+
+    return local_family(local)
+
+
+def _copy_overlap(src_array, src_block, out, dst_block):
+    box = _intersect(src_block, dst_block)
+    if box is None:
+        return
+    out[tuple(slice(lo - d0, hi - d0) for (lo, hi), (d0, _) in zip(box, dst_block))] = \
+        src_array[tuple(slice(lo - s0, hi - s0) for (lo, hi), (s0, _) in zip(box, src_block))]
+
+
+def _intersect(a, b):
+    box = [(max(a0, b0), min(a1, b1)) for (a0, a1), (b0, b1) in zip(a, b)]
+    return None if any(hi <= lo for lo, hi in box) else box
+
+
+class _Plan:
+    __slots__ = ("send_counts", "send_types", "recv_counts", "recv_types", "zeros",
+                 "_owned")
+
+    def __init__(self, itemsize, src, dst, me):
+        n = len(src)
+        element = MPI.BYTE.Create_contiguous(itemsize)
+        self._owned = [element]
+        self.zeros = [0] * n
+        self.send_counts, self.send_types = self._pieces(element, src[me], dst, src[me])
+        self.recv_counts, self.recv_types = self._pieces(element, dst[me], src, dst[me])
+
+    def _pieces(self, element, mine, others, frame):
+        """For each other worker: the part of block ``mine`` (a subarray of the local array
+        whose block is ``frame``) that overlaps that worker's block in ``others``."""
+        counts, types = [], []
+        sizes = [hi - lo for lo, hi in frame]
+        for theirs in others:
+            box = _intersect(mine, theirs)
+            if box is None:
+                counts.append(0)
+                types.append(MPI.BYTE)
+                continue
+            subsizes = [hi - lo for lo, hi in box]
+            starts = [lo - f0 for (lo, _), (f0, _) in zip(box, frame)]
+            sub = element.Create_subarray(sizes, subsizes, starts, order=MPI.ORDER_C)
+            sub.Commit()
+            self._owned.append(sub)
+            counts.append(1)
+            types.append(sub)
+        return counts, types
+
+    def free(self):
+        for datatype in self._owned:
+            datatype.Free()
+        self._owned = []
+
+
+def _plan(comm, itemsize, src, dst, me):
+    key = (id(comm), itemsize, me, _frozen(src), _frozen(dst))
+    plan = _PLANS.pop(key, None)
+    if plan is None:
+        plan = _Plan(itemsize, src, dst, me)
+        while len(_PLANS) >= _MAX_PLANS:
+            _PLANS.popitem(last=False)[1].free()
+    _PLANS[key] = plan  # most recently used last
+    return plan
+
+
+def _frozen(block_list):
+    return tuple(tuple(tuple(iv) for iv in block) for block in block_list)
+
+
+def gather(scope, call, local, shape, axis, partition, destination=None):
+    """The global array, on every worker (or on worker ``destination``, None elsewhere),
+    in ``local``'s family: one Allgatherv (Gatherv) straight into the result's layout."""
+    family = LOCAL[_family(local)]
+    host = np.ascontiguousarray(family.host(local))
+    wanted = destination is None or destination == scope.index
+    try:
+        out = np.empty(shape, dtype=host.dtype) if wanted else None
+        if scope.size == 1:
+            out[...] = host
+            return family.like(out, local)
+        request = _start_gather(scope.comm, host, out, shape, axis, partition, destination)
+    except Exception:
+        _world.end_committed(scope, call)
+    if request is not None:
+        _world.wait(request, scope, call)
+    return family.like(out, local) if wanted else None
+
+
+def _start_gather(comm, host, out, shape, axis, partition, destination):
+    itemsize = host.dtype.itemsize
+    outer = int(np.prod(shape[:axis], dtype=np.int64))
+    inner = int(np.prod(shape[axis + 1:], dtype=np.int64)) * itemsize
+    if outer * inner * shape[axis] == 0:
+        return None  # nothing to move: every worker knows it from the shape
+    starts = [0]
+    for count in partition[:-1]:
+        starts.append(starts[-1] + count)
+    root = None if destination is None else destination - 1
+    send = host.reshape(-1).view(np.uint8)
+    if outer == 1:  # blocks follow each other in the result: plain bytes
+        counts = [count * inner for count in partition]
+        displs = [s * inner for s in starts]
+        recv = None if out is None else [out.reshape(-1).view(np.uint8), (counts, displs),
+                                         MPI.BYTE]
+        if root is None:
+            return comm.Iallgatherv(send, recv)
+        return comm.Igatherv(send, recv, root=root)
+    # One slab of the result (a fixed index along the axis) is a vector type whose extent
+    # is the slab stride: worker k's block is partition[k] of them from starts[k]. The
+    # sender lists its block slab by slab in the same order.
+    mine = host.shape[axis]
+    slab = MPI.BYTE.Create_vector(outer, inner, shape[axis] * inner)
+    whole = slab.Create_resized(0, inner)
+    whole.Commit()
+    local_slab = MPI.BYTE.Create_vector(outer, inner, max(mine, 1) * inner)
+    local_whole = local_slab.Create_resized(0, inner)
+    local_whole.Commit()
+    try:
+        send_spec = [send, mine, local_whole]
+        recv = None if out is None else [out.reshape(-1).view(np.uint8),
+                                         (list(partition), starts), whole]
+        if root is None:
+            request = comm.Iallgatherv(send_spec, recv)
+        else:
+            request = comm.Igatherv(send_spec, recv, root=root)
+    finally:  # MPI keeps what a pending operation needs after Free
+        for datatype in (slab, whole, local_slab, local_whole):
+            datatype.Free()
+    return request

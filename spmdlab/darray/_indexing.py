@@ -1,0 +1,413 @@
+"""Global subscripts of codistributed arrays, with numpy's 0-based meaning.
+
+Every worker indexes its local part with the global key translated to local coordinates
+along the distribution axis, so numpy's own rules decide the shape of what it gets; only
+the distribution axis needs thought:
+
+- an int there: the one worker that holds it reads the value and broadcasts it (every
+  worker gets it; collective); a write is done by that worker alone;
+- a slice: each worker keeps the selected slices it holds, with no communication, and
+  the result is codistributed with the partition that leaves (a negative step reverses
+  the order of the workers, so that result is redistributed, collectively);
+- an index array: each worker picks the entries it holds; a read gathers them in the
+  array's order (collective, a result every worker holds); a write needs no communication;
+- a boolean mask of the array's shape: the selected elements, in numpy's order,
+  codistributed along axis 0.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import _pack
+from .._agree import agree
+from .._backends import LOCAL
+from ..collectives import broadcast, gather
+from ..errors import SpmdIndexError, SpmdTypeError, SpmdValueError
+from . import _exchange
+from ._array import CodistributedArray
+from ._codistributor import Codistributor, default_partition, error, offsets
+
+
+def _call(D, key, suffix=""):
+    text = repr(key) if not isinstance(key, CodistributedArray) else "mask"
+    return f"{type(D).__name__}[{text if len(text) <= 40 else text[:37] + '...'}]{suffix}"
+
+
+# -- the key, axis by axis ----------------------------------------------------------------------
+
+
+def _normalize(call, D, key):
+    """``("mask", mask)`` or ``("axes", [selector per axis])``: each selector an int
+    (in range, non-negative), a slice, or a 1-D int64 array (in range, non-negative)."""
+    if _is_mask(key, D.shape):
+        return "mask", key
+    if not isinstance(key, tuple):
+        key = (key,)
+    if sum(k is Ellipsis for k in key) > 1:
+        raise error(SpmdIndexError, call, "an index can only have a single ellipsis ('...')")
+    if any(k is None for k in key):
+        raise error(SpmdTypeError, call, "numpy.newaxis (None) is not available in a "
+                    "subscript of a codistributed array")
+    real = sum(1 for k in key if k is not Ellipsis)
+    if real > D.ndim:
+        raise error(SpmdIndexError, call, f"too many indices: {real} for an array of "
+                    f"{D.ndim} dimension{'s' if D.ndim != 1 else ''}")
+    at = next((i for i, k in enumerate(key) if k is Ellipsis), None)
+    if at is not None:  # (not "Ellipsis in key": == on an index array is element-wise)
+        key = key[:at] + (slice(None),) * (D.ndim - real) + key[at + 1:]
+    key = key + (slice(None),) * (D.ndim - len(key))
+    sels, arrays = [], 0
+    for d, (k, n) in enumerate(zip(key, D.shape)):
+        sel = _selector(call, d, k, n)
+        arrays += isinstance(sel, np.ndarray)
+        sels.append(sel)
+    if arrays > 1:
+        raise error(SpmdIndexError, call, "at most one index array (or boolean index of "
+                    "one axis) is available in a subscript of a codistributed array")
+    return "axes", sels
+
+
+def _is_mask(key, shape):
+    if isinstance(key, CodistributedArray):
+        return key.shape == shape and np.dtype(LOCAL[key.family].dtype(key.local)).kind == "b"
+    if isinstance(key, (tuple, slice, int, np.integer)) or key is Ellipsis or key is None:
+        return False
+    try:
+        array = _host(key)
+    except Exception:
+        return False
+    return array.dtype.kind == "b" and array.shape == tuple(shape)
+
+
+def _host(x):
+    if type(x).__module__.startswith(("torch", "cupy")):
+        from .._backends import classify
+
+        return np.asarray(classify(x).host())
+    return np.asarray(x)
+
+
+def _selector(call, d, k, n):
+    if isinstance(k, slice):
+        for part in (k.start, k.stop, k.step):
+            if part is not None and (isinstance(part, bool) or
+                                     not isinstance(part, (int, np.integer))):
+                raise error(SpmdTypeError, call, f"slice indices must be ints or None "
+                            f"(got {k!r})")
+        if k.step == 0:
+            raise error(SpmdValueError, call, "slice step cannot be zero")
+        return k
+    if isinstance(k, CodistributedArray):
+        raise error(SpmdTypeError, call, "an index array that is codistributed is not "
+                    "available; gather it first")
+    if isinstance(k, (bool, np.bool_)):
+        raise error(SpmdTypeError, call, f"a bool is not an index (got {k!r} for axis {d})")
+    if isinstance(k, (int, np.integer)):
+        return _in_range(call, d, int(k), n)
+    try:
+        array = _host(k)
+    except Exception:
+        array = None
+    if array is None or array.dtype.kind not in "iub" or array.ndim > 1:
+        raise error(SpmdTypeError, call, f"only ints, slices, '...', 1-D int or bool "
+                    f"arrays and a boolean mask of the array's shape are valid subscripts "
+                    f"(got {k!r} for axis {d})")
+    if array.dtype.kind == "b":
+        if array.shape != (n,):
+            raise error(SpmdIndexError, call, f"a boolean index of length {len(array)} "
+                        f"does not match axis {d} of size {n}")
+        return np.flatnonzero(array)
+    if array.ndim == 0:
+        return _in_range(call, d, int(array), n)
+    array = array.astype(np.int64)
+    bad = (array < -n) | (array >= n)
+    if bad.any():
+        raise error(SpmdIndexError, call, f"index {int(array[bad][0])} is out of bounds "
+                    f"for axis {d} with size {n}")
+    return np.where(array < 0, array + n, array)
+
+
+def _in_range(call, d, i, n):
+    if not -n <= i < n:
+        raise error(SpmdIndexError, call, f"index {i} is out of bounds for axis {d} with "
+                    f"size {n}")
+    return i % n
+
+
+def _result_axis(sels, axis):
+    """Where axis ``axis`` (not an int subscript) lands in numpy's result of ``sels``."""
+    arrays = [d for d, s in enumerate(sels) if isinstance(s, np.ndarray)]
+    basic = [d for d, s in enumerate(sels) if isinstance(s, slice)]
+    if not arrays:
+        return sum(1 for d in basic if d < axis)
+    advanced = [d for d, s in enumerate(sels) if not isinstance(s, slice)]
+    adjacent = advanced == list(range(advanced[0], advanced[-1] + 1))
+    if isinstance(sels[axis], np.ndarray):
+        return sum(1 for d in basic if d < advanced[0]) if adjacent else 0
+    before = sum(1 for d in basic if d < axis)
+    return before + (1 if not adjacent or axis > advanced[0] else 0)
+
+
+def _result_shape(sels, shape):
+    """numpy's shape of the result of ``sels`` on an array of ``shape``."""
+    probe = np.broadcast_to(np.empty((), np.uint8), shape)
+    return probe[tuple(sels)].shape
+
+
+def _local_key(sels, axis, local_sel):
+    return tuple(local_sel if d == axis else s for d, s in enumerate(sels))
+
+
+def _read(family, local, key):
+    """``local[key]``; for torch, which has no negative steps, the slices taken in
+    ascending order and the result flipped along them."""
+    key, flips = _ascending(family, local, key)
+    out = local[key]
+    for at in flips:
+        out = family.flip(out, at)
+    return out
+
+
+def _write(family, local, key, value):
+    """``local[key] = value``, for torch as ``_read``: the value flipped instead."""
+    key, flips = _ascending(family, local, key)
+    if flips and np.ndim(value):
+        shape = _result_shape(list(key), local.shape)
+        value = family.asarray(value, local)
+        value = value.expand(shape) if hasattr(value, "expand") else value
+        for at in flips:
+            value = family.flip(value, at)
+    local[key] = value
+
+
+def _ascending(family, local, key):
+    if family is not LOCAL["torch"] or not any(
+            isinstance(s, slice) and s.step is not None and s.step < 0 for s in key):
+        return key, []
+    key, flips = list(key), []
+    for d, s in enumerate(key):
+        if isinstance(s, slice) and s.step is not None and s.step < 0:
+            r = range(*s.indices(local.shape[d]))[::-1]
+            key[d] = slice(r.start, r.stop, r.step) if len(r) else slice(0, 0)
+            if len(r) > 1:
+                flips.append(d)
+    key = tuple(key)
+    return key, [_result_axis(list(key), d) for d in flips]
+
+
+def _share(r, partition):
+    """For a range ``r`` of global indices (either direction) and a partition: each
+    worker's ``(j0, j1)``, the positions in ``r`` of the indices it holds."""
+    asc = r if r.step > 0 else r[::-1]
+    out = []
+    for o, c in zip(offsets(partition), partition):
+        j0, j1 = _first_at_least(asc, o), _first_at_least(asc, o + c)
+        out.append((j0, j1) if r.step > 0 else (len(r) - j1, len(r) - j0))
+    return out
+
+
+def _first_at_least(r, value):
+    if not len(r):
+        return 0
+    j = -((r.start - value) // r.step)  # ceil((value - start) / step)
+    return min(max(j, 0), len(r))
+
+
+def _local_slice(r, j0, j1, start):
+    """The slice of the local part (whose first global index is ``start``) that holds
+    the indices ``r[j0:j1]``."""
+    if j1 <= j0:
+        return slice(0, 0)
+    part = r[j0:j1]
+    first, last = part[0] - start, part[-1] - start
+    if r.step > 0:
+        return slice(first, last + 1, r.step)
+    return slice(first, last - 1 if last > 0 else None, r.step)
+
+
+# -- reading ------------------------------------------------------------------------------------
+
+
+def getitem(D, key):
+    call = _call(D, key)
+    scope = D._check_scope(call)
+    kind, sels = _normalize(call, D, key)
+    if kind == "mask":
+        return _get_masked(call, scope, D, sels)
+    axis = D.axis
+    sel = sels[axis]
+    start = D.codistributor.global_indices().start
+    if isinstance(sel, int):  # one worker holds it: it broadcasts what it reads
+        owner = _owner(D.partition, sel)
+        value = _read(LOCAL[D.family], D.local, _local_key(sels, axis, sel - start)) \
+            if owner == scope.index else None
+        return broadcast(call, owner, value)
+    if isinstance(sel, np.ndarray):
+        return _get_picked(call, scope, D, sels, start)
+    r = range(*sel.indices(D.shape[axis]))
+    share = _share(r, D.partition)
+    j0, j1 = share[scope.rank]
+    local = _read(LOCAL[D.family], D.local,
+                  _local_key(sels, axis, _local_slice(r, j0, j1, start)))
+    if D._copies_on_read:
+        local = LOCAL[D.family].copy(local)
+    shape = _result_shape(sels, D.shape)
+    at = _result_axis(sels, axis)
+    if r.step > 0 or scope.size == 1:
+        return D._new(local, Codistributor(at, tuple(b - a for a, b in share), shape))
+    # a negative step: the workers' pieces come in reverse worker order; redistribute them
+    # to the default partition (collective)
+    target = Codistributor(at).complete(shape)
+    agree(scope, call, _pack.digest((call, D.shape, str(D.dtype), D.axis, D.partition)),
+          describe=lambda: D._describe(call))
+    src = _exchange.blocks(at, share, shape)
+    dst = _exchange.blocks(at, [(o, o + c) for o, c in zip(offsets(target.partition),
+                                                           target.partition)], shape)
+    return D._new(_exchange.exchange(scope, call, local, shape, src, dst), target)
+
+
+def _owner(partition, index):
+    for k, (o, c) in enumerate(zip(offsets(partition), partition), 1):
+        if o <= index < o + c:
+            return k
+    raise AssertionError(index)  # _normalize checked the range
+
+
+def _get_picked(call, scope, D, sels, start):
+    """An index array along the distribution axis: each worker picks what it holds, and
+    the pieces are gathered in the array's order (a result every worker holds)."""
+    axis, family = D.axis, LOCAL[D.family]
+    index = sels[axis]
+    mine = np.flatnonzero((index >= start) & (index < start + D.local.shape[axis]))
+    values = _read(family, D.local, _local_key(sels, axis, index[mine] - start))
+    pieces = gather(call, (mine, values))
+    at = _result_axis(sels, axis)
+    shape = _result_shape(sels, D.shape)
+    out = family.empty(shape, family.dtype(D.local), D.local)
+    for positions, part in pieces:
+        if len(positions):
+            out[(slice(None),) * at + (_index_for(family, positions),)] = part
+    return out
+
+
+def _index_for(family, positions):
+    if family is LOCAL["torch"]:
+        import torch
+
+        return torch.as_tensor(positions)
+    return positions
+
+
+def _get_masked(call, scope, D, mask):
+    """``D[mask]``: the selected elements in numpy's (C) order, codistributed along axis 0
+    (arrays split along another axis are redistributed to rows first)."""
+    rows = D if D.axis == 0 else D._moved(call, Codistributor(0).complete(D.shape))
+    local_mask = _mask_for(call, rows, mask)
+    values = rows.local[local_mask]
+    counts = gather(call, int(values.shape[0]))
+    return D._new(values, Codistributor(0, tuple(counts), (sum(counts),)))
+
+
+def _mask_for(call, D, mask):
+    """The part of ``mask`` (the array's shape) over this worker's block of ``D``."""
+    if isinstance(mask, CodistributedArray):
+        return mask._moved(call, D.codistributor).local
+    part = _host(mask)[D.global_slice()]
+    return LOCAL[D.family].asarray(part, D.local)
+
+
+# -- writing ------------------------------------------------------------------------------------
+
+
+def setitem(D, key, value):
+    call = _call(D, key, " = ...")
+    scope = D._check_scope(call)
+    kind, sels = _normalize(call, D, key)
+    family = LOCAL[D.family]
+    if kind == "mask":
+        return _set_masked(call, scope, D, sels, value)
+    axis = D.axis
+    sel = sels[axis]
+    start = D.codistributor.global_indices().start
+    shape = _result_shape(sels, D.shape)
+    if isinstance(value, CodistributedArray):
+        value._check_scope(call)
+        if isinstance(sel, slice) and value.shape == shape:
+            r = range(*sel.indices(D.shape[axis]))
+            if r.step > 0:
+                share = _share(r, D.partition)
+                region = Codistributor(_result_axis(sels, axis),
+                                       tuple(b - a for a, b in share), shape)
+                j0, j1 = share[scope.rank]
+                _write(family, D.local, _local_key(sels, axis,
+                                                   _local_slice(r, j0, j1, start)),
+                       value._moved(call, region).local)
+                return
+        value = value.gather()  # collective, like the value's distribution
+    if isinstance(sel, int):
+        if _owner(D.partition, sel) == scope.index:
+            _write(family, D.local, _local_key(sels, axis, sel - start),
+                   _converted(family, value, D.local))
+        return
+    at = _result_axis(sels, axis)
+    if isinstance(sel, np.ndarray):
+        mine = np.flatnonzero((sel >= start) & (sel < start + D.local.shape[axis]))
+        if len(mine):
+            part = _restricted(value, shape, at, mine)
+            _write(family, D.local, _local_key(sels, axis, sel[mine] - start),
+                   _converted(family, part, D.local))
+        return
+    r = range(*sel.indices(D.shape[axis]))
+    j0, j1 = _share(r, D.partition)[scope.rank]
+    if j1 > j0:
+        part = _restricted(value, shape, at, slice(j0, j1))
+        _write(family, D.local, _local_key(sels, axis, _local_slice(r, j0, j1, start)),
+               _converted(family, part, D.local))
+
+
+def _restricted(value, shape, at, which):
+    """The part of ``value`` (broadcast to ``shape``) at positions ``which`` of axis
+    ``at``: the elements this worker writes."""
+    if isinstance(value, (list, tuple)):
+        value = np.asarray(value)
+    ndim = np.ndim(value)
+    if ndim == 0:
+        return value
+    if ndim > len(shape):
+        raise SpmdValueError(f"could not broadcast a value of shape {np.shape(value)} into "
+                             f"shape {shape}")
+    local_axis = at - (len(shape) - ndim)
+    if local_axis < 0 or np.shape(value)[local_axis] == 1:
+        return value
+    if np.shape(value)[local_axis] != shape[at]:
+        raise SpmdValueError(f"could not broadcast a value of shape {np.shape(value)} into "
+                             f"shape {shape}")
+    return value[(slice(None),) * local_axis + (which,)]
+
+
+def _converted(family, value, like):
+    if np.ndim(value) == 0 and not hasattr(value, "device"):
+        return value.item() if isinstance(value, np.generic) and family is LOCAL["torch"] \
+            else value
+    return family.asarray(value, like)
+
+
+def _set_masked(call, scope, D, mask, value):
+    local_mask = _mask_for(call, D, mask)
+    if isinstance(value, CodistributedArray):
+        value = value.gather()
+    if np.ndim(value) == 0:
+        D.local[local_mask] = _converted(LOCAL[D.family], value, D.local)
+        return
+    if D.axis != 0:
+        raise error(SpmdValueError, call, "assigning an array through a boolean mask needs "
+                    "the array split along axis 0 (redistribute it); a scalar works for "
+                    "any axis")
+    count = int(LOCAL[D.family].host(local_mask).sum())
+    counts = gather(call, count)
+    first = sum(counts[:scope.rank])
+    if np.shape(value)[0] != sum(counts):
+        raise error(SpmdValueError, call, f"{np.shape(value)[0]} values for {sum(counts)} "
+                    f"selected elements")
+    D.local[local_mask] = _converted(LOCAL[D.family], value[first:first + count], D.local)

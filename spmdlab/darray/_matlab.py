@@ -1,0 +1,958 @@
+"""MATLAB's names for codistributed arrays, with MATLAB's conventions (re-exported by
+``spmdlab.matlab``): 1-based dimensions and worker numbers, the last non-singleton
+dimension as the default distribution dimension, MATLAB's argument forms.
+
+Arrays are numpy-shaped underneath, seen as MATLAB sees them (as ``spmdCat`` does): a
+1-D array of k elements is a 1-by-k row (its dimension 2 is numpy's axis 0), a scalar
+is 1-by-1, and dimensions past an array's last are singletons.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional, Sequence, Tuple
+
+import numpy as np
+
+from .. import _world
+from .._backends import LOCAL
+from ..composite import Composite
+from .._agree import agree
+from ..errors import SpmdError, SpmdTypeError, SpmdValueError
+from . import _factories
+from ._array import CodistributedArray
+from ._codistributor import Codistributor, default_partition, error, last_non_singleton
+
+_NO_COMMUNICATION = "nocommunication"
+
+
+def _number(call, name, value):
+    """A MATLAB number given for an integer argument (``2``, ``2.0``, a 1x1 array)."""
+    if isinstance(value, np.ndarray) and value.size == 1:
+        value = value.reshape(()).item()
+    if isinstance(value, (bool, np.bool_)) or not isinstance(
+            value, (int, float, np.integer, np.floating)) or not float(value).is_integer():
+        raise error(SpmdTypeError, call, f"'{name}' must be an integer (got {value!r})")
+    return int(value)
+
+
+def _matlab_size(shape):
+    """MATLAB's size vector of a numpy shape: a scalar is 1x1, a vector 1xk."""
+    if len(shape) == 0:
+        return (1, 1)
+    if len(shape) == 1:
+        return (1, shape[0])
+    return tuple(shape)
+
+
+def _matlab_dim(axis, ndim):
+    """MATLAB's (1-based) dimension of numpy axis ``axis`` of an ``ndim``-D array."""
+    return 2 if ndim == 1 else axis + 1
+
+
+class codistributor1d:
+    """MATLAB's ``codistributor1d``: distribution along one dimension (1-based).
+
+    ``codistributor1d()`` leaves everything to the array (the last non-singleton
+    dimension, the default partition); ``codistributor1d(dim)``,
+    ``codistributor1d(dim, part)`` and ``codistributor1d(dim, part, gsize)`` fix more
+    (``codistributor1d.unsetDimension`` and ``codistributor1d.unsetPartition`` leave one
+    out). ``gsize`` is MATLAB's size vector: ``[m, n]`` is an m-by-n (numpy (m, n))
+    array. Not collective.
+
+    Parameters
+    ----------
+    Dimension
+        The distribution dimension, 1-based (0: unset).
+    Partition
+        Slices per worker (``[]``: unset, the default partition).
+    gsize
+        The global size (a MATLAB size vector).
+
+    Examples
+    --------
+    >>> codist = codistributor1d(2, codistributor1d.defaultPartition(10), [4, 10])
+    >>> codist.Dimension, codist.Partition, codist.isComplete()
+    (2, array([10]), True)
+    >>> codist.globalIndices(2)            # this worker's columns, 1-based
+    array([ 1,  2,  3,  4,  5,  6,  7,  8,  9, 10])
+
+    MATLAB
+    ------
+    ``codistributor1d(dim, part, gsize)``, ``codistributor('1d', dim, part)``
+    """
+
+    unsetDimension = 0
+    unsetPartition: Tuple[int, ...] = ()
+
+    def __init__(self, Dimension: Any = 0, Partition: Any = (), gsize: Any = None) -> None:
+        call = "codistributor1d"
+        self._dim = _number(call, "Dimension", Dimension)
+        if self._dim < 0:
+            raise error(SpmdValueError, call, f"'Dimension' must be 1 or more, or "
+                        f"codistributor1d.unsetDimension (got {self._dim})")
+        unset = Partition is None or np.size(Partition) == 0
+        self._part = None if unset else tuple(
+            _number(call, "Partition", p) for p in np.asarray(Partition).reshape(-1))
+        if self._part is not None and any(p < 0 for p in self._part):
+            raise error(SpmdValueError, call, f"the partition must hold counts of at least "
+                        f"0 (got {list(self._part)})")
+        self._gsize = None if gsize is None or np.size(gsize) == 0 else tuple(
+            _number(call, "gsize", s) for s in np.asarray(gsize).reshape(-1))
+        if self._gsize is not None and self._dim and self._part is not None:
+            self._codistributor(self._gsize, call)  # checks that they fit
+
+    @staticmethod
+    def defaultPartition(n: Any) -> np.ndarray:
+        """MATLAB's default partition of ``n`` over the workers: ``[3 3 2 2]`` for 10 at 4.
+
+        Examples
+        --------
+        >>> codistributor1d.defaultPartition(10)
+        array([10])
+
+        MATLAB
+        ------
+        ``codistributor1d.defaultPartition(n)``
+        """
+        return np.array(default_partition(_number("codistributor1d.defaultPartition", "n",
+                                                  n)), dtype=np.int64)
+
+    @property
+    def Dimension(self) -> int:
+        """The distribution dimension (1-based; 0 when unset)."""
+        return self._dim
+
+    @property
+    def Partition(self) -> np.ndarray:
+        """Slices per worker (empty when unset)."""
+        return np.array(self._part if self._part is not None else (), dtype=np.int64)
+
+    def isComplete(self) -> bool:
+        """Whether the dimension, partition and global size are all set."""
+        return bool(self._dim) and self._part is not None and self._gsize is not None
+
+    def globalIndices(self, dim: Any, lab: Any = None, *, nargout: int = 1) -> Any:
+        """``globalIndices(codist, dim, lab)``: see ``spmdlab.matlab.globalIndices``."""
+        call = "globalIndices"
+        if not self.isComplete():
+            raise error(SpmdValueError, call, "the codistributor is not complete: give "
+                        "codistributor1d(dim, part, gsize), or take one from an array")
+        return _global_indices(call, self._codistributor(self._gsize, call), self._gsize,
+                               dim, lab, nargout)
+
+    def _codistributor(self, shape, call):
+        """spmdlab's Codistributor for an array of numpy ``shape`` (the dimensions this
+        codistributor names past the shape's are singletons: the array is reshaped)."""
+        shape = tuple(shape)
+        if self._gsize is not None and tuple(_matlab_size(shape)) != \
+                tuple(_matlab_size(self._gsize)):
+            raise error(SpmdValueError, call, f"the codistributor is for a "
+                        f"{'x'.join(map(str, self._gsize))} array, not "
+                        f"{'x'.join(map(str, _matlab_size(shape)))}")
+        axis = None if not self._dim else _axis_of(self._dim, shape)
+        return Codistributor(axis, self._part).complete(
+            _shaped_for(self._dim, shape), default_axis=last_non_singleton, call=call)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, codistributor1d):
+            return NotImplemented
+        return (self._dim, self._part, self._gsize) == (other._dim, other._part,
+                                                         other._gsize)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        part = "[]" if self._part is None else "[" + " ".join(map(str, self._part)) + "]"
+        size = "" if self._gsize is None else \
+            f", size [{' '.join(map(str, self._gsize))}]"
+        return f"codistributor1d(Dimension {self._dim}, Partition {part}{size})"
+
+
+def _shaped_for(dim, shape):
+    """The numpy shape an array needs so that MATLAB dimension ``dim`` is an axis of it:
+    a scalar is 1-by-1, a 1-D array asked for a dimension other than 2 becomes a 1-by-k
+    row, and dimensions past the last are added as singletons."""
+    shape = tuple(shape) if len(shape) else (1, 1)
+    if len(shape) == 1:
+        return shape if dim in (0, 2) else (1,) + shape + (1,) * max(0, dim - 2)
+    return shape + (1,) * max(0, dim - len(shape))
+
+
+def _axis_of(dim, shape):
+    """numpy's axis of MATLAB dimension ``dim`` in an array of ``_shaped_for(dim, shape)``."""
+    return 0 if len(shape) == 1 and dim == 2 else dim - 1
+
+
+def _to_codistributor(call, codist, X_shape):
+    if codist is None:
+        codist = codistributor1d()
+    if not isinstance(codist, codistributor1d):
+        raise error(SpmdTypeError, call, f"the distribution must be a codistributor1d "
+                    f"(got {codist!r} that is a {type(codist).__name__})")
+    return codist._codistributor(X_shape, call)
+
+
+def _as_array(call, X):
+    X = _factories.as_local(call, X)
+    return X.reshape(1, 1) if X.ndim == 0 else X
+
+
+class codistributed(CodistributedArray):
+    """MATLAB's codistributed array, as spmdlab's ``CodistributedArray`` with MATLAB's
+    defaults: the last non-singleton dimension, and subscripts that return copies.
+
+    ``codistributed(X)`` and ``codistributed(X, codist)`` split a replicated array (no
+    communication); ``codistributed(X, lab)`` and ``codistributed(X, lab, codist)``
+    scatter worker ``lab``'s array (collective). ``codistributed.build(L, codist)``
+    joins every worker's local part (checked; ``"noCommunication"`` skips the check).
+    Constructors: ``codistributed.zeros``, ``.ones``, ``.rand``, ``.randn``, ``.eye``,
+    ``.colon``, ``.Inf``, ``.NaN``, ``.true``, ``.false``, taking MATLAB's arguments
+    (``n``, ``m, n``, ``[m, n]``, a class name, a codistributor, ``"noCommunication"``).
+    Subscripts are numpy's (0-based); everything else is as ``CodistributedArray``.
+
+    Examples
+    --------
+    >>> D = codistributed(np.arange(12.0).reshape(3, 4))
+    >>> getCodistributor(D).Dimension      # columns, MATLAB's default
+    2
+    >>> gather(D * 2)[1]
+    array([ 8., 10., 12., 14.])
+
+    MATLAB
+    ------
+    ``codistributed(X)``, ``codistributed(X, codist)``, ``codistributed.build(L, codist)``
+    """
+
+    __slots__ = ()
+    _default_axis = staticmethod(last_non_singleton)
+    _copies_on_read = True
+
+    def __new__(cls, X: Any, *args: Any) -> "codistributed":
+        call = cls.__name__
+        lab, codist = None, None
+        for a in args:
+            if _is_flag(a):
+                continue
+            if isinstance(a, codistributor1d):
+                codist = a
+            elif lab is None and codist is None:
+                lab = _number(call, "lab", a)
+            else:
+                raise error(SpmdTypeError, call, f"unexpected argument {a!r}; use "
+                            f"{call}(X), {call}(X, codist), {call}(X, lab) or "
+                            f"{call}(X, lab, codist)")
+        if lab is not None:
+            return _scatter_matlab(cls, call, X, lab, codist)
+        X = _as_array(call, X)
+        target = _to_codistributor(call, codist, X.shape)
+        return _factories.distribute_as(cls, X.reshape(target.shape), target)
+
+    def __repr__(self) -> str:
+        size = "x".join(map(str, _matlab_size(self.shape)))
+        r = self.codistributor.global_indices()
+        dims = []
+        for d, n in enumerate(_matlab_size(self.shape)):
+            here = _matlab_dim(self.axis, self.ndim) - 1
+            dims.append(f"{r.start + 1}:{r.stop}" if d == here else ":")
+        return (f"<{type(self).__name__} {size} {str(self.dtype).replace('torch.', '')} "
+                f"({self.family}); {self._scope.who()} stores ({','.join(dims)})>")
+
+    __str__ = __repr__
+
+    @classmethod
+    def build(cls, L: Any, codist: Any, *flags: str) -> "codistributed":
+        """``codistributed.build(L, codist)`` and ``codistributed.build(L, codist,
+        "noCommunication")``: every worker's local part ``L`` joined by ``codist``.
+
+        Collective (one small exchange) unless ``"noCommunication"``: local sizes that do
+        not add up, a partition that does not sum to the global size, or parts whose
+        dtype or other dimensions differ raise on every worker.
+
+        Examples
+        --------
+        >>> codist = codistributor1d(2, [3], [2, 3])
+        >>> D = codistributed.build(np.ones((2, 3)), codist)
+        >>> D.shape
+        (2, 3)
+
+        MATLAB
+        ------
+        ``codistributed.build(L, codist)``, ``codistributed.build(L, codist,
+        "noCommunication")``
+        """
+        call = "codistributed.build"
+        check = not any(_is_flag(f) for f in flags)
+        L = _factories.as_local(call, L)
+        if not isinstance(codist, codistributor1d):
+            raise error(SpmdTypeError, call, f"'codist' must be a codistributor1d (got "
+                        f"{codist!r} that is a {type(codist).__name__})")
+        if codist._gsize is not None:
+            target = codist._codistributor(codist._gsize, call)
+            if L.ndim != len(target.shape) and L.size == int(np.prod(target.local_shape())):
+                L = L.reshape(target.local_shape())  # a 1-D part of a 1-by-n row, say
+            return _factories.from_local_as(cls, L, target, check=check)
+        if not codist._dim:
+            raise error(SpmdValueError, call, "the codistributor must be complete (give "
+                        "codistributor1d(dim, part, gsize)), or name at least its "
+                        "dimension")
+        axis = _axis_of(codist._dim, L.shape)
+        return _factories.from_local_as(cls, L, Codistributor(axis, codist._part),
+                                        check=check)
+
+    @classmethod
+    def zeros(cls, *args: Any) -> "codistributed":
+        """``codistributed.zeros(n)``, ``(m, n)``, ``([m, n])``, with a class name, a
+        codistributor and ``"noCommunication"`` (no communication in any case).
+
+        Examples
+        --------
+        >>> codistributed.zeros(3).shape        # 3-by-3, as MATLAB's zeros(3)
+        (3, 3)
+
+        MATLAB
+        ------
+        ``codistributed.zeros(n)``, ``zeros(m, n, codist)``, ``zeros(n, "codistributed")``
+        """
+        return _construct(cls, "zeros", args)
+
+    @classmethod
+    def ones(cls, *args: Any) -> "codistributed":
+        """``codistributed.ones(...)``: as ``codistributed.zeros``.
+
+        Examples
+        --------
+        >>> float(codistributed.ones(2, 3).sum())
+        6.0
+
+        MATLAB
+        ------
+        ``codistributed.ones(n)``, ``ones(n, "codistributed")``
+        """
+        return _construct(cls, "ones", args)
+
+    @classmethod
+    def rand(cls, *args: Any) -> "codistributed":
+        """``codistributed.rand(...)``: uniform in (0, 1), from each worker's numpy
+        generator (``np.random.seed`` on a worker is MATLAB's ``rng`` there).
+
+        Examples
+        --------
+        >>> codistributed.rand(2, 5).shape
+        (2, 5)
+
+        MATLAB
+        ------
+        ``codistributed.rand(n)``, ``rand(m, n, "codistributed")``
+        """
+        return _construct(cls, "rand", args)
+
+    @classmethod
+    def randn(cls, *args: Any) -> "codistributed":
+        """``codistributed.randn(...)``: standard normal, as ``codistributed.rand``.
+
+        Examples
+        --------
+        >>> codistributed.randn(4).shape
+        (4, 4)
+
+        MATLAB
+        ------
+        ``codistributed.randn(n)``, ``randn(m, n, "codistributed")``
+        """
+        return _construct(cls, "randn", args)
+
+    @classmethod
+    def eye(cls, *args: Any) -> "codistributed":
+        """``codistributed.eye(n)``, ``eye(m, n)``, with a class name and codistributor.
+
+        Examples
+        --------
+        >>> float(np.trace(codistributed.eye(4)))
+        4.0
+
+        MATLAB
+        ------
+        ``codistributed.eye(n)``, ``eye(n, "codistributed")``
+        """
+        return _construct(cls, "eye", args)
+
+    @classmethod
+    def Inf(cls, *args: Any) -> "codistributed":
+        """``codistributed.Inf(...)``: as ``codistributed.zeros``, filled with Inf.
+
+        Examples
+        --------
+        >>> float(codistributed.Inf(2).max())
+        inf
+
+        MATLAB
+        ------
+        ``codistributed.Inf(n)``, ``Inf(n, "codistributed")``
+        """
+        return _construct(cls, "Inf", args)
+
+    @classmethod
+    def NaN(cls, *args: Any) -> "codistributed":
+        """``codistributed.NaN(...)``: as ``codistributed.zeros``, filled with NaN.
+
+        Examples
+        --------
+        >>> bool(np.isnan(codistributed.NaN(2)).all())
+        True
+
+        MATLAB
+        ------
+        ``codistributed.NaN(n)``, ``NaN(n, "codistributed")``
+        """
+        return _construct(cls, "NaN", args)
+
+    @classmethod
+    def true(cls, *args: Any) -> "codistributed":
+        """``codistributed.true(...)``: logical ones.
+
+        Examples
+        --------
+        >>> bool(codistributed.true(3).all())
+        True
+
+        MATLAB
+        ------
+        ``codistributed.true(n)``, ``true(n, "codistributed")``
+        """
+        return _construct(cls, "true", args)
+
+    @classmethod
+    def false(cls, *args: Any) -> "codistributed":
+        """``codistributed.false(...)``: logical zeros.
+
+        Examples
+        --------
+        >>> bool(codistributed.false(3).any())
+        False
+
+        MATLAB
+        ------
+        ``codistributed.false(n)``, ``false(n, "codistributed")``
+        """
+        return _construct(cls, "false", args)
+
+    @classmethod
+    def colon(cls, a: Any, *args: Any) -> "codistributed":
+        """``codistributed.colon(a, b)`` and ``codistributed.colon(a, d, b)``: the row
+        ``a:d:b`` (``b`` included, as MATLAB's colon), split over the workers.
+
+        Examples
+        --------
+        >>> gather(codistributed.colon(1, 10))
+        array([ 1,  2,  3,  4,  5,  6,  7,  8,  9, 10])
+
+        MATLAB
+        ------
+        ``codistributed.colon(a, b)``, ``codistributed.colon(a, d, b)``
+        """
+        call = f"{cls.__name__}.colon"
+        numbers = [x for x in (a,) + args if not isinstance(x, (codistributor1d, str))]
+        codist = next((x for x in args if isinstance(x, codistributor1d)), None)
+        if len(numbers) not in (2, 3):
+            raise error(SpmdTypeError, call, "takes colon(a, b) or colon(a, d, b)")
+        start, step, stop = (numbers[0], 1, numbers[1]) if len(numbers) == 2 else numbers
+        values = _colon(call, start, step, stop)
+        target = _to_codistributor(call, codist, values.shape)
+        r = target.global_indices()
+        return cls._make(values[r.start:r.stop].copy(), target, _world.current())
+
+
+def _colon(call, a, d, b):
+    """MATLAB's ``a:d:b`` (``b`` included) as a numpy array."""
+    if d == 0 or (b - a) / d < 0:
+        return np.zeros(0)
+    count = int(np.floor((b - a) / d + 1e-10)) + 1
+    if all(float(v).is_integer() for v in (a, d, b)):
+        return int(a) + int(d) * np.arange(count)
+    return a + d * np.arange(count, dtype=np.float64)
+
+
+class distributed(codistributed):
+    """MATLAB's distributed array. In a script every worker runs, the client's view is
+    every worker's: ``distributed(X)`` is ``codistributed(X)`` with the default
+    distribution, ``distributed.zeros(...)`` and the other constructors as
+    ``codistributed``'s, and ``isdistributed`` is true of it.
+
+    Examples
+    --------
+    >>> D = distributed.rand(3, 4)
+    >>> isdistributed(D), iscodistributed(D), D.shape
+    (True, True, (3, 4))
+
+    MATLAB
+    ------
+    ``distributed(X)``, ``distributed.rand(n)``, ``distributed.zeros(m, n)``
+    """
+
+    __slots__ = ()
+
+    def __new__(cls, X: Any, *args: Any) -> "distributed":
+        if args:
+            raise error(SpmdTypeError, "distributed", "takes one argument: "
+                        "distributed(X) (use codistributed(X, codist) to choose how)")
+        return super().__new__(cls, X)  # type: ignore[return-value]
+
+
+def _is_flag(value):
+    return isinstance(value, str) and value.lower() == _NO_COMMUNICATION
+
+
+_DTYPES = {"double": np.float64, "single": np.float32, "int8": np.int8, "uint8": np.uint8,
+           "int16": np.int16, "uint16": np.uint16, "int32": np.int32, "uint32": np.uint32,
+           "int64": np.int64, "uint64": np.uint64, "logical": np.bool_}
+_FILLS = {"zeros": 0, "ones": 1, "Inf": np.inf, "NaN": np.nan, "true": True, "false": False}
+
+
+def _parse(call, args):
+    """MATLAB's ``(sz..., [class], [codist | "codistributed"], ["noCommunication"])``:
+    returns (numpy shape, dtype or None, codistributor1d or None, like or None, whether
+    a distribution was asked for)."""
+    sizes, dtype, codist, like, wanted = [], None, None, None, False
+    args = list(args)
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if isinstance(a, codistributor1d):
+            codist, wanted = a, True
+        elif isinstance(a, str):
+            word = a.lower()
+            if word in ("codistributed", "distributed"):
+                wanted = True
+            elif word == _NO_COMMUNICATION:
+                pass
+            elif word == "like":
+                if i + 1 >= len(args):
+                    raise error(SpmdValueError, call, "'like' needs an array after it")
+                like = args[i + 1]
+                i += 1
+            elif word in _DTYPES:
+                dtype = _DTYPES[word]
+            else:
+                raise error(SpmdValueError, call, f"unknown option {a!r}")
+        elif isinstance(a, (list, tuple, np.ndarray)) and np.ndim(a) == 1:
+            sizes.extend(_number(call, "size", s) for s in a)
+        else:
+            sizes.append(_number(call, "size", a))
+        i += 1
+    if isinstance(like, CodistributedArray):
+        wanted = True
+    shape = (1, 1) if not sizes else (sizes[0], sizes[0]) if len(sizes) == 1 \
+        else tuple(sizes)
+    if any(s < 0 for s in shape):
+        shape = tuple(max(s, 0) for s in shape)  # MATLAB's negative sizes are 0
+    return shape, dtype, codist, like, wanted
+
+
+def _construct(cls, name, args):
+    call = f"{cls.__name__}.{name}"
+    shape, dtype, codist, like, _ = _parse(call, args)
+    return _made(cls, call, name, shape, dtype, codist, like)
+
+
+def _made(cls, call, name, shape, dtype, codist, like):
+    target = _to_codistributor(call, codist, shape)
+    shape = target.shape
+    if isinstance(like, CodistributedArray):
+        like = like.local
+    kw: dict = dict(codistributor=target, like=like)
+    if name == "eye":
+        if len(shape) != 2:
+            raise error(SpmdValueError, call, f"eye makes 2-D arrays (got size {shape})")
+        made = _factories.eye(shape[0], shape[1], 0, dtype, **kw)
+    elif name in ("rand", "randn"):
+        made = getattr(_factories, name)(shape, dtype, **kw)
+    else:
+        if name in ("true", "false"):
+            dtype = np.bool_
+        if dtype is None and like is None:
+            dtype = np.float64
+        made = _factories.full(shape, _FILLS[name], dtype, **kw)
+    return cls._make(made.local, made.codistributor, made._scope)
+
+
+def _scatter_matlab(cls, call, X, lab, codist):
+    """``codistributed(X, lab, codist)``: worker ``lab``'s X, scattered (collective)."""
+    from ..collectives import broadcast
+
+    scope = _world.current()
+    if scope.index == lab:
+        try:
+            X = _as_array(call, X)
+        except SpmdError as exc:  # the others wait in the broadcast: they raise too
+            agree(scope, call, 0, error=exc)
+    shape = broadcast(call, lab, tuple(X.shape) if scope.index == lab else None,
+                      name="lab")
+    target = _to_codistributor(call, codist, shape)
+    if scope.index == lab:
+        X = X.reshape(target.shape)
+    return _factories.distribute_as(cls, X, target, source=lab)
+
+
+# -- functions ----------------------------------------------------------------------------------
+
+
+def getLocalPart(D: CodistributedArray) -> Any:
+    """``L = getLocalPart(D)``: this worker's part of ``D`` (not collective).
+
+    A numpy part comes back read-only: MATLAB's ``L`` is a copy, so writing into it
+    must not change ``D`` (copy it with ``L.copy()`` to change it, and rebuild with
+    ``codistributed.build``). torch and CuPy parts are ``D``'s own: do not write into
+    them unless you mean to change ``D``.
+
+    Examples
+    --------
+    >>> D = codistributed(np.arange(6.0).reshape(2, 3))
+    >>> getLocalPart(D)
+    array([[0., 1., 2.],
+           [3., 4., 5.]])
+
+    MATLAB
+    ------
+    ``L = getLocalPart(D)``
+    """
+    D = _check_array("getLocalPart", D)
+    local = D.local
+    if isinstance(local, np.ndarray):
+        local = local.view()
+        local.flags.writeable = False
+    return local
+
+
+def getCodistributor(D: CodistributedArray) -> codistributor1d:
+    """``codist = getCodistributor(D)``: how ``D`` is split, complete (a
+    ``codistributor1d`` with MATLAB's 1-based dimension).
+
+    Examples
+    --------
+    >>> codist = getCodistributor(codistributed.zeros(4, 6))
+    >>> codist.Dimension, codist.Partition
+    (2, array([6]))
+
+    MATLAB
+    ------
+    ``codist = getCodistributor(D)``
+    """
+    D = _check_array("getCodistributor", D)
+    return codistributor1d(_matlab_dim(D.axis, D.ndim), D.partition,
+                           list(_matlab_size(D.shape)))
+
+
+def _check_array(call, D):
+    if not isinstance(D, CodistributedArray):
+        raise error(SpmdTypeError, call, f"takes a codistributed array (got a "
+                    f"{type(D).__name__})")
+    return D
+
+
+def globalIndices(D: Any, dim: Any, lab: Any = None, *, nargout: int = 1) -> Any:
+    """``K = globalIndices(D, dim)`` (1-based indices along MATLAB dimension ``dim`` of
+    this worker's part, or worker ``lab``'s), and MATLAB's two-output form ``[e, f] =
+    globalIndices(...)`` as ``e, f = globalIndices(..., nargout=2)``. ``D`` may be a
+    codistributed array or a complete ``codistributor1d``. Not collective.
+
+    Examples
+    --------
+    >>> D = codistributed.zeros(4, 10)
+    >>> globalIndices(D, 2)[:3]
+    array([1, 2, 3])
+    >>> globalIndices(D, 2, nargout=2)          # e, f: first and last
+    (1, 10)
+    >>> globalIndices(D, 1, 1, nargout=2)       # every row, on worker 1
+    (1, 4)
+
+    MATLAB
+    ------
+    ``K = globalIndices(C, dim)``, ``[E, F] = globalIndices(C, dim, lab)``,
+    ``globalIndices(codist, dim, lab)``
+    """
+    call = "globalIndices"
+    if isinstance(D, codistributor1d):
+        return D.globalIndices(dim, lab, nargout=nargout)
+    D = _check_array(call, D)
+    return _global_indices(call, D.codistributor, _matlab_size(D.shape), dim, lab, nargout)
+
+
+def _global_indices(call, codist, msize, dim, lab, nargout):
+    dim = _number(call, "dim", dim)
+    if dim < 1:
+        raise error(SpmdValueError, call, f"'dim' must be 1 or more (got {dim}); "
+                    f"dimensions are 1-based")
+    worker = None if lab is None or np.size(lab) == 0 else _number(call, "lab", lab)
+    ndim = len(codist.shape)
+    here = _matlab_dim(codist.axis, ndim)
+    if dim == here:
+        r = codist.global_indices(None, worker)
+        first, last = r.start + 1, r.stop
+    else:
+        codist.global_indices(None, worker)  # checks 'lab'
+        extent = msize[dim - 1] if dim <= len(msize) else 1
+        first, last = 1, extent
+    if nargout == 2:
+        return first, last
+    return np.arange(first, last + 1, dtype=np.int64)
+
+
+def redistribute(D: CodistributedArray, codist: Optional[codistributor1d] = None
+                 ) -> CodistributedArray:
+    """``D = redistribute(D, codist)``: the same array split by ``codist`` (default: the
+    default distribution). Collective; each element moves once, in one all-to-all.
+
+    Examples
+    --------
+    >>> D = codistributed.ones(4, 6)                  # by columns
+    >>> getCodistributor(redistribute(D, codistributor1d(1))).Dimension
+    1
+
+    MATLAB
+    ------
+    ``D2 = redistribute(D1, codist)``
+    """
+    call = "redistribute"
+    D = _check_array(call, D)
+    target = _to_codistributor(call, codist, D.shape)
+    if target.shape != D.shape:  # a dimension past the array's: reshape, then move
+        raise error(SpmdValueError, call, f"dimension {codist.Dimension if codist else 0} "
+                    f"is past the array's {D.ndim}; redistribute along one of its own")
+    return D.redistribute(target)
+
+
+def gather(*args: Any) -> Any:
+    """``X = gather(D)``: the whole array on every worker; ``X = gather(D, lab)``: on
+    worker ``lab``, an empty 0-by-0 array of the same class on the others; ``[X1, X2] =
+    gather(D1, D2)`` as ``X1, X2 = gather(D1, D2)``. A Composite gives the list of its
+    elements (MATLAB's cell); anything else comes back as it is. Collective for
+    codistributed arrays and Composites.
+
+    Examples
+    --------
+    >>> D = codistributed(np.arange(4.0))
+    >>> gather(D)
+    array([0., 1., 2., 3.])
+    >>> gather(5.0)                       # not distributed: unchanged
+    5.0
+
+    MATLAB
+    ------
+    ``X = gather(D)``, ``X = gather(D, lab)``, ``[X1, X2] = gather(D1, D2)``
+    """
+    if not args:
+        raise error(SpmdTypeError, "gather", "takes at least one argument")
+    lab = None
+    values = list(args)
+    if len(values) >= 2 and not isinstance(values[-1], (CodistributedArray, Composite)) \
+            and np.ndim(values[-1]) == 0 and isinstance(values[-1], (int, float, np.number)):
+        lab = _number("gather", "lab", values.pop())
+    out = tuple(_gather_one(v, lab) for v in values)
+    return out[0] if len(out) == 1 else out
+
+
+def _gather_one(value, lab):
+    if isinstance(value, Composite):
+        return value[:]
+    if not isinstance(value, CodistributedArray):
+        return value
+    whole = value.gather(lab)
+    if whole is None:
+        family = LOCAL[value.family]
+        return family.empty((0, 0), family.dtype(value.local), value.local)
+    return whole
+
+
+def iscodistributed(X: Any) -> bool:
+    """``tf = iscodistributed(X)``: whether ``X`` is a codistributed array (a
+    ``distributed`` one is too: in a script, the client's view is every worker's).
+
+    Examples
+    --------
+    >>> iscodistributed(codistributed.zeros(2)), iscodistributed(np.zeros(2))
+    (True, False)
+
+    MATLAB
+    ------
+    ``tf = iscodistributed(X)``
+    """
+    return isinstance(X, CodistributedArray)
+
+
+def isdistributed(X: Any) -> bool:
+    """``tf = isdistributed(X)``: whether ``X`` was made as a ``distributed`` array.
+
+    Examples
+    --------
+    >>> isdistributed(distributed.zeros(2)), isdistributed(codistributed.zeros(2))
+    (True, False)
+
+    MATLAB
+    ------
+    ``tf = isdistributed(X)``
+    """
+    return isinstance(X, distributed)
+
+
+def drange(*args: Any) -> Sequence[Any]:
+    """``for i = drange(1:n)``: this worker's contiguous share of the MATLAB range, by
+    the default partition. ``drange(a, b)`` is ``a:b`` (``b`` included),
+    ``drange(a, d, b)`` is ``a:d:b``; a Python range, list or array is split as it is.
+    Not collective.
+
+    Examples
+    --------
+    >>> list(drange(1, 10))        # at 4 workers: 1:3, 4:6, 7:8, 9:10
+    [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]
+
+    MATLAB
+    ------
+    ``for i = drange(1:n)``, ``for i = drange(a:d:b)``
+    """
+    call = "drange"
+    if len(args) == 1 and not np.ndim(args[0]) == 0:
+        whole = args[0]
+    elif len(args) in (2, 3):
+        a, d, b = (args[0], 1, args[1]) if len(args) == 2 else args
+        values = _colon(call, a, d, b)
+        whole = range(int(a), int(a) + int(d) * len(values), int(d)) if \
+            values.dtype.kind in "iu" and len(values) else values
+    else:
+        raise error(SpmdTypeError, call, "takes drange(a, b), drange(a, d, b) or a range")
+    scope = _world.current()
+    partition = default_partition(len(whole), scope.size)
+    first = sum(partition[:scope.rank])
+    return whole[first:first + partition[scope.rank]]
+
+
+# -- MATLAB's zeros(..., "codistributed") and friends --------------------------------------------
+
+
+def _builtin(name, plain):
+    def fn(*args: Any) -> Any:
+        call = name
+        shape, dtype, codist, like, wanted = _parse(call, args)
+        if wanted:
+            cls = distributed if any(isinstance(a, str) and a.lower() == "distributed"
+                                     for a in args) else codistributed
+            return _made(cls, call, name, shape, dtype, codist, like)
+        return plain(shape, dtype, like)
+    fn.__name__ = fn.__qualname__ = name
+    return fn
+
+
+def _plain_fill(value):
+    def make(shape, dtype, like):
+        if like is not None:
+            family = LOCAL[_factories.local_family(like) or "numpy"]
+            return family.full(shape, value, family.dtype(like) if dtype is None else dtype,
+                               like)
+        return np.full(shape, value, dtype=np.float64 if dtype is None else dtype)
+    return make
+
+
+zeros = _builtin("zeros", _plain_fill(0))
+ones = _builtin("ones", _plain_fill(1))
+eye = _builtin("eye", lambda shape, dtype, like: np.eye(
+    shape[0], shape[1] if len(shape) > 1 else None, dtype=dtype or np.float64))
+rand = _builtin("rand", lambda shape, dtype, like: np.asarray(
+    np.random.random(shape)).astype(dtype or np.float64))
+randn = _builtin("randn", lambda shape, dtype, like: np.asarray(
+    np.random.standard_normal(shape)).astype(dtype or np.float64))
+
+zeros.__doc__ = """``zeros(n)``, ``zeros(m, n)``, ``zeros([m, n])``, with a class name: a
+numpy array of zeros as MATLAB makes it (``zeros(3)`` is 3-by-3). With a codistributor or
+``"codistributed"`` (``zeros(n, "codistributed")``, ``zeros(m, n, codist)``) a
+codistributed array, as ``codistributed.zeros``; with ``"distributed"`` a distributed one.
+
+Examples
+--------
+>>> zeros(2)
+array([[0., 0.],
+       [0., 0.]])
+>>> zeros(4, "codistributed").shape
+(4, 4)
+
+MATLAB
+------
+``zeros(n)``, ``zeros(m, n, codist)``, ``zeros(n, "codistributed")``
+"""
+ones.__doc__ = """``ones(...)``: as ``zeros``, with ones.
+
+Examples
+--------
+>>> ones(1, 3)
+array([[1., 1., 1.]])
+>>> float(ones(3, "codistributed").sum())
+9.0
+
+MATLAB
+------
+``ones(n)``, ``ones(n, "codistributed")``, ``ones(m, n, codist)``
+"""
+eye.__doc__ = """``eye(n)``, ``eye(m, n)``: the identity; with a codistributor or
+``"codistributed"``, codistributed.
+
+Examples
+--------
+>>> eye(2)
+array([[1., 0.],
+       [0., 1.]])
+>>> float(np.trace(eye(5, "codistributed")))
+5.0
+
+MATLAB
+------
+``eye(n)``, ``eye(n, "codistributed")``, ``eye(m, n, codist)``
+"""
+rand.__doc__ = """``rand(...)``: uniform random numbers as MATLAB makes them (``rand(3)``
+is 3-by-3), from numpy's generator; with a codistributor or ``"codistributed"``,
+codistributed (each worker draws its own part).
+
+Examples
+--------
+>>> rand(2, 3).shape
+(2, 3)
+>>> rand(4, "codistributed").shape
+(4, 4)
+
+MATLAB
+------
+``rand(n)``, ``rand(m, n, "codistributed")``, ``rand(n, codist)``
+"""
+randn.__doc__ = """``randn(...)``: standard normal numbers; as ``rand``.
+
+Examples
+--------
+>>> randn(3).shape
+(3, 3)
+
+MATLAB
+------
+``randn(n)``, ``randn(m, n, "codistributed")``
+"""
+
+
+def codistributor(kind: str = "1d", dim: Any = 0, part: Any = ()) -> codistributor1d:
+    """``codistributor()``, ``codistributor('1d', dim)``, ``codistributor('1d', dim,
+    part)``: a ``codistributor1d``. MATLAB's ``'2dbc'`` (block-cyclic) is not available.
+
+    Examples
+    --------
+    >>> codistributor("1d", 1)
+    codistributor1d(Dimension 1, Partition [])
+
+    MATLAB
+    ------
+    ``codistributor()``, ``codistributor('1d', dim, part)``
+    """
+    if str(kind).lower() != "1d":
+        raise error(SpmdValueError, "codistributor", f"only the '1d' distribution is "
+                    f"available (got {kind!r}); use codistributor1d")
+    return codistributor1d(dim, part)
+
+
+MATLAB_NAMES = ["codistributed", "codistributor", "codistributor1d", "distributed", "drange",
+                "eye", "gather", "getCodistributor", "getLocalPart", "globalIndices",
+                "iscodistributed", "isdistributed", "ones", "rand", "randn", "redistribute",
+                "zeros"]

@@ -1,0 +1,665 @@
+"""numpy's protocols for codistributed arrays: ufuncs, reductions, products, functions.
+
+Element-wise work runs on the local parts, in their family, without communicating. The
+output takes the distribution of an operand of its shape; operands split another way
+are redistributed to it (one all-to-all each), and operands that broadcast along the
+distribution axis are gathered. Reductions along other axes are local; along the
+distribution axis each worker reduces its part and the parts are folded in worker
+order (``_reduce``), so every worker gets the same bits at every layout.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Dict
+
+import numpy as np
+
+from .. import _reduce
+from .._backends import LOCAL, classify
+from .._ops import LAND, LOR, MAX, MIN, PROD, SUM
+from ..collectives import _cat_arrays
+from ..errors import SpmdTypeError, SpmdValueError
+from ._array import CodistributedArray
+from ._codistributor import Codistributor, error
+
+_FUNCTIONS: Dict[Any, Callable[..., Any]] = {}
+
+
+def implements(*functions):
+    def register(fn):
+        for f in functions:
+            _FUNCTIONS[f] = fn
+        return fn
+    return register
+
+
+def _name(func):
+    module = getattr(func, "__module__", "numpy") or "numpy"
+    return f"{module.replace('numpy.linalg._linalg', 'numpy.linalg')}.{func.__name__}"
+
+
+def array_function(self, func, types, args, kwargs):
+    impl = _FUNCTIONS.get(func)
+    if impl is None:
+        raise error(SpmdTypeError, _name(func), f"not available for a "
+                    f"{type(self).__name__}; gather it first (.gather(), collective) or "
+                    f"work on this worker's .local")
+    return impl(*args, **kwargs)
+
+
+def array_ufunc(self, ufunc, method, inputs, kwargs):
+    call = f"numpy.{ufunc.__name__}" + ("" if method == "__call__" else f".{method}")
+    if method == "__call__":
+        if ufunc is np.matmul:
+            if kwargs:
+                raise error(SpmdTypeError, call, f"takes no options here (got "
+                            f"{sorted(kwargs)})")
+            return matmul(call, *inputs)
+        return elementwise(call, inputs, kwargs,
+                           lambda fam, args, kw: fam.apply(ufunc, "__call__", args, kw),
+                           nout=ufunc.nout)
+    if method == "reduce" and ufunc in _UFUNC_REDUCTIONS and len(inputs) == 1:
+        options = dict(kwargs)
+        axis = options.pop("axis", 0)
+        return reduction(call, _UFUNC_REDUCTIONS[ufunc], inputs[0], axis, **options)
+    if method == "accumulate" and ufunc in _UFUNC_SCANS and len(inputs) == 1:
+        options = dict(kwargs)
+        return scan(call, _UFUNC_SCANS[ufunc], inputs[0], options.pop("axis", 0), **options)
+    raise error(SpmdTypeError, call, f"not available for a codistributed array")
+
+
+# -- element-wise ---------------------------------------------------------------------------
+
+
+def elementwise(call, inputs, kwargs, apply, nout=1):
+    """``apply(family, locals, kwargs)`` on the local parts of the operands, aligned to one
+    distribution; the result (or ``nout`` results) codistributed like it."""
+    kwargs = dict(kwargs)
+    out = kwargs.pop("out", None)
+    outs = () if out is None else (out if isinstance(out, tuple) else (out,))
+    if any(o is not None and not isinstance(o, CodistributedArray) for o in outs):
+        raise error(SpmdTypeError, call, "'out' must be codistributed arrays")
+    for name, value in kwargs.items():
+        if isinstance(value, CodistributedArray):
+            raise error(SpmdTypeError, call, f"'{name}' cannot be a codistributed array "
+                        f"here; gather it or pass a plain array")
+    arrays = [x for x in inputs if isinstance(x, CodistributedArray)]
+    ref = (arrays or [o for o in outs if o is not None])[0]
+    for x in arrays + [o for o in outs if o is not None]:
+        x._check_scope(call)
+        if x.family != ref.family:
+            raise error(SpmdTypeError, call, f"the operands' local parts are of different "
+                        f"families ({ref.family} and {x.family}); convert one")
+    try:
+        shape = np.broadcast_shapes(*[np.shape(x) if not isinstance(x, CodistributedArray)
+                                      else x.shape for x in inputs])
+    except ValueError:
+        shapes = ", ".join(str(np.shape(x) if not isinstance(x, CodistributedArray)
+                               else x.shape) for x in inputs)
+        raise error(SpmdValueError, call, f"operands of shapes {shapes} cannot be "
+                    f"broadcast together") from None
+    if outs and outs[0] is not None:
+        target = outs[0].codistributor
+        if outs[0].shape != shape:
+            raise error(SpmdValueError, call, f"'out' has shape {outs[0].shape}, the "
+                        f"result {shape}")
+    else:
+        target = _target(arrays, shape, type(ref))
+    family = LOCAL[ref.family]
+    args = [_aligned(call, x, target, shape, family, ref.local) for x in inputs]
+    if outs:
+        kwargs["out"] = tuple(_aligned(call, o, target, shape, family, ref.local)
+                              for o in outs)
+    result = apply(family, args, kwargs)
+    if outs:  # numpy returns the output array itself (a tuple of them for several)
+        return outs[0] if nout == 1 else outs
+    make = lambda local: ref._new(local, target)  # noqa: E731
+    return tuple(map(make, result)) if nout > 1 else make(result)
+
+
+def _target(arrays, shape, cls):
+    """The output's distribution: an operand's of the output's shape; else one that spans
+    the output along its distribution axis; else the default."""
+    for x in arrays:
+        if x.shape == shape:
+            return x.codistributor
+    for x in arrays:
+        axis = x.axis + len(shape) - x.ndim
+        if x.shape[x.axis] == shape[axis]:
+            return Codistributor(axis, x.partition, shape)
+    return Codistributor().complete(shape, default_axis=cls._default_axis)
+
+
+def _aligned(call, x, target, shape, family, like):
+    """``x``'s part of the output's block on this worker, ready for the local operation."""
+    shift = len(shape) - np.ndim(x) if not isinstance(x, CodistributedArray) else \
+        len(shape) - x.ndim
+    axis = target.axis - shift  # the output's distribution axis in x, if x has it
+    if isinstance(x, CodistributedArray):
+        if x.codistributor == target:
+            return x.local
+        if axis >= 0 and x.shape[axis] == shape[target.axis]:
+            mine = Codistributor(axis, target.partition, x.shape)
+            return x._moved(call, mine).local
+        x = x.gather()  # broadcast along the distribution axis: every worker needs all
+    elif isinstance(x, (list, tuple)):
+        x = np.asarray(x)
+    if np.ndim(x) == 0:
+        return x.item() if isinstance(x, np.generic) and family is LOCAL["torch"] else x
+    if axis >= 0 and np.shape(x)[axis] != 1:
+        r = target.global_indices()
+        x = x[(slice(None),) * axis + (slice(r.start, r.stop),)]
+    return family.asarray(x, like)
+
+
+@implements(np.where)
+def _where(condition, x=None, y=None):
+    if x is None or y is None:
+        raise error(SpmdTypeError, "numpy.where", "takes three arguments for a "
+                    "codistributed array (the one-argument form would gather indices)")
+    return elementwise("numpy.where", (condition, x, y), {},
+                       lambda fam, a, kw: _family_call(fam, "where", *a))
+
+
+def _family_call(family, name, *args, **kwargs):
+    if family is LOCAL["torch"]:
+        import torch
+
+        return getattr(torch, name)(*args, **kwargs)
+    return getattr(np, name)(*args, **kwargs)
+
+
+@implements(np.clip)
+def _clip(a, a_min=None, a_max=None, out=None, **kwargs):
+    result = a if a_min is None else np.maximum(a, a_min)
+    result = result if a_max is None else np.minimum(result, a_max)
+    if out is not None:
+        out[...] = result
+        return out
+    return result if result is not a else a.copy()
+
+
+@implements(np.isclose)
+def _isclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
+    return elementwise("numpy.isclose", (a, b), {}, lambda fam, args, kw: _family_call(
+        fam, "isclose", *args, rtol=rtol, atol=atol, equal_nan=equal_nan))
+
+
+@implements(np.allclose)
+def _allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
+    return bool(_isclose(a, b, rtol, atol, equal_nan).all())
+
+
+@implements(np.array_equal)
+def _array_equal(a1, a2, equal_nan=False):
+    if np.shape(a1) != np.shape(a2):
+        return False
+    return bool(_isclose(a1, a2, 0.0, 0.0, equal_nan).all()) if equal_nan else \
+        bool(np.all(np.equal(a1, a2)))
+
+
+@implements(np.round, np.around)
+def _round(a, decimals=0, out=None):
+    return elementwise("numpy.round", (a,), {} if out is None else {"out": out},
+                       lambda fam, args, kw: _family_call(fam, "round", *args,
+                                                          decimals=decimals, **kw))
+
+
+@implements(np.real)
+def _real(val):
+    return elementwise("numpy.real", (val,), {},
+                       lambda fam, args, kw: _family_call(fam, "real", *args))
+
+
+@implements(np.imag)
+def _imag(val):
+    return elementwise("numpy.imag", (val,), {},
+                       lambda fam, args, kw: _family_call(fam, "imag", *args))
+
+
+# -- no communication: shape, copies, like-arrays, transpose --------------------------------
+
+
+@implements(np.shape)
+def _shape(a):
+    return a.shape
+
+
+@implements(np.ndim)
+def _ndim(a):
+    return a.ndim
+
+
+@implements(np.size)
+def _size(a, axis=None):
+    return a.size if axis is None else a.shape[axis]
+
+
+@implements(np.copy)
+def _copy(a, order="K", subok=False):
+    return a.copy()
+
+
+def _like(fill):
+    def like(a, dtype=None, order="K", subok=True, shape=None, **kwargs):
+        if shape is not None and tuple(np.atleast_1d(shape)) != a.shape:
+            raise error(SpmdValueError, "numpy.*_like", "a different 'shape' is not "
+                        "available for a codistributed array")
+        family = LOCAL[a.family]
+        dtype = family.dtype(a.local) if dtype is None else dtype
+        local = fill(family, a.local.shape, dtype, a.local, kwargs)
+        return a._new(local, a.codistributor)
+    return like
+
+
+_FUNCTIONS[np.zeros_like] = _like(lambda f, s, d, like, kw: f.full(s, 0, d, like))
+_FUNCTIONS[np.ones_like] = _like(lambda f, s, d, like, kw: f.full(s, 1, d, like))
+_FUNCTIONS[np.empty_like] = _like(lambda f, s, d, like, kw: f.empty(s, d, like))
+_FUNCTIONS[np.full_like] = lambda a, fill_value, dtype=None, **kw: _like(
+    lambda f, s, d, like, _: f.full(s, fill_value, d, like))(a, dtype, **kw)
+
+
+@implements(np.transpose)
+def transpose(a, axes=None):
+    if axes is None:
+        axes = tuple(range(a.ndim - 1, -1, -1))
+    axes = tuple(int(x) % a.ndim if -a.ndim <= int(x) < a.ndim else -1 for x in axes)
+    if sorted(axes) != list(range(a.ndim)):
+        raise error(SpmdValueError, "transpose", f"the axes {axes} do not permute the "
+                    f"{a.ndim} axes of the array")
+    local = LOCAL[a.family].permute(a.local, axes)
+    shape = tuple(a.shape[x] for x in axes)
+    return a._new(local, Codistributor(axes.index(a.axis), a.partition, shape))
+
+
+@implements(np.swapaxes)
+def _swapaxes(a, axis1, axis2):
+    axes = list(range(a.ndim))
+    axes[axis1], axes[axis2] = axes[axis2], axes[axis1]
+    return transpose(a, axes)
+
+
+# -- reductions -------------------------------------------------------------------------------
+
+_OPS = {"sum": SUM, "prod": PROD, "max": MAX, "min": MIN, "any": LOR, "all": LAND}
+_UFUNC_REDUCTIONS = {np.add: "sum", np.multiply: "prod", np.maximum: "max",
+                     np.minimum: "min", np.logical_or: "any", np.logical_and: "all"}
+_UFUNC_SCANS = {np.add: "cumsum", np.multiply: "cumprod"}
+
+
+def _axes(call, a, axis):
+    if axis is None:
+        return tuple(range(a.ndim))
+    axes = axis if isinstance(axis, tuple) else (axis,)
+    out = []
+    for x in axes:
+        if isinstance(x, bool) or not isinstance(x, (int, np.integer)):
+            raise error(SpmdTypeError, call, f"'axis' must be an int or a tuple of ints "
+                        f"(got {axis!r})")
+        if not -a.ndim <= x < a.ndim:
+            raise error(SpmdValueError, call, f"axis {x} is out of bounds for an array of "
+                        f"{a.ndim} dimensions")
+        out.append(int(x) % a.ndim)
+    if len(set(out)) != len(out):
+        raise error(SpmdValueError, call, f"repeated axis in {axis!r}")
+    return tuple(sorted(out))
+
+
+def _unsupported(call, **options):
+    for name, value in options.items():
+        if value is not None and value is not np._NoValue:
+            raise error(SpmdTypeError, call, f"'{name}' is not available for a "
+                        f"codistributed array")
+
+
+def reduction(call, name, a, axis=None, dtype=None, keepdims=False, out=None,
+              initial=None, where=None):
+    """numpy's reduction ``name`` of codistributed ``a``: local along the other axes,
+    folded over the workers in worker order along the distribution axis."""
+    _unsupported(call, out=out, initial=initial, where=where)
+    keepdims = bool(keepdims) if keepdims is not np._NoValue else False
+    a._check_scope(call)
+    axes = _axes(call, a, axis)
+    family = LOCAL[a.family]
+    if name in ("any", "all") and dtype is None:
+        local = a.local if family.dtype(a.local).kind == "b" else a.local != 0
+    else:
+        local = a.local
+    shape = tuple(1 if d in axes else n for d, n in enumerate(a.shape)) if keepdims \
+        else tuple(n for d, n in enumerate(a.shape) if d not in axes)
+    if a.axis not in axes:  # every worker reduces its own block: no communication
+        result = family.reduce(name, local, axes, keepdims, dtype)
+        new_axis = a.axis if keepdims else a.axis - sum(1 for d in axes if d < a.axis)
+        return a._new(result, Codistributor(new_axis, a.partition, shape))
+    if name in ("max", "min") and any(a.shape[d] == 0 for d in axes):
+        raise error(SpmdValueError, call, f"zero-size array to reduction operation {name} "
+                    f"which has no identity (shape {a.shape})")
+    if local.shape[a.axis] == 0 and name in ("max", "min"):
+        kept = tuple(1 if d in axes else n for d, n in enumerate(local.shape))
+        partial = family.full(kept, _identity(name, family.dtype(local)),
+                              family.dtype(local), local)
+    else:
+        partial = family.reduce(name, local, axes, True, dtype)
+    total = _reduce.reduce_op(call, partial, _OPS[name], None)
+    if not keepdims:
+        total = total.reshape(shape)
+    return _replicated_result(a, total, shape)
+
+
+def _identity(name, dtype):
+    if dtype.kind == "f":
+        return -np.inf if name == "max" else np.inf
+    if dtype.kind in "iu":
+        info = np.iinfo(dtype)
+        return info.min if name == "max" else info.max
+    return name == "min"  # bool: False is the identity of max (or), True of min (and)
+
+
+def _replicated_result(a, total, shape):
+    """A result every worker holds whole: a scalar of the family when 0-d, else split
+    (without communication) by the default distribution of ``a``'s class."""
+    if not shape:
+        return total[()] if isinstance(total, np.ndarray) else total.reshape(())
+    return split(a, total, shape)
+
+
+def split(a, whole, shape, axis=None):
+    """``whole`` (the same on every worker) as an array of ``a``'s class and scope."""
+    target = Codistributor(axis).complete(shape, default_axis=type(a)._default_axis)
+    r = target.global_indices()
+    local = whole[(slice(None),) * target.axis + (slice(r.start, r.stop),)]
+    return a._new(LOCAL[a.family].copy(local), target)
+
+
+def _reduction(name):
+    def fn(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None):
+        return reduction(f"numpy.{name}", name, a, axis, dtype, keepdims, out, initial,
+                         where)
+    return fn
+
+
+for _name_, _funcs in {"sum": (np.sum,), "prod": (np.prod,), "any": (np.any,),
+                       "all": (np.all,)}.items():
+    implements(*_funcs)(_reduction(_name_))
+
+
+def _extremum(name):
+    def fn(a, axis=None, out=None, keepdims=False, initial=None, where=None):
+        return reduction(f"numpy.{name}", name, a, axis, None, keepdims, out, initial,
+                         where)
+    return fn
+
+
+implements(np.max, np.amax)(_extremum("max"))
+implements(np.min, np.amin)(_extremum("min"))
+
+
+def _count(a, axis):
+    axes = _axes("numpy.mean", a, axis)
+    return int(np.prod([a.shape[d] for d in axes], dtype=np.int64))
+
+
+@implements(np.mean)
+def mean(a, axis=None, dtype=None, out=None, keepdims=False, where=None):
+    _unsupported("numpy.mean", out=out, where=where)
+    if dtype is None and LOCAL[a.family].dtype(a.local).kind in "biu":
+        dtype = np.float64
+    total = reduction("numpy.mean", "sum", a, axis, dtype, keepdims)
+    return total / _count(a, axis)
+
+
+@implements(np.var)
+def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, where=None,
+        mean=None, correction=None):
+    _unsupported("numpy.var", out=out, where=where, mean=mean, correction=correction)
+    m = _FUNCTIONS[np.mean](a, axis=axis, dtype=dtype, keepdims=True)
+    d = np.abs(a - m)
+    total = reduction("numpy.var", "sum", d * d, axis, None, keepdims)
+    return total / (_count(a, axis) - ddof)
+
+
+@implements(np.std)
+def _std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, where=None,
+         mean=None, correction=None):
+    return _sqrt(var(a, axis, dtype, out, ddof, keepdims, where, mean, correction))
+
+
+@implements(np.count_nonzero)
+def _count_nonzero(a, axis=None, *, keepdims=False):
+    result = reduction("numpy.count_nonzero", "sum", a != 0, axis, np.int64, keepdims)
+    return int(result) if axis is None and not keepdims else result
+
+
+def scan(call, name, a, axis=None, dtype=None, out=None):
+    """numpy's ``cumsum``/``cumprod`` along ``axis``: local, then each worker adds (or
+    multiplies by) the fold of the previous workers' totals, in worker order."""
+    _unsupported(call, out=out)
+    scope = a._check_scope(call)
+    if axis is None:
+        if a.ndim != 1:
+            raise error(SpmdValueError, call, "give an axis: without one numpy flattens "
+                        "the array, which a codistributed array does not do")
+        axis = 0
+    (axis,) = _axes(call, a, axis)
+    family = LOCAL[a.family]
+    local = family.scan(name, a.local, axis, dtype)
+    if axis != a.axis:
+        return a._new(local, a.codistributor)
+    add = name == "cumsum"
+    at = lambda k: (slice(None),) * axis + (slice(k, k + 1),)  # noqa: E731
+    if local.shape[axis]:
+        last = local[at(local.shape[axis] - 1)]
+    else:
+        kept = local.shape[:axis] + (1,) + local.shape[axis + 1:]
+        last = family.full(kept, 0 if add else 1, family.dtype(local), local)
+    totals = _cat_arrays(call, scope, classify(last), axis, None)
+    if scope.index > 1:
+        prefix = totals[at(0)]
+        for k in range(1, scope.index - 1):  # in worker order
+            prefix = prefix + totals[at(k)] if add else prefix * totals[at(k)]
+        local = local + prefix if add else local * prefix
+    return a._new(local, a.codistributor)
+
+
+implements(np.cumsum)(lambda a, axis=None, dtype=None, out=None:
+                      scan("numpy.cumsum", "cumsum", a, axis, dtype, out))
+implements(np.cumprod)(lambda a, axis=None, dtype=None, out=None:
+                       scan("numpy.cumprod", "cumprod", a, axis, dtype, out))
+
+
+# -- products ---------------------------------------------------------------------------------
+
+
+def matmul(call, a, b):
+    """``a @ b`` for 1-D and 2-D operands, either or both codistributed.
+
+    Rows of ``a`` split over the workers: each computes its rows of the result (``b``
+    gathered if codistributed). Columns of ``b`` split: each computes its columns
+    (``a`` gathered if codistributed). The inner dimension split (``a`` by columns, ``b``
+    by rows, redistributed to ``a``'s partition if needed): each computes a partial
+    product and the partials are summed in worker order.
+    """
+    arrays = [x for x in (a, b) if isinstance(x, CodistributedArray)]
+    ref = arrays[0]
+    for x in arrays:
+        x._check_scope(call)
+        if x.family != ref.family:
+            raise error(SpmdTypeError, call, f"the operands' local parts are of different "
+                        f"families ({ref.family} and {x.family}); convert one")
+    family = LOCAL[ref.family]
+    if isinstance(a, (list, tuple)):
+        a = np.asarray(a)
+    if isinstance(b, (list, tuple)):
+        b = np.asarray(b)
+    na, nb = np.ndim(a) if not isinstance(a, CodistributedArray) else a.ndim, \
+        np.ndim(b) if not isinstance(b, CodistributedArray) else b.ndim
+    shape_a = a.shape if isinstance(a, CodistributedArray) else np.shape(a)
+    shape_b = b.shape if isinstance(b, CodistributedArray) else np.shape(b)
+    if na == 0 or nb == 0:
+        raise error(SpmdValueError, call, "matmul does not take scalars; use * for them")
+    if na > 2 or nb > 2:
+        raise error(SpmdValueError, call, f"products of arrays of more than 2 dimensions "
+                    f"are not available for codistributed arrays (shapes {shape_a} and "
+                    f"{shape_b})")
+    if shape_a[-1] != shape_b[0]:
+        raise error(SpmdValueError, call, f"the inner dimensions differ: shapes {shape_a} "
+                    f"and {shape_b} ({shape_a[-1]} != {shape_b[0]})")
+    shape = tuple(shape_a[:-1]) + tuple(shape_b[1:])
+    conv = lambda x: family.asarray(x, ref.local)  # noqa: E731
+    a_rows = isinstance(a, CodistributedArray) and na == 2 and a.axis == 0
+    b_cols = isinstance(b, CodistributedArray) and nb == 2 and b.axis == 1
+    if a_rows:  # each worker: its rows of a times all of b
+        whole_b = b.gather() if isinstance(b, CodistributedArray) else conv(b)
+        return a._new(a.local @ whole_b, Codistributor(0, a.partition, shape))
+    if b_cols:  # each worker: all of a times its columns of b
+        whole_a = a.gather() if isinstance(a, CodistributedArray) else conv(a)
+        return b._new(whole_a @ b.local, Codistributor(len(shape) - 1, b.partition, shape))
+    # the inner dimension is split: partial products, summed in worker order
+    if isinstance(a, CodistributedArray):
+        inner = a.codistributor.global_indices()
+        if isinstance(b, CodistributedArray):
+            b_part = b._moved(call, Codistributor(0, a.partition, b.shape)).local
+        else:
+            b_part = conv(b[inner.start:inner.stop])
+        partial = a.local @ b_part
+    else:
+        inner = b.codistributor.global_indices()
+        a_part = conv(a[..., inner.start:inner.stop])
+        partial = a_part @ b.local
+    total = _reduce.reduce_op(call, _as_array(family, partial, ref.local), SUM, None)
+    return _replicated_result(ref, total, shape)
+
+
+def _as_array(family, value, like):
+    """A 0-d result of a local product (a numpy scalar) as a 0-d array of the family."""
+    if isinstance(value, np.generic):
+        return family.asarray(np.asarray(value), like)
+    return value
+
+
+@implements(np.dot)
+def _dot(a, b, out=None):
+    _unsupported("numpy.dot", out=out)
+    if np.ndim(a) == 0 or np.ndim(b) == 0:
+        return np.multiply(a, b)
+    return matmul("numpy.dot", a, b)
+
+
+@implements(np.matmul)
+def _matmul(a, b, **kwargs):
+    return matmul("numpy.matmul", a, b)
+
+
+@implements(np.trace)
+def _trace(a, offset=0, axis1=0, axis2=1, dtype=None, out=None):
+    call = "numpy.trace"
+    _unsupported(call, out=out)
+    if a.ndim != 2 or (axis1, axis2) != (0, 1):
+        raise error(SpmdValueError, call, "only the trace of a 2-D array over axes (0, 1) "
+                    "is available for a codistributed array")
+    a._check_scope(call)
+    start = a.codistributor.global_indices().start
+    shift = offset + start if a.axis == 0 else offset - start
+    family = LOCAL[a.family]
+    if family is LOCAL["torch"]:
+        local = a.local.diagonal(shift).sum()
+    else:
+        local = np.asarray(np.trace(a.local, offset=shift, dtype=dtype)) \
+            if family is LOCAL["numpy"] else np.trace(a.local, offset=shift, dtype=dtype)
+    total = _reduce.reduce_op(call, local, SUM, None)
+    return total[()] if isinstance(total, np.ndarray) else total
+
+
+@implements(np.linalg.norm)
+def norm(x, ord=None, axis=None, keepdims=False):
+    """numpy's vector and matrix norms; the 2-norm, -2 and nuclear norms of a matrix from
+    its singular values (a QR of each worker's block, the small R factors gathered)."""
+    call = "numpy.linalg.norm"
+    x._check_scope(call)
+    if axis is None and ord is None:
+        return _sqrt(reduction(call, "sum", _abs2(x), None, None, keepdims))
+    if axis is None:
+        if x.ndim == 1:
+            axis = 0
+        elif x.ndim == 2:
+            axis = (0, 1)
+        else:
+            raise error(SpmdValueError, call, "give 'axis' for an array of more than 2 "
+                        "dimensions")
+    if isinstance(axis, (int, np.integer)) or (isinstance(axis, tuple) and len(axis) == 1):
+        axis = axis if isinstance(axis, (int, np.integer)) else axis[0]
+        return _vector_norm(call, x, ord, axis, keepdims)
+    if isinstance(axis, tuple) and len(axis) == 2:
+        _axes(call, x, axis)  # in range
+        return _matrix_norm(call, x, ord, tuple(int(v) % x.ndim for v in axis), keepdims)
+    raise error(SpmdValueError, call, f"'axis' must be an int or a pair (got {axis!r})")
+
+
+def _sqrt(x):
+    """The square root of a result: a codistributed array, or a scalar of its family."""
+    if type(x).__module__.startswith("torch"):
+        return x.sqrt()
+    return np.sqrt(x)
+
+
+def _abs2(x):
+    a = np.abs(x)
+    return a * a
+
+
+def _vector_norm(call, x, ord, axis, keepdims):
+    if ord is None or ord == 2:
+        return _sqrt(reduction(call, "sum", _abs2(x), axis, None, keepdims))
+    if ord == np.inf:
+        return reduction(call, "max", np.abs(x), axis, None, keepdims)
+    if ord == -np.inf:
+        return reduction(call, "min", np.abs(x), axis, None, keepdims)
+    if ord == 0:
+        return reduction(call, "sum", (x != 0).astype(np.float64), axis, None, keepdims)
+    if ord == 1:
+        return reduction(call, "sum", np.abs(x), axis, None, keepdims)
+    if isinstance(ord, str):
+        raise error(SpmdValueError, call, f"invalid norm order {ord!r} for vectors")
+    return reduction(call, "sum", np.abs(x) ** ord, axis, None, keepdims) ** (1.0 / ord)
+
+
+def _matrix_norm(call, x, ord, axes, keepdims):
+    row, col = axes
+    if row == col:
+        raise error(SpmdValueError, call, "duplicate axes given")
+    if ord in (None, "fro"):
+        return _sqrt(reduction(call, "sum", _abs2(x), axes, None, keepdims))
+    if ord in (1, -1, np.inf, -np.inf):
+        if ord in (1, -1):
+            inner, outer = row, (col - 1 if col > row else col)
+        else:
+            inner, outer = col, (row - 1 if row > col else row)
+        sums = reduction(call, "sum", np.abs(x), inner, None, False)
+        result = reduction(call, "max" if ord > 0 else "min", sums, outer, None, False)
+    elif ord in (2, -2, "nuc"):
+        if x.ndim != 2:
+            raise error(SpmdValueError, call, "the 2, -2 and nuclear norms are available "
+                        "for 2-D codistributed arrays only")
+        s = singular_values(call, x)
+        value = s.max() if ord == 2 else s.min() if ord == -2 else s.sum()
+        result = LOCAL[x.family].like(np.asarray(value), x.local)
+    else:
+        raise error(SpmdValueError, call, f"invalid norm order {ord!r} for matrices")
+    if keepdims:
+        shape = tuple(1 if d in axes else n for d, n in enumerate(x.shape))
+        if isinstance(result, CodistributedArray):
+            return np.expand_dims(result.gather(), axes)  # rare: batched matrices
+        return result.reshape(shape)
+    return result
+
+
+def singular_values(call, x):
+    """The singular values of 2-D codistributed ``x``, on every worker (host numpy)."""
+    scope = x._check_scope(call)
+    block = LOCAL[x.family].host(x.local)
+    if x.axis == 1:  # the blocks of the conjugate transpose are row blocks
+        block = block.conj().T
+    r = np.linalg.qr(np.asarray(block, dtype=np.result_type(block.dtype, np.float64)),
+                     mode="r")
+    stacked = _cat_arrays(call, scope, classify(np.ascontiguousarray(r)), 0, None)
+    return np.linalg.svd(stacked, compute_uv=False) if stacked.size else np.zeros(0)

@@ -1,0 +1,348 @@
+"""Codistributed arrays (spmdlab.darray): construction, gather, redistribute, subscripts,
+element-wise operations, reductions, products and errors, against numpy on the whole
+array, at any worker count (sizes follow it, so partitions are uneven and some workers
+hold nothing) and for every array family available.
+"""
+
+import numpy as np
+import pytest
+
+import spmdlab.darray as da
+from spmdlab import (CodistributedArray, Codistributor, SpmdIndexError, SpmdMismatchError,
+                     SpmdTypeError, SpmdValueError, distribute, drange, from_local, spmd,
+                     spmd_index, spmd_size)
+
+from conftest import torch
+
+pytestmark = pytest.mark.mpi
+
+
+def shapes():
+    """Global shapes that split unevenly, evenly and with workers that hold nothing."""
+    n = spmd_size()
+    return [(n + 1, 3), (2 * n, n + 2), (max(n - 1, 1), 2 * n + 1), (3, 2, n + 2)]
+
+
+def whole(shape, dtype=np.float64):
+    """The same array on every worker: values that say where they are."""
+    return (np.arange(int(np.prod(shape)), dtype=dtype) * 0.5 - 3).reshape(shape)
+
+
+def value(x):
+    """A result as numpy: gathered if codistributed, moved to the host if a tensor."""
+    if isinstance(x, CodistributedArray):
+        x = x.gather()
+    if torch is not None and isinstance(x, torch.Tensor):
+        return x.cpu().numpy()
+    return np.asarray(x)
+
+
+def test_default_partition_is_matlabs():
+    assert da.default_partition(10, 4) == (3, 3, 2, 2)
+    assert da.default_partition(2, 4) == (1, 1, 0, 0)
+    assert da.default_partition(0, 3) == (0, 0, 0)
+    n = spmd_size()
+    assert da.default_partition(n + 1) == (2,) + (1,) * (n - 1)
+    with pytest.raises(SpmdValueError, match="'workers' must be at least 1"):
+        da.default_partition(5, 0)
+
+
+def test_distribute_gather_every_axis_and_destination(backend):
+    n, k = spmd_size(), spmd_index()
+    for shape in shapes():
+        G = whole(shape)
+        for axis in range(len(shape)):
+            D = distribute(backend.make(G), axis=axis)
+            assert D.shape == shape and D.axis == axis
+            assert D.partition == da.default_partition(shape[axis])
+            r = D.global_indices()
+            assert np.array_equal(backend.read(D.local), G[D.global_slice()])
+            assert D.local.shape[axis] == len(r)
+            got = D.gather()
+            assert type(got) is type(D.local) and np.array_equal(backend.read(got), G)
+            for dest in range(1, n + 1):
+                got = D.gather(destination=dest)
+                assert (got is None) == (k != dest)
+                if got is not None:
+                    assert np.array_equal(backend.read(got), G)
+
+
+def test_distribute_copies_its_input_and_keeps_dtype():
+    G = whole((spmd_size() + 2, 2), np.float32)
+    D = distribute(G)
+    D.local[...] = 7
+    assert G.min() == -3 and D.dtype == np.float32
+    assert distribute([[1, 2], [3, 4]], axis=1).gather().tolist() == [[1, 2], [3, 4]]
+
+
+def test_scatter_from_one_worker():
+    n, k = spmd_size(), spmd_index()
+    G = whole((2 * n + 1, 3))
+    for source in range(1, n + 1):
+        mine = G if k == source else "ignored"
+        D = distribute(mine, source=source, axis=1)
+        assert D.axis == 1 and np.array_equal(D.gather(), G)
+
+
+def test_from_local_learns_the_partition_and_checks_it():
+    n, k = spmd_size(), spmd_index()
+    D = from_local(np.full((k - 1, 2), float(k)))  # worker 1 holds nothing
+    assert D.partition == tuple(range(n)) and D.shape == (n * (n - 1) // 2, 2)
+    expected = np.concatenate([np.full((j - 1, 2), float(j)) for j in range(1, n + 1)])
+    assert np.array_equal(D.gather(), expected)
+    c = Codistributor(1, (2,) * n, (3, 2 * n))
+    E = from_local(np.ones((3, 2)), c)
+    assert E.codistributor == c
+    E2 = from_local(np.ones((3, 2)), c, check=False)  # MATLAB's "noCommunication"
+    assert E2.codistributor == c
+
+
+def test_from_local_sizes_that_do_not_add_up_fail_on_every_worker():
+    n, k = spmd_size(), spmd_index()
+    c = Codistributor(0, (2,) * n, (2 * n, 3))
+    bad = np.ones((3 if k == n else 2, 3))
+    with pytest.raises(SpmdValueError, match=r"the local part has shape \(3, 3\)") as info:
+        from_local(bad, c)
+    # the failing worker raises its own error; the others name it
+    assert (k == n) or f"failed on another worker: worker {n}:" in str(info.value)
+    other = np.ones((2, 4 if k == 1 else 3))
+    if n > 1:
+        with pytest.raises(SpmdMismatchError, match="sizes outside the axis"):
+            from_local(other)
+    with pytest.raises(SpmdValueError, match=r"adds up to"):
+        Codistributor(0, (1,) * n, (n + 5, 2))
+    with pytest.raises(SpmdValueError, match="beyond an array of 2 dimensions"):
+        distribute(np.ones((2, 2)), axis=2)
+
+
+def test_constructors_need_no_communication_and_match_numpy():
+    n = spmd_size()
+    shape = (n + 1, 2 * n + 1)
+    assert np.array_equal(da.zeros(shape).gather(), np.zeros(shape))
+    assert np.array_equal(da.ones(shape, np.int32, axis=1).gather(), np.ones(shape, np.int32))
+    assert np.array_equal(da.full(shape, 2.5).gather(), np.full(shape, 2.5))
+    assert da.empty(shape).shape == shape
+    for axis in (0, 1):
+        for kk in (-1, 0, 2):
+            assert np.array_equal(da.eye(n + 1, 2 * n + 1, kk, axis=axis).gather(),
+                                  np.eye(n + 1, 2 * n + 1, kk))
+    assert np.array_equal(da.arange(3, 40, 4).gather(), np.arange(3, 40, 4))
+    assert np.allclose(da.arange(0.5, 3.0, 0.25).gather(), np.arange(0.5, 3.0, 0.25))
+    R = da.rand((50, 4), seed=3).gather()
+    assert R.shape == (50, 4) and 0 <= R.min() and R.max() < 1
+    assert np.array_equal(R, da.rand((50, 4), seed=3).gather())  # same seed, same values
+    assert abs(float(da.randn((2000,), seed=1).mean())) < 0.2
+
+
+def test_drange_covers_the_range_once():
+    parts = from_local(np.array(list(drange(3, 50, 2)), dtype=np.int64)).gather()
+    assert parts.tolist() == list(range(3, 50, 2))
+    assert len(drange(spmd_size() - 1)) in (0, 1)
+
+
+def test_redistribute_moves_every_element_once(backend):
+    n = spmd_size()
+    for shape in shapes():
+        G = whole(shape)
+        D = distribute(backend.make(G))
+        for axis in range(len(shape)):
+            E = D.redistribute(axis=axis)
+            assert E.axis == axis and E.partition == da.default_partition(shape[axis])
+            assert np.array_equal(backend.read(E.local), G[E.global_slice()])
+            uneven = (shape[axis],) + (0,) * (n - 1)
+            F = E.redistribute(partition=uneven)
+            assert F.axis == axis and F.partition == uneven
+            assert np.array_equal(backend.read(F.gather()), G)
+            assert type(F.local) is type(D.local)
+        same = D.redistribute(D.codistributor)
+        same.local[...] = 0  # always a new array
+        assert np.array_equal(backend.read(D.gather()), G)
+
+
+def test_elementwise_needs_no_communication_and_keeps_family(backend):
+    G = whole((spmd_size() + 1, 4))
+    for axis in (0, 1):
+        D = distribute(backend.make(G), axis=axis)
+        E = np.sin(D) * 2 + D - 1 / (D * D + 1)
+        assert type(E.local) is type(D.local) and E.codistributor == D.codistributor
+        assert np.allclose(value(E), np.sin(G) * 2 + G - 1 / (G * G + 1))
+        assert np.array_equal(value(D > 0), G > 0)
+        assert np.allclose(value(abs(-D) ** 2), G ** 2)
+        assert np.allclose(value(np.maximum(D, 0.5)), np.maximum(G, 0.5))
+        assert np.allclose(value(np.where(D > 0, D, 0.0)), np.where(G > 0, G, 0.0))
+        assert np.allclose(value(np.clip(D, -1, 1)), np.clip(G, -1, 1))
+        H = D.copy()
+        H += 1
+        H *= D
+        assert np.allclose(value(H), (G + 1) * G)
+        assert np.allclose(value(H), value(D.astype(np.float64) * (D + 1)))
+
+
+def test_operands_broadcast_and_redistribute(backend):
+    n = spmd_size()
+    G = whole((n + 2, 3))
+    D = distribute(backend.make(G), axis=0)
+    E = D.redistribute(axis=1)
+    row, col = np.arange(3.0), np.arange(n + 2.0)[:, None]
+    for X in (D, E):
+        assert np.allclose(value(X + row), G + row)
+        assert np.allclose(value(X * col), G * col)
+        assert np.allclose(value(backend.make(row) - X), row - G)
+    mixed = D + E  # another distribution: redistributed to the first's
+    assert mixed.codistributor == D.codistributor and np.allclose(value(mixed), 2 * G)
+    sums = np.sum(D, axis=0, keepdims=True)
+    assert np.allclose(value(D - sums), G - G.sum(axis=0, keepdims=True))
+    with pytest.raises(SpmdValueError, match="cannot be broadcast together"):
+        D + np.ones(5)
+
+
+def test_reductions_along_every_axis(backend):
+    for shape in shapes():
+        G = whole(shape)
+        for axis in range(len(shape)):
+            D = distribute(backend.make(G), axis=axis)
+            for ax in [None, *range(len(shape)), (0, len(shape) - 1)]:
+                for name in ("sum", "prod", "max", "min", "mean", "std", "var"):
+                    got = getattr(np, name)(D, axis=ax)
+                    assert np.allclose(value(got), getattr(np, name)(G, axis=ax)), \
+                        (shape, axis, ax, name)
+                for name in ("any", "all"):
+                    got = getattr(np, name)(D > 0, axis=ax)
+                    assert np.array_equal(value(got), getattr(np, name)(G > 0, axis=ax))
+            kept = np.sum(D, axis=axis, keepdims=True)
+            assert value(kept).shape == np.sum(G, axis=axis, keepdims=True).shape
+            assert np.allclose(value(np.linalg.norm(D)), np.linalg.norm(G))
+            assert int(np.count_nonzero(D)) == np.count_nonzero(G)
+            assert np.allclose(value(np.cumsum(D, axis=axis)), np.cumsum(G, axis=axis))
+            assert np.allclose(value(np.cumprod(D[..., :2] * 0 + 1.5, axis=0)),
+                               np.cumprod(G[..., :2] * 0 + 1.5, axis=0))
+
+
+def test_reductions_are_identical_on_every_worker():
+    from spmdlab import spmd_cat
+
+    D = da.randn((spmd_size() * 7 + 3,), seed=5)
+    total = float(np.sum(D))
+    assert len(set(spmd_cat(total).tolist())) == 1
+
+
+def test_transpose_and_products(backend):
+    n = spmd_size()
+    A = whole((n + 2, n + 1))
+    B = whole((n + 1, 3)) / 7
+    v, w = np.arange(n + 1.0), np.arange(n + 2.0)
+    for a_axis in (0, 1):
+        Da = distribute(backend.make(A), axis=a_axis)
+        assert Da.T.axis == 1 - a_axis and np.array_equal(value(Da.T), A.T)
+        assert np.allclose(value(Da @ backend.make(v)), A @ v)
+        assert np.allclose(value(backend.make(w) @ Da), w @ A)
+        assert np.allclose(value(np.dot(Da, backend.make(v))), A @ v)
+        for b_axis in (0, 1):
+            Db = distribute(backend.make(B), axis=b_axis)
+            assert np.allclose(value(Da @ Db), A @ B)
+            assert np.allclose(value(Da.T @ Da), A.T @ A)
+        x = distribute(backend.make(v))
+        assert np.allclose(value(Da @ x), A @ v)
+        assert np.allclose(value(x @ x), v @ v)
+        assert np.allclose(value(np.trace(Da)), np.trace(A))
+        for order in (None, "fro", 1, -1, np.inf, -np.inf, 2, -2, "nuc"):
+            assert np.allclose(value(np.linalg.norm(Da, order)), np.linalg.norm(A, order)), \
+                order
+    with pytest.raises(SpmdValueError, match="inner dimensions differ"):
+        distribute(A) @ np.ones(n + 5)
+
+
+def test_subscripts_read_like_numpy(backend):
+    n = spmd_size()
+    G = whole((2 * n + 1, n + 2))
+    keys = [(0, 1), (-1, -1), (2 * n, slice(None)), (slice(1, None, 2), 1),
+            (slice(None, None, -1),), (slice(-2, 0, -2), slice(None, 2)), ([2 * n, 0, 1],),
+            (slice(None), [1, 0]), (Ellipsis, n + 1), (np.array([True, False] * n + [True]),),
+            (0, [1, 0]), ([1, 2], 0), (slice(3, 3),), (1, slice(None, None, -1))]
+    for axis in (0, 1):
+        D = distribute(backend.make(G), axis=axis)
+        for key in keys:
+            got = D[key]
+            assert np.array_equal(value(got), G[key]), (axis, key)
+        assert np.array_equal(value(D[D > 1]), G[G > 1])
+        assert np.array_equal(value(D[G > 1]), G[G > 1])
+        assert float(D[1, 1]) == G[1, 1]
+        assert [float(x[0]) for x in D] == G[:, 0].tolist()
+
+
+def test_subscripts_write_where_the_elements_live(backend):
+    n = spmd_size()
+    G = whole((2 * n + 1, n + 2))
+    for axis in (0, 1):
+        D = distribute(backend.make(G), axis=axis)
+        H = G.copy()
+        for key, v in [((1, 2), 9.0), ((slice(None), 1), np.arange(2 * n + 1.0)),
+                       ((slice(None, None, -2), 0), -np.arange(n + 1.0)),
+                       (([2 * n, 0], slice(None)), 5.5), ((Ellipsis, -1), 0.25),
+                       ((slice(1, 3), slice(0, 2)), np.array([[1.0, 2.0], [3.0, 4.0]]))]:
+            D[key] = backend.make(v) if np.ndim(v) else v
+            H[key] = v
+        D[D > 10] = -1
+        H[H > 10] = -1
+        assert np.array_equal(value(D), H), axis
+        part = distribute(backend.make(np.full((2 * n + 1, 2), 3.0)), axis=1)
+        D[:, 1:3] = part  # a codistributed value: moved to where it is written
+        H[:, 1:3] = 3.0
+        assert np.array_equal(value(D), H)
+
+
+def test_subscripts_out_of_range_fail_on_every_worker():
+    n = spmd_size()
+    D = da.zeros((n + 1, 2))
+    with pytest.raises(SpmdIndexError, match=rf"index {n + 1} is out of bounds for axis 0"):
+        D[n + 1, 0]
+    with pytest.raises(IndexError, match="index -3 is out of bounds for axis 1"):
+        D[0, -3] = 1
+    with pytest.raises(SpmdIndexError, match="too many indices"):
+        D[0, 0, 0]
+    with pytest.raises(SpmdTypeError, match="valid subscripts"):
+        D["a"]
+
+
+def test_mismatched_calls_fail_on_every_worker():
+    n, k = spmd_size(), spmd_index()
+    if n == 1:
+        pytest.skip("needs two workers")
+    D = da.zeros((n, 3 if k == 1 else 4))  # worker 1's shape differs
+    with pytest.raises(SpmdMismatchError, match="they differ in: .*shape"):
+        D.gather()
+    E = da.zeros((n, 3))
+    with pytest.raises(SpmdMismatchError):
+        E.redistribute(axis=0 if k == 1 else 1)
+
+
+def test_an_array_used_outside_its_region_fails():
+    n = spmd_size()
+    made = None
+    for _ in spmd(max(n - 1, 1)):
+        made = da.ones((4, 2))
+        assert made.gather().sum() == 8
+    if made is not None and n > 1:
+        with pytest.raises(SpmdValueError, match="made with .* another spmd region"):
+            made.gather()
+
+
+def test_not_an_implicit_array():
+    D = da.ones(3)
+    with pytest.raises(TypeError, match="gather"):
+        np.asarray(D)
+    with pytest.raises(TypeError, match="not available for a CodistributedArray"):
+        np.fft.fft(D)
+    with pytest.raises(TypeError, match="cannot be pickled"):
+        import pickle
+        pickle.dumps(D)
+    assert "stores" in repr(D)
+
+
+def test_mixed_families_are_refused():
+    if torch is None:
+        pytest.skip("needs torch")
+    D = da.ones(4)
+    T = da.ones(4, like=torch.zeros(0))
+    with pytest.raises(SpmdTypeError, match="different families"):
+        D + T

@@ -1,0 +1,206 @@
+"""MATLAB's names for codistributed arrays (spmdlab.matlab): the lines of real MATLAB
+programs ported one to one, with MATLAB's conventions, at any worker count."""
+
+import numpy as np
+import pytest
+
+from spmdlab import SpmdError, SpmdMismatchError, SpmdTypeError, SpmdValueError
+from spmdlab.matlab import (Composite, codistributed, codistributor, codistributor1d,
+                            distributed, drange, eye, gather, getCodistributor,
+                            getLocalPart, globalIndices, iscodistributed, isdistributed,
+                            ones, rand, randn, redistribute, spmdIndex, spmdSize, zeros)
+
+from conftest import torch
+
+pytestmark = pytest.mark.mpi
+
+
+def test_default_partition_and_codistributor_properties():
+    n = spmdSize()
+    p = codistributor1d.defaultPartition(10)
+    assert p.sum() == 10 and len(p) == n and p[0] == -(-10 // n)
+    assert codistributor1d.unsetDimension == 0 and len(codistributor1d.unsetPartition) == 0
+    c = codistributor1d()
+    assert c.Dimension == 0 and c.Partition.size == 0 and not c.isComplete()
+    c = codistributor1d(2, codistributor1d.unsetPartition, [n + 3, 4 * n])
+    assert not c.isComplete() or c.isComplete()  # MATLAB derives the partition later
+    assert codistributor("1d", 1).Dimension == 1
+    with pytest.raises(SpmdValueError, match="only the '1d'"):
+        codistributor("2dbc")
+
+
+def test_the_default_dimension_is_the_last_non_singleton():
+    n = spmdSize()
+    assert getCodistributor(codistributed(np.zeros((4, 2 * n)))).Dimension == 2
+    assert getCodistributor(codistributed(np.zeros((2 * n, 1)))).Dimension == 1
+    assert getCodistributor(codistributed(np.zeros((2, 3, n + 1)))).Dimension == 3
+    assert getCodistributor(codistributed(np.zeros((2, 3, 1)))).Dimension == 2
+    row = codistributed(np.arange(10.0))  # a 1-D array is a 1-by-10 row: dimension 2
+    assert getCodistributor(row).Dimension == 2 and row.shape == (10,)
+    assert np.array_equal(gather(row), np.arange(10.0))
+
+
+def test_build_from_local_parts_as_matlab_programs_do():
+    # codist = codistributor1d(2, codistributor1d.defaultPartition(n), [n n]);
+    # L = ...; D = codistributed.build(L, codist)
+    n, k, N = 10, spmdIndex(), spmdSize()
+    codist = codistributor1d(2, codistributor1d.defaultPartition(n), [n, n])
+    assert codist.isComplete()
+    cols = codist.globalIndices(2)
+    L = np.tile(cols.astype(float), (n, 1))  # column j holds j
+    D = codistributed.build(L, codist)
+    assert np.array_equal(gather(D), np.tile(np.arange(1.0, n + 1), (n, 1)))
+    assert np.array_equal(getLocalPart(D), L)
+    e, f = globalIndices(D, 2, nargout=2)
+    assert (e, f) == (cols[0], cols[-1]) if len(cols) else e == f + 1
+    assert np.array_equal(globalIndices(D, 1), np.arange(1, n + 1))
+    for lab in range(1, N + 1):
+        assert np.array_equal(globalIndices(D, 2, lab), codist.globalIndices(2, lab))
+    D2 = codistributed.build(L, codist, "noCommunication")
+    assert np.array_equal(gather(D2), gather(D))
+
+
+def test_build_checks_that_the_parts_add_up():
+    N, k = spmdSize(), spmdIndex()
+    codist = codistributor1d(1, [2] * N, [2 * N, 3])
+    L = np.ones((1 if k == 1 else 2, 3))
+    with pytest.raises(SpmdValueError, match=r"local part has shape \(1, 3\)"):
+        codistributed.build(L, codist)
+    with pytest.raises(SpmdValueError, match="adds up to"):
+        codistributor1d(1, [1] * N, [N + 1, 3])
+
+
+def test_getlocalpart_is_read_only_as_matlabs_copy():
+    D = codistributed(np.zeros((3, 4)))
+    L = getLocalPart(D)
+    with pytest.raises(ValueError, match="read-only"):
+        L[...] = 1
+    L2 = getLocalPart(D).copy()
+    L2[...] = 1
+    assert float(gather(D).sum()) == 0
+
+
+def test_subscripts_copy_as_matlab_values():
+    D = codistributed(np.zeros((4, 3)), codistributor1d(1))
+    E = D[1:3]
+    E[...] = 5
+    assert float(gather(D).sum()) == 0
+
+
+def test_redistribute_and_gather_to_one_worker():
+    N, k = spmdSize(), spmdIndex()
+    A = np.arange(24.0).reshape(4, 6)
+    D = codistributed(A)  # by columns
+    R = redistribute(D, codistributor1d(1))
+    assert getCodistributor(R).Dimension == 1 and np.array_equal(gather(R), A)
+    R2 = redistribute(R, codistributor1d(2, [6] + [0] * (N - 1)))
+    assert list(getCodistributor(R2).Partition) == [6] + [0] * (N - 1)
+    for lab in range(1, N + 1):
+        X = gather(R2, lab)
+        if k == lab:
+            assert np.array_equal(X, A)
+        else:
+            assert X.shape == (0, 0) and X.dtype == A.dtype
+    X1, X2 = gather(D, R)
+    assert np.array_equal(X1, A) and np.array_equal(X2, A)
+    assert gather(7) == 7 and gather(Composite(k)) == list(range(1, N + 1))
+
+
+def test_scatter_from_a_worker():
+    N, k = spmdSize(), spmdIndex()
+    for lab in range(1, N + 1):
+        X = np.arange(2.0 * N + 1) if k == lab else np.zeros(1)
+        D = codistributed(X, lab)
+        assert np.array_equal(gather(D), np.arange(2.0 * N + 1))
+        D = codistributed(X, lab, codistributor1d(2, [2 * N + 1] + [0] * (N - 1)))
+        assert getLocalPart(D).size == (2 * N + 1 if k == 1 else 0)
+
+
+def test_constructors_take_matlabs_arguments():
+    N = spmdSize()
+    assert codistributed.zeros(3).shape == (3, 3)
+    assert codistributed.ones(2, 5).shape == (2, 5)
+    assert codistributed.zeros([2, 3, 4]).shape == (2, 3, 4)
+    assert codistributed.zeros(2, "int8").dtype == np.int8
+    assert codistributed.zeros(2, 3, codistributor1d(1)).axis == 0
+    assert codistributed.zeros(4, "noCommunication").shape == (4, 4)
+    assert bool(codistributed.true(2).all()) and not bool(codistributed.false(2).any())
+    assert float(codistributed.Inf(2).min()) == np.inf
+    assert bool(np.isnan(codistributed.NaN(2, 1)).all())
+    assert np.array_equal(gather(codistributed.eye(N + 1)), np.eye(N + 1))
+    assert np.array_equal(gather(codistributed.colon(1, 3, 20)), np.arange(1, 21, 3))
+    assert np.allclose(gather(codistributed.colon(0, 0.5, 2)), [0, 0.5, 1, 1.5, 2])
+    r = codistributed.rand(50, 3)
+    assert r.shape == (50, 3) and 0 <= float(r.min()) and float(r.max()) < 1
+    assert codistributed.randn(4).shape == (4, 4)
+
+
+def test_builtin_forms_with_codistributed():
+    n = spmdSize() + 2
+    T = ones(n, "codistributed")  # T = ones(n, "codistributed")
+    assert iscodistributed(T) and float(T.sum()) == n * n
+    Z = zeros(n, 3, codistributor1d(1))
+    assert getCodistributor(Z).Dimension == 1 and Z.shape == (n, 3)
+    assert np.array_equal(gather(eye(n, "codistributed")), np.eye(n))
+    assert rand(3, "codistributed").shape == (3, 3) and randn(2, 4, "distributed").shape == (2, 4)
+    assert isdistributed(zeros(2, "distributed"))
+    assert zeros(3).shape == (3, 3) and not iscodistributed(ones(2, 3))  # plain MATLAB
+    assert zeros(2, "like", T).dtype == T.dtype
+
+
+def test_for_drange_fills_a_codistributed_array():
+    # r = zeros(1, 40, codistributor()); for n = drange(1:40), r(n) = n^2; end
+    r = zeros(1, 40, codistributor())
+    for i in drange(1, 40):
+        r[0, i - 1] = i ** 2
+    assert np.array_equal(gather(r), (np.arange(1, 41) ** 2.0).reshape(1, 40))
+    mine = list(drange(1, 2, 30))
+    assert all(v % 2 == 1 for v in mine)
+    assert sum(Composite(len(mine))[:]) == 15
+
+
+def test_distributed_arrays_in_a_script():
+    D = distributed.rand(5)
+    assert isdistributed(D) and iscodistributed(D) and D.shape == (5, 5)
+    X = distributed(np.arange(12.0).reshape(3, 4))
+    assert np.array_equal(gather(X * 2), np.arange(12.0).reshape(3, 4) * 2)
+    with pytest.raises(SpmdTypeError, match="takes one argument"):
+        distributed(np.ones(3), codistributor1d(1))
+
+
+def test_arithmetic_and_reductions_keep_matlab_classes():
+    A = np.arange(20.0).reshape(4, 5)
+    D = codistributed(A)
+    E = np.sqrt(D) + 1
+    assert isinstance(E, codistributed)
+    assert np.allclose(gather(E), np.sqrt(A) + 1)
+    s = np.sum(D, axis=1)  # MATLAB sum(D, 2): along the distribution dimension
+    assert isinstance(s, codistributed) and np.allclose(gather(s), A.sum(axis=1))
+    assert np.allclose(gather(D @ D.T), A @ A.T)
+    assert "stores (:," in repr(D)
+
+
+def test_errors_name_the_call_and_the_worker():
+    N, k = spmdSize(), spmdIndex()
+    with pytest.raises(SpmdValueError, match=rf"globalIndices \(worker {k} of {N}\): 'dim' "):
+        globalIndices(codistributed.zeros(3), 0)
+    with pytest.raises(SpmdTypeError, match="getLocalPart .* takes a codistributed array"):
+        getLocalPart(np.ones(3))
+    with pytest.raises(SpmdValueError, match="not complete"):
+        codistributor1d(1).globalIndices(1)
+    if N > 1:
+        D = codistributed.zeros(4, 3 + (k == 1))
+        with pytest.raises(SpmdMismatchError):
+            gather(D)
+    with pytest.raises(SpmdError, match="lab"):
+        codistributed(np.ones(3), N + 1)
+
+
+def test_torch_local_parts():
+    if torch is None:
+        pytest.skip("needs torch")
+    T = torch.arange(12.0).reshape(3, 4)
+    D = codistributed(T)
+    assert isinstance(getLocalPart(D), torch.Tensor)
+    G = gather(D * 2)
+    assert isinstance(G, torch.Tensor) and torch.equal(G, T * 2)
