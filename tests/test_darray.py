@@ -34,6 +34,8 @@ def value(x):
         x = x.gather()
     if torch is not None and isinstance(x, torch.Tensor):
         return x.cpu().numpy()
+    if type(x).__module__.startswith("cupy"):
+        return x.get()
     return np.asarray(x)
 
 

@@ -36,3 +36,25 @@ def test_the_opening_snippet_runs(workers, tmp_path):
     assert len(lines) == workers
     for k, line in enumerate(lines, 1):
         assert line.startswith(f"worker {k}: [{total}. {total}. {total}.]"), line
+
+
+def _section_snippets(title):
+    with open(os.path.join(ROOT, "README.md")) as f:
+        text = f.read()
+    section = text.split(f"\n## {title}\n", 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"```python\n(.*?)```", section, re.S)
+
+
+@pytest.mark.parametrize("workers", [1, 4])
+def test_the_codistributed_array_snippets_run(workers, tmp_path):
+    snippets = _section_snippets("Codistributed and distributed arrays")
+    assert len(snippets) == 2
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    for number, snippet in enumerate(snippets):
+        script = tmp_path / f"snippet{number}.py"
+        script.write_text(snippet)
+        cmd = [sys.executable, str(script)]
+        if workers > 1:
+            cmd = mpiexec_args(workers) + cmd
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env)
+        assert out.returncode == 0, snippet + out.stderr

@@ -245,6 +245,8 @@ class Codistributor:
 
 def check_shape(call, shape):
     """A shape as a tuple of ints (one int is a 1-D shape); SpmdTypeError otherwise."""
+    if type(shape) is tuple and all(type(s) is int and s >= 0 for s in shape):
+        return shape  # the common case, checked cheaply
     values = list(np.asarray(shape).reshape(-1)) if np.ndim(shape) else [shape]
     if np.ndim(shape) > 1 or any(isinstance(v, (bool, np.bool_)) or
                                  not isinstance(v, (int, np.integer, float, np.floating)) or
@@ -258,6 +260,8 @@ def check_shape(call, shape):
 
 
 def _check_partition(call, partition):
+    if type(partition) is tuple and all(type(p) is int and p >= 0 for p in partition):
+        return partition
     values = list(np.asarray(partition).reshape(-1)) if np.ndim(partition) else [partition]
     if any(isinstance(v, (bool, np.bool_)) or
            not isinstance(v, (int, np.integer, float, np.floating)) or

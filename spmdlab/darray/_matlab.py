@@ -96,6 +96,7 @@ class codistributor1d:
         if self._part is not None and any(p < 0 for p in self._part):
             raise error(SpmdValueError, call, f"the partition must hold counts of at least "
                         f"0 (got {list(self._part)})")
+        self._made: dict = {}
         self._gsize = None if gsize is None or np.size(gsize) == 0 else tuple(
             _number(call, "gsize", s) for s in np.asarray(gsize).reshape(-1))
         if self._gsize is not None and self._dim and self._part is not None:
@@ -142,8 +143,16 @@ class codistributor1d:
 
     def _codistributor(self, shape, call):
         """spmdlab's Codistributor for an array of numpy ``shape`` (the dimensions this
-        codistributor names past the shape's are singletons: the array is reshaped)."""
+        codistributor names past the shape's are singletons: the array is reshaped).
+        Kept per shape and scope: a codistributor1d never changes."""
         shape = tuple(shape)
+        key = (shape, id(_world.current()))
+        made = self._made.get(key)
+        if made is None:
+            made = self._made[key] = self._derive(shape, call)
+        return made
+
+    def _derive(self, shape, call):
         if self._gsize is not None and tuple(_matlab_size(shape)) != \
                 tuple(_matlab_size(self._gsize)):
             raise error(SpmdValueError, call, f"the codistributor is for a "
