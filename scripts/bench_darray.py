@@ -33,6 +33,7 @@ def worker(args):
 
     comm = MPI.COMM_WORLD.Dup()
     rank, size = comm.Get_rank(), comm.Get_size()
+    layout = layout_name()  # collective: every worker
     rounds = 3 if args.quick else 7
 
     def timed(fn, reps):
@@ -111,7 +112,7 @@ def worker(args):
         assert np.array_equal(by_cols.gather(), G)
         rows.append({"bytes": nbytes, "n": n, **times})
     if rank == 0:
-        emit({"workers": size, "layout": layout_name(), "rows": rows})
+        emit({"workers": size, "layout": layout, "rows": rows})
 
 
 def human(nbytes):

@@ -30,6 +30,7 @@ from .errors import SpmdError, SpmdPeerError, SpmdTimeoutError
 _EXIT_TAG = 1
 _ASK_TAG = 2  # "which call are you waiting in?", sent when a wait times out
 _HERE_TAG = 3  # the answer: the call this worker waits in
+CTS_TAG = 4  # "clear to send": a receiver is ready for a large array (see p2p)
 
 
 class Scope:
@@ -504,15 +505,24 @@ def spin(done, scope, call, needed=None, any_of=False, collective=False):
         waiting_in = None
 
 
+# Without more workers than cores, a wait polls this long before it starts yielding its
+# core at each poll: giving the core away costs a time slice whenever anything else can
+# run (another program on the node), far more than a message takes to arrive.
+_POLL_BEFORE_YIELDING = 0.002
+
+
 def _spin(done, scope, call, needed, any_of, collective, started):
     spins = 0
+    polling = not OVERSUBSCRIBED
     while True:
         result = done()
         if result:
             return result
         spins += 1
-        if spins < 64 and not OVERSUBSCRIBED:
-            continue
+        if polling:
+            if spins % 64 or time.monotonic() - started < _POLL_BEFORE_YIELDING:
+                continue
+            polling = False
         os.sched_yield()
         if spins % 256 == 0:
             if needed is None:

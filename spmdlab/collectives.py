@@ -347,7 +347,7 @@ def _gather(call, scope, x, treedef, leaves, destination, what):
         except SpmdTypeError as exc:
             error = exc
     key = digest((call, what, destination))
-    ex, _, _ = agree(scope, call, key, nbytes=0 if buf is None else buf.nbytes,
+    ex, _, _ = agree(scope, call, key, nbytes=0 if buf is None else len(buf),
                      error=error,
                      describe=lambda: describe_call(
                          call, _pack.describe(treedef, leaves),
@@ -403,11 +403,13 @@ def broadcast(call, source, x, name="source"):
         except SpmdTypeError as exc:
             error = exc
     key = digest((call, source if error is None else None))
-    ex, _, _ = agree(scope, call, key, nbytes=0 if buf is None else buf.nbytes,
+    ex, _, _ = agree(scope, call, key, nbytes=0 if buf is None else len(buf),
                      error=error, describe=lambda: describe_call(call, **{name: source}))
     try:
         if buf is None:  # its size is known only now, after the agreement
             buf = np.empty(ex.field(source - 1, 2), dtype=np.uint8)
+        elif isinstance(buf, bytes):  # MPI writes into every worker's buffer
+            buf = bytearray(buf)
         request = scope.comm.Ibcast(buf, root=source - 1)
     except Exception:
         _world.end_committed(scope, call)

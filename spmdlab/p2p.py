@@ -7,6 +7,10 @@ arrays' raw bytes. Worker numbers are 1-based; tags are non-negative ints.
 
 from __future__ import annotations
 
+import itertools
+import struct
+import threading
+import time
 from typing import Any, Literal, Optional, Sequence, Tuple, Union, overload
 
 import numpy as np
@@ -77,43 +81,180 @@ def spmd_send(x: Any, destination: Union[int, Sequence[int]], tag: int = 0) -> N
     ------
     ``spmdSend(X, destination, tag)``, ``labSend(X, destination, tag)``
     """
-    call = "spmd_send"
     scope = _world.current()
-    targets = _destinations(call, scope, destination)
-    _check_tag(call, scope, tag, none_ok=False)
-    buf = _pack.encode(x, f"{call} ({scope.who()})")
+    call = "spmd_send"
+    if type(destination) is int and 0 < destination <= scope.size and type(tag) is int \
+            and 0 <= tag <= _TAG_UB:  # the common case, checked cheaply
+        targets = [destination]
+    else:
+        targets = _destinations(call, scope, destination)
+        _check_tag(call, scope, tag, none_ok=False)
+    buf = None
     for d in targets:
+        if _in_place(x, scope, d):
+            sending = _Rendezvous(scope, x, d, tag)
+            if not sending.step():
+                _world.spin(sending.step, scope, call, [sending.world_rank])
+            continue
+        if buf is None:
+            buf = _pack.encode(x, lambda: f"{call} ({scope.who()})")
         _isend(scope, buf, d, tag)
 
 
 def _isend(scope, buf, destination, tag):
-    request = scope.comm.Isend([buf, MPI.BYTE], destination - 1, tag)
-    _world.SENDS.track(request, buf, scope.world_ranks[destination - 1])
+    request = scope.comm.Isend(buf, destination - 1, tag)
+    if not request.Test():  # a small message usually leaves at once: nothing to keep
+        _world.SENDS.track(request, buf, scope.world_ranks[destination - 1])
     if destination == scope.index:
         scope.self_sends[tag] = scope.self_sends.get(tag, 0) + 1
 
 
-def _recv(message, st, scope):
-    """Receive a matched message; returns its value."""
-    buf = np.empty(st.Get_count(MPI.BYTE), dtype=np.uint8)
-    message.Recv([buf, MPI.BYTE])
-    if st.Get_source() == scope.rank:
-        tag = st.Get_tag()
+def _recv(message, st, scope, call="spmd_receive"):
+    """Receive a matched message, and the large array that follows it apart (see
+    ``_Rendezvous``) if one does; returns its value."""
+    count = st.Get_count(MPI.BYTE)
+    buf = bytearray(count) if count <= _SMALL_RECEIVE else \
+        _pack.results.empty(_pack._BYTE, count)  # recycled once its values are dropped
+    message.Recv(buf)
+    source, tag = st.Get_source(), st.Get_tag()
+    if source == scope.rank:
         scope.self_sends[tag] -= 1
         if not scope.self_sends[tag]:
             del scope.self_sends[tag]
-    return _pack.decode(buf)
+    if not buf[1] & 2:  # _pack._APART
+        return _pack.decode(buf)
+    full, request = _accept(scope, buf, source, tag)
+    if not request.Test():
+        _world.spin(request.Test, scope, call, [scope.world_ranks[source]])
+    return _pack.decode(full)
 
 
-def _match(call, scope, source, tag):
-    """Wait for a matching message; returns ``(mpi message, status)``."""
-    status = MPI.Status()
+def _accept(scope, head, source, tag):
+    """For a first message whose array follows apart: the buffer of the whole message,
+    with its array's receive posted, and the sender told so (clear to send)."""
+    total, start, seq = _pack.apart(head)
+    full = _pack.results.empty(_pack._BYTE, total)  # recycled once its values are dropped
+    full[:start] = np.frombuffer(head, dtype=np.uint8, count=start)
+    request = scope.comm.Irecv(full[start:], source, tag)
+    note = _SEQ.pack(seq)
+    answer = _world._ctl.Isend(note, scope.world_ranks[source], _world.CTS_TAG)
+    if not answer.Test():  # a tiny message: MPI sends it on its own, keep its buffer
+        answer.Free()
+        _Rendezvous.notes.append(note)
+        del _Rendezvous.notes[:-64]
+    return full, request
+
+
+_SEQ = struct.Struct("<q")
+
+
+class _Rendezvous:
+    """A large numpy array sent from its own memory, with no copy.
+
+    The sender sends a small first message (the header and a number); the receiver
+    posts the receive of the array into its final buffer and answers "clear to send"
+    with that number; then the array leaves as it is. ``spmd_send`` must return without
+    waiting for the receiver: it waits for the answer about as long as copying the array
+    would take, then sends a copy instead and drops the answer when it comes. So a
+    receiver that already waits gets the array at MPI's own speed, and a busy one costs
+    the sender one copy, as it would have anyway."""
+
+    _numbers = itertools.count(1)
+    arrived: set = set()  # (world rank, number): answers not yet used
+    notes: list = []  # the buffers of the last answers sent (MPI may still read them)
+    copies = 0  # arrays that left as copies (the receiver was not ready in time)
+    late: set = set()  # numbers whose array left as a copy: their answers are dropped
+    lock = threading.Lock()
+
+    def __init__(self, scope, x, destination, tag):
+        self.scope, self.x, self.tag = scope, x, tag
+        self.dest = destination - 1
+        self.world_rank = scope.world_ranks[self.dest]
+        self.number = next(self._numbers)
+        self.request = None
+        self.copied = False
+        head = _pack.head_apart(x, self.number)
+        first = scope.comm.Isend(head, self.dest, tag)
+        if not first.Test():
+            _world.SENDS.track(first, head, self.world_rank)
+        # how long a copy of the array takes, about (memory moves ~4 GB/s at worst)
+        self.patience = max(20e-6, x.nbytes / 4e9)
+        self.started = time.perf_counter()
+
+    def step(self):
+        """Advance; True once the array has left (or is on its way from a copy)."""
+        if self.copied:
+            return True
+        if self.request is not None:
+            return self.request.Test()
+        if self._answered():
+            self.request = self.scope.comm.Isend(self.x, self.dest, self.tag)
+            return self.request.Test()
+        if time.perf_counter() - self.started > self.patience:
+            with self.lock:
+                if not self._answered(poll=False):
+                    self.late.add((self.world_rank, self.number))
+                    copy = self.x.copy()
+                    request = self.scope.comm.Isend(copy, self.dest, self.tag)
+                    if not request.Test():
+                        _world.SENDS.track(request, copy, self.world_rank)
+                    self.copied = True
+                    _Rendezvous.copies += 1
+                    return True
+            self.request = self.scope.comm.Isend(self.x, self.dest, self.tag)
+            return self.request.Test()
+        return False
+
+    def _answered(self, poll=True):
+        key = (self.world_rank, self.number)
+        if poll:
+            _take_answers(self.world_rank)
+        if key in self.arrived:
+            self.arrived.discard(key)
+            return True
+        return False
+
+
+def _take_answers(world_rank=MPI.ANY_SOURCE):
+    """Receive the clear-to-send answers waiting (from ``world_rank``): kept for their
+    sender, or dropped when that array has already left as a copy."""
+    ctl, status, note = _world._ctl, MPI.Status(), bytearray(8)
+    with _Rendezvous.lock:
+        while True:
+            message = ctl.Improbe(world_rank, _world.CTS_TAG, status)
+            if message is None:
+                return
+            message.Recv(note)
+            key = (status.Get_source(), _SEQ.unpack(note)[0])
+            if key in _Rendezvous.late:
+                _Rendezvous.late.discard(key)
+            else:
+                _Rendezvous.arrived.add(key)
+
+
+def _in_place(x, scope, destination):
+    """Whether ``x`` goes by rendezvous: a large C-ordered numpy array of plain values,
+    to another worker (a message to oneself is a copy: nobody else can receive it)."""
+    return type(x) is np.ndarray and x.nbytes > _pack._SMALL and x.flags.c_contiguous \
+        and not x.dtype.hasobject and destination != scope.index
+
+
+_SMALL_RECEIVE = 1 << 16  # below, a zeroed bytearray is cheaper to make than an array
+# A receive first probes this many times in a tight loop (microseconds) before the wait
+# that watches for workers that have left, timeouts and stall reports.
+_QUICK_PROBES = 64
+
+
+def _match(call, scope, source, tag, status):
+    """Wait for a matching message (its status into ``status``); returns the matched MPI
+    message. Raises instead of waiting for ever when no worker that could send it is
+    left, and after SPMDLAB_TIMEOUT."""
     src = MPI.ANY_SOURCE if source is None else source - 1
     mpi_tag = MPI.ANY_TAG if tag is None else tag
-    comm = scope.comm
+    improbe = scope.comm.Improbe
 
     def probe():
-        return comm.Improbe(src, mpi_tag, status)
+        return improbe(src, mpi_tag, status)
 
     if source == scope.index or (source is None and scope.size == 1):
         # Only this worker can send it: with no such message sent, none ever will be.
@@ -126,10 +267,8 @@ def _match(call, scope, source, tag):
                 f"returns at once)")
     if source is None:
         needed = [r for r in scope.world_ranks if r != _world.RANK]
-        message = _world.spin(probe, scope, call, needed, any_of=True)
-    else:
-        message = _world.spin(probe, scope, call, [scope.world_ranks[source - 1]])
-    return message, status
+        return _world.spin(probe, scope, call, needed, any_of=True)
+    return _world.spin(probe, scope, call, [scope.world_ranks[source - 1]])
 
 
 @overload
@@ -175,11 +314,23 @@ def spmd_receive(source: Optional[int] = None, tag: Optional[int] = None, *,
     ``spmdReceive``, ``spmdReceive(source, tag)``, ``[X, source, tag] = spmdReceive(...)``,
     ``labReceive('any', tag)``
     """
-    call = "spmd_receive"
     scope = _world.current()
-    _check(call, scope, "source", source, none_ok=True)
-    _check_tag(call, scope, tag, none_ok=True)
-    message, st = _match(call, scope, source, tag)
+    if not (source is None or (type(source) is int and 0 < source <= scope.size)) or \
+            not (tag is None or (type(tag) is int and 0 <= tag <= _TAG_UB)):
+        call = "spmd_receive"
+        _check(call, scope, "source", source, none_ok=True)
+        _check_tag(call, scope, tag, none_ok=True)
+    st = MPI.Status()
+    message = None
+    if source is not None and source != scope.index:  # the message is often there by now
+        improbe, src, mpi_tag = scope.comm.Improbe, source - 1, \
+            MPI.ANY_TAG if tag is None else tag
+        for _ in range(_QUICK_PROBES):
+            message = improbe(src, mpi_tag, st)
+            if message is not None:
+                break
+    if message is None:
+        message = _match("spmd_receive", scope, source, tag, st)
     value = _recv(message, st, scope)
     if status:
         return value, st.Get_source() + 1, st.Get_tag()
@@ -272,12 +423,63 @@ def spmd_send_receive(destination: Optional[int], source: Optional[int], x: Any,
     """
     call = "spmd_send_receive"
     scope = _world.current()
-    _check(call, scope, "destination", destination, none_ok=True)
-    _check(call, scope, "source", source, none_ok=True)
-    _check_tag(call, scope, tag, none_ok=False)
+    n = scope.size
+    if not ((destination is None or (type(destination) is int and 0 < destination <= n))
+            and (source is None or (type(source) is int and 0 < source <= n))
+            and type(tag) is int and 0 <= tag <= _TAG_UB):
+        _check(call, scope, "destination", destination, none_ok=True)
+        _check(call, scope, "source", source, none_ok=True)
+        _check_tag(call, scope, tag, none_ok=False)
+    if destination is not None and _in_place(x, scope, destination):
+        return _exchange_in_place(call, scope, destination, source, x, tag)
     if destination is not None:
-        _isend(scope, _pack.encode(x, f"{call} ({scope.who()})"), destination, tag)
+        _isend(scope, _pack.encode(x, lambda: f"{call} ({scope.who()})"), destination, tag)
     if source is None:
         return None
-    message, st = _match(call, scope, source, tag)
-    return _recv(message, st, scope)
+    st = MPI.Status()
+    return _recv(_match(call, scope, source, tag, st), st, scope)
+
+
+def _exchange_in_place(call, scope, destination, source, x, tag):
+    """``spmd_send_receive`` of a large array: the array leaves by rendezvous while this
+    worker receives, both advanced in one loop, so a ring of them never waits on itself
+    and the array is sent from its own memory when the receiver is ready."""
+    sending = _Rendezvous(scope, x, destination, tag)
+    state = {"value": None, "pending": source is not None, "request": None}
+    status, src = MPI.Status(), None if source is None else source - 1
+
+    def step():
+        sent = sending.step()
+        if state["pending"]:
+            message = scope.comm.Improbe(src, tag, status)
+            if message is not None:
+                state["pending"] = False
+                count = status.Get_count(MPI.BYTE)
+                buf = bytearray(count)
+                message.Recv(buf)
+                if status.Get_source() == scope.rank:
+                    scope.self_sends[tag] -= 1
+                    if not scope.self_sends[tag]:
+                        del scope.self_sends[tag]
+                if buf[1] & 2:  # _pack._APART: its array follows
+                    state["full"], state["request"] = _accept(scope, buf, src, tag)
+                else:
+                    state["value"] = _pack.decode(buf)
+        if state["request"] is not None and state["request"].Test():
+            state["value"] = _pack.decode(state.pop("full"))
+            state["request"] = None
+        return sent and not state["pending"] and state["request"] is None
+
+    if not step():
+        needed = {sending.world_rank} | (set() if source is None else
+                                         {scope.world_ranks[source - 1]})
+        _world.spin(step, scope, call, sorted(needed))
+    return state["value"]
+
+
+@_world.at_exit
+def _drop_late_answers():
+    """At the end of the program: receive the clear-to-send answers still on their way
+    (for arrays that left as copies), so that none is left unreceived."""
+    if _Rendezvous.late:
+        _take_answers()

@@ -140,7 +140,7 @@ class _Hub:
             if not out.items:
                 out.since = now
             out.items.append(message)
-            out.nbytes += message.nbytes
+            out.nbytes += len(message)
             if out.nbytes >= _BATCH_BYTES or (
                     (not burst or now - out.since >= _BATCH_WINDOW) and self._done(out)):
                 self._post(out)

@@ -113,3 +113,61 @@ def test_receive_from_oneself_with_nothing_sent_raises_at_once():
     if spmd_size() == 1:  # nobody else could send
         with pytest.raises(SpmdValueError, match="receiving from this worker itself"):
             spmd_receive()
+
+
+# -- large arrays: sent from their own memory when the receiver is ready (a rendezvous),
+# as a copy when it is not; either way the receiver gets the values sent
+
+BIG = 300_000  # float64 elements: 2.4 MB, well past the size sent in one message
+
+
+def test_a_large_array_changed_after_sending_arrives_as_sent():
+    k, n = spmd_index(), spmd_size()
+    x = np.full(BIG, float(k))
+    spmd_send(x, right(), tag=3)
+    x[:] = -1.0  # spmd_send has returned: the message must not see this
+    got = spmd_receive(left(), tag=3)
+    assert got.shape == (BIG,) and (got == float(left())).all()
+    spmd_barrier()
+
+
+def test_large_arrays_head_to_head_and_to_a_busy_receiver():
+    import time
+
+    k, n = spmd_index(), spmd_size()
+    # everyone sends first, then receives: nobody is ready when the sends start
+    for rounds in range(3):
+        spmd_send(np.full(BIG, k + rounds, dtype=np.int64), right(), tag=4)
+        if k == 1:
+            time.sleep(0.05)  # a receiver busy elsewhere for a while
+        got = spmd_receive(left(), tag=4)
+        assert (got == left() + rounds).all()
+    # a receiver that already waits: the array leaves from the sender's memory
+    if n > 1:
+        if k == 1:
+            spmd_send(np.arange(BIG, dtype=np.float32), 2, tag=5)
+        elif k == 2:
+            assert (spmd_receive(1, tag=5) == np.arange(BIG, dtype=np.float32)).all()
+    spmd_barrier()
+
+
+def test_large_ring_exchange_and_mixed_sizes():
+    k = spmd_index()
+    for size in (10, BIG, 70_000, BIG):
+        x = np.full(size, float(k))
+        got = spmd_send_receive(right(), left(), x, tag=6)
+        assert got.shape == (size,) and (got == left()).all()
+        assert (x == k).all()  # the input is untouched
+    # a large array one way, a small value the other way, and the receive side alone
+    got = spmd_send_receive(right(), left(), np.full(BIG, k) if k % 2 else k, tag=8)
+    assert np.all(got == left())
+    spmd_barrier()
+
+
+def test_large_messages_with_tags_received_out_of_order():
+    k = spmd_index()
+    spmd_send(np.full(BIG, 1.0), right(), tag=11)
+    spmd_send(np.full(BIG, 2.0), right(), tag=12)
+    assert (spmd_receive(left(), tag=12) == 2.0).all()  # the later one first
+    assert (spmd_receive(left(), tag=11) == 1.0).all()
+    spmd_barrier()

@@ -1,0 +1,150 @@
+"""Point-to-point messages: spmdlab against raw mpi4py on the same buffers, in one run.
+
+    python scripts/bench_p2p.py                      # at 2 and 4 workers, and at 2x2
+    python scripts/bench_p2p.py --workers 2 --quick
+
+Measured, interleaved round by round:
+- ping-pong: workers 2k-1 and 2k bounce a message (``spmd_send`` then ``spmd_receive``
+  on one side, the reverse on the other) against raw ``comm.Send`` / ``comm.Recv`` of
+  the same numpy buffer (preallocated, received in place); at 2x2 each pair spans the
+  two nodes;
+- ring: every worker calls ``spmd_send_receive(right, left, x)`` against a raw
+  ``comm.Sendrecv`` into a preallocated buffer;
+for float64 numpy arrays of 8 B to 4 MiB, a small dict of arrays (a MATLAB struct:
+two 16-element float64 arrays and an int) against mpi4py's own ``comm.send`` /
+``comm.recv`` of the same dict (pickle: how raw mpi4py sends a dict), and a float32 torch
+tensor (4 KiB and 1 MiB) against raw ``Send`` / ``Recv`` of its buffer.
+Each figure is the median over rounds of the mean one-way time (ping-pong: half a round
+trip; ring: one exchange) on worker 1. Ratio: spmdlab time / raw time (1.00 is raw
+speed; above is slower).
+"""
+
+import time
+
+from _launch import emit, layout_name, main as bench_main
+
+SIZES = [8, 64, 512, 4 << 10, 64 << 10, 1 << 20, 4 << 20]
+
+
+def worker(args):
+    import numpy as np
+    import torch
+    from mpi4py import MPI
+
+    import spmdlab
+
+    comm = MPI.COMM_WORLD.Dup()
+    rank, size = comm.Get_rank(), comm.Get_size()
+    layout = layout_name()  # collective: every worker
+    spmdlab.spmd_barrier()  # start spmdlab before timing
+    rounds = 3 if args.quick else 9
+    me = rank + 1
+    partner = me + 1 if me % 2 else me - 1
+    if partner > size:
+        partner = None
+    right, left = me % size + 1, (me - 2) % size + 1
+
+    def timed(fn, reps):
+        comm.Barrier()
+        start = time.perf_counter()
+        for _ in range(reps):
+            fn()
+        return (time.perf_counter() - start) / reps
+
+    def race(methods, budget):
+        reps = {}
+        for name, fn in methods.items():
+            fn()
+            once = timed(fn, 1)
+            reps[name] = comm.bcast(max(3, min(3000, int(budget / max(once, 1e-7)))))
+        samples = {name: [] for name in methods}
+        names = list(methods)
+        for r in range(rounds):
+            for name in names[r % len(names):] + names[:r % len(names)]:
+                samples[name].append(timed(methods[name], reps[name]))
+        return {name: float(np.median(v)) for name, v in samples.items()}
+
+    def ping_pong(send, recv):
+        """One round trip between the partners (the odd worker starts); idle otherwise."""
+        if partner is None:
+            return lambda: None
+        if me % 2:
+            return lambda: (send(), recv())
+        return lambda: (recv(), send())
+
+    budget = 0.02 if args.quick else 0.06
+    results = []
+
+    def case(label, nbytes, x, raw_buf, raw_out, spmd_value=None):
+        value = x if spmd_value is None else spmd_value
+        p = partner
+        methods = {
+            "raw pp": ping_pong(lambda: comm.Send(raw_buf, p - 1, 5),
+                                lambda: comm.Recv(raw_out, p - 1, 5)),
+            "spmd pp": ping_pong(lambda: spmdlab.spmd_send(value, p, 5),
+                                 lambda: spmdlab.spmd_receive(p, 5)),
+            "raw ring": lambda: comm.Sendrecv(raw_buf, right - 1, 6, raw_out, left - 1, 6),
+            "spmd ring": lambda: spmdlab.spmd_send_receive(right, left, value, 6),
+        }
+        times = race(methods, budget)
+        results.append({"case": label, "bytes": nbytes,
+                        "raw pp": times["raw pp"] / 2, "spmd pp": times["spmd pp"] / 2,
+                        "raw ring": times["raw ring"], "spmd ring": times["spmd ring"]})
+
+    for nbytes in SIZES:
+        x = np.arange(nbytes // 8, dtype=np.float64)
+        case(f"numpy {nbytes} B", nbytes, x, x, np.empty_like(x))
+    struct = {"u": np.ones(16), "v": np.zeros(16), "step": 7}
+    p = partner
+    methods = {
+        "raw pp": ping_pong(lambda: comm.send(struct, p - 1, 5),
+                            lambda: comm.recv(source=p - 1, tag=5)),
+        "spmd pp": ping_pong(lambda: spmdlab.spmd_send(struct, p, 5),
+                             lambda: spmdlab.spmd_receive(p, 5)),
+        "raw ring": lambda: comm.sendrecv(struct, right - 1, 6, None, left - 1, 6),
+        "spmd ring": lambda: spmdlab.spmd_send_receive(right, left, struct, 6),
+    }
+    times = race(methods, budget)
+    results.append({"case": "dict of 2 arrays + int", "bytes": 264,
+                    "raw pp": times["raw pp"] / 2, "spmd pp": times["spmd pp"] / 2,
+                    "raw ring": times["raw ring"], "spmd ring": times["spmd ring"]})
+    for nbytes in (4 << 10, 1 << 20):
+        t = torch.arange(nbytes // 4, dtype=torch.float32)
+        buf = t.numpy()
+        case(f"torch {nbytes} B", nbytes, buf, buf, np.empty_like(buf), spmd_value=t)
+    if rank == 0:
+        emit({"workers": size, "layout": layout, "rows": results})
+
+
+def human(nbytes):
+    for unit, scale in (("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if nbytes >= scale:
+            return f"{nbytes // scale} {unit}"
+    return f"{nbytes} B"
+
+
+def report(res):
+    print(f"\n== {res['workers']} workers, layout {res['layout']} (nodes x workers per "
+          f"node): one-way times in us; ratio = spmdlab / raw (1.00 is raw speed)")
+    print(f"{'message':>24} {'raw pp':>9} {'spmd pp':>9} {'ratio':>6}   {'raw ring':>9} "
+          f"{'spmd ring':>9} {'ratio':>6}")
+    worst = {}
+    for r in res["rows"]:
+        label = r["case"]
+        if label.startswith("numpy"):
+            label = f"numpy {human(r['bytes'])}"
+        elif label.startswith("torch"):
+            label = f"torch {human(r['bytes'])}"
+        pp, ring = r["spmd pp"] / r["raw pp"], r["spmd ring"] / r["raw ring"]
+        kind = "dict" if label.startswith("dict") else "arrays"
+        worst[kind] = max(worst.get(kind, 0), pp, ring)
+        print(f"{label:>24} {r['raw pp'] * 1e6:9.1f} {r['spmd pp'] * 1e6:9.1f} {pp:6.2f}   "
+              f"{r['raw ring'] * 1e6:9.1f} {r['spmd ring'] * 1e6:9.1f} {ring:6.2f}")
+    print(f"worst ratio: arrays and tensors {worst['arrays']:.2f}x, dict "
+          f"{worst['dict']:.2f}x raw")
+
+
+if __name__ == "__main__":
+    bench_main(__file__, __doc__, worker, report, options=[
+        ("--quick", dict(action="store_true", help="fewer rounds, for a check"))],
+        workers=(2, 4, "2x2"))
