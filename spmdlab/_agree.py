@@ -10,7 +10,8 @@ worker's payload size, flags, and the payload itself when it is small. So:
   descriptions for the message; it runs only on that error path);
 - a worker whose input failed local validation still takes part, flagged, so the others
   raise too instead of waiting for it;
-- a small value (up to ``SPMDLAB_INLINE_BYTES``, at most 64 bytes) travels inside the
+- a small value (up to 1 KiB among a few workers, less among many, see
+  ``capacity_for``; ``SPMDLAB_INLINE_BYTES`` lowers it) travels inside the
   record: a scalar ``spmd_plus`` is one MPI call in all, folded locally in worker order;
 - larger values know every worker's size before the bulk call (``Allgatherv`` counts).
 
@@ -30,15 +31,32 @@ from mpi4py import MPI
 from . import _env, _world
 from .errors import SpmdMismatchError
 
-RECORD = 104
 HEADER = 40  # int64 key, exact, nbytes, flags, aux
-CAPACITY = RECORD - HEADER
-INLINE = max(0, min(_env.INLINE_BYTES, CAPACITY))
+# The record's room for a payload: 1 KiB while every worker's records together stay
+# within 8 KiB (a reduction of up to 1 KiB is then one MPI call in all), less with more
+# workers, never under 64 bytes; SPMDLAB_INLINE_BYTES lowers it.
+_GATHERED_BYTES = 8192
+_MAX_CAPACITY, _MIN_CAPACITY = 1024, 64
+
+
+def capacity_for(size):
+    """Inline payload bytes of an agreement record among ``size`` workers (a multiple
+    of 8, the same on every worker)."""
+    room = _GATHERED_BYTES // max(size, 1) - HEADER
+    return max(_MIN_CAPACITY, min(_MAX_CAPACITY, room)) // 8 * 8
+
+
+def inline_bytes(size):
+    """The largest payload that rides inside the record among ``size`` workers."""
+    room = capacity_for(size)
+    return room if _env.INLINE_BYTES is None else max(0, min(_env.INLINE_BYTES, room))
+
 
 FLAG_ERROR = 1
 FLAG_INLINE = 2
 
 _HEAD = struct.Struct("<qqqqq")
+_HEAD_KEY_FLAGS = struct.Struct("<qqqq")  # key, exact, nbytes, flags
 
 
 def fast_header(key, nbytes, inline, aux=0):
@@ -71,6 +89,8 @@ class Exchange:
 
     def __init__(self, comm):
         self.size = comm.Get_size()
+        self.record = RECORD = HEADER + capacity_for(self.size)
+        self.inline = inline_bytes(self.size)
         self.send = bytearray(RECORD)
         self.recv = bytearray(RECORD * self.size)
         self.view = memoryview(self.recv)
@@ -81,6 +101,11 @@ class Exchange:
         self.last = "none"  # the name of the last one
         # where each worker's inline payload starts in ``recv`` (for the fast paths' loops)
         self.payloads = range(HEADER, RECORD * self.size, RECORD)
+        # where each worker's key lies in ``words`` (its flags are 3 words on)
+        self.key_words = range(0, RECORD // 8 * self.size, RECORD // 8)
+        # every worker's inline payload bytes as one (workers, capacity) view of ``recv``
+        self.inline_rows = self.rows[:, HEADER:]
+        self._row_views: dict = {}  # (dtype, nbytes) -> each worker's typed view
         try:
             self.request = comm.Allgather_init(self.send, self.recv)
         except (NotImplementedError, MPI.Exception):  # MPI < 4: no persistent collectives
@@ -106,7 +131,11 @@ class Exchange:
         """The exchange of a fast path whose header (``fast_header``) and payload are
         already in ``send``: equal headers everywhere mean agreement; anything else goes
         to the full check, which raises on every worker (``describe(*args)`` then says
-        what this worker passed)."""
+        what this worker passed).
+
+        A fast header is fixed by its key and flags (the key is the call's digest over
+        the value's dtype and shape, so it fixes the size too), so only those two words
+        of each worker's record are compared."""
         self.send[:HEADER] = header
         request = self.request
         if HOOKED:  # a fault to inject, or a profile running: the general way
@@ -124,12 +153,23 @@ class Exchange:
             request.Start()
             if not request.Test():
                 _world.wait(request, scope, call)
-        recv = self.recv
-        for offset in range(0, RECORD * self.size, RECORD):
-            if recv[offset:offset + HEADER] != header:
-                key, _, _, flags, _ = _HEAD.unpack(header)
+        words = self.words
+        key, flags = _HEAD_KEY_FLAGS.unpack_from(header, 0)[::3][:2]
+        for i in self.key_words:
+            if words[i] != key or words[i + 3] != flags:
                 self.check(scope, call, key, flags, None, lambda: describe(*args))
                 return
+
+    def row_views(self, dtype, nbytes):
+        """Each worker's first ``nbytes`` inline bytes as a 1-D array of ``dtype``: views
+        of ``recv``, made once per dtype and size (the buffer never moves)."""
+        views = self._row_views.get((dtype, nbytes))
+        if views is None:
+            if len(self._row_views) > 64:
+                self._row_views.clear()
+            typed = self.inline_rows[:, :nbytes].view(dtype)
+            views = self._row_views[(dtype, nbytes)] = [typed[k] for k in range(self.size)]
+        return views
 
     def put(self, data, offset=0):
         """Write inline payload bytes at ``offset`` of this worker's record."""
@@ -141,7 +181,7 @@ class Exchange:
 
     def offsets(self, offset=0):
         """Where each worker's inline payload (from ``offset``) lies in ``view``."""
-        return range(HEADER + offset, RECORD * self.size, RECORD)
+        return range(HEADER + offset, self.record * self.size, self.record)
 
     def block(self, offset, nbytes):
         """Every worker's inline bytes ``[offset, offset + nbytes)``: a (size, nbytes) copy."""
@@ -150,7 +190,7 @@ class Exchange:
     def check(self, scope, call, key, flags, error, describe):
         """Raise on every worker unless all keys agree and nobody failed; see ``agree``."""
         words = self.words
-        step = RECORD // 8
+        step = self.record // 8
         same_exact = inline = True
         exact = words[scope.rank * step + 1]
         for i in range(0, step * self.size, step):
@@ -164,14 +204,14 @@ class Exchange:
 
     def field(self, worker, index):
         """Header field ``index`` (0 key, 1 exact, 2 nbytes, 3 flags, 4 aux) of a worker."""
-        return self.words[worker * (RECORD // 8) + index]
+        return self.words[worker * (self.record // 8) + index]
 
     def payload(self, worker, nbytes):
-        start = worker * RECORD + HEADER
+        start = worker * self.record + HEADER
         return self.view[start:start + nbytes]
 
     def sizes(self):
-        step = RECORD // 8
+        step = self.record // 8
         return [self.words[k * step + 2] for k in range(self.size)]
 
 
@@ -179,7 +219,7 @@ def agree(scope, call, key, *, exact=0, nbytes=0, payload=None, error=None,
           describe=None, aux=0):
     """Collective: exchange records and raise the same error on every worker if needed.
 
-    ``payload`` (bytes-like, at most ``INLINE`` bytes) rides in the record. ``error`` is
+    ``payload`` (bytes-like, at most the exchange's ``inline`` bytes) rides in the record. ``error`` is
     this worker's local validation failure (an exception), reported by every worker.
     ``describe()`` gives a readable account of this worker's call for mismatch messages.
     ``aux`` is a free word every worker can read back (``_shm`` says there how it can

@@ -41,8 +41,9 @@ TIMEOUT = get("TIMEOUT", None, cast=float)
 STALL_WARNING = get("STALL_WARNING", 60.0, cast=float)
 # Whether the MPI library reads GPU memory itself (None: ask the library at run time).
 CUDA_AWARE = get("CUDA_AWARE", None, cast=tristate)
-# Payloads up to this many bytes ride inside the agreement record (one MPI call in all).
-INLINE_BYTES = get("INLINE_BYTES", 64, cast=int)
+# Payloads up to this many bytes ride inside the agreement record (one MPI call in all);
+# None: as many as the record holds (1 KiB among up to 7 workers, less among more).
+INLINE_BYTES = get("INLINE_BYTES", None, cast=int)
 # 0 leaves uncaught exceptions to Python: the job may then hang at the next collective.
 ABORT_ON_ERROR = get("ABORT_ON_ERROR", True, cast=tristate)
 # Whether the first worker of each host starts the watcher that names a worker killed

@@ -4,7 +4,8 @@ Every reduction folds the workers' values in worker order, ``x1 op x2 op ... op 
 (``_ops.fold``), and every worker gets the same bits, whatever the node layout. After
 the agreement record exchange (``_agree``) the data moves by one of four strategies:
 
-- inline: every value (at most ``SPMDLAB_INLINE_BYTES``) rode in the record; each
+- inline: every value (up to 1 KiB among a few workers, ``_agree.capacity_for``) rode
+  in the record; each
   worker folds them all itself. A scalar ``spmd_plus`` is one MPI call in all.
 - shared: every worker on one node and 64 KiB or more: MPI shared-memory windows, each
   worker folding its slice of every input (``_shm``).
@@ -25,8 +26,8 @@ import struct
 import numpy as np
 from mpi4py import MPI
 
-from . import _backends, _env, _pack, _shm, _world
-from ._agree import INLINE, agree, describe_call, fast_header
+from . import _agree, _backends, _env, _pack, _shm, _world
+from ._agree import FLAG_INLINE, HEADER, agree, describe_call, fast_header
 from ._backends import Leaf
 from ._checks import check_worker
 from ._ops import KNOWN, SCALAR_OPS, SUM, VERB, fold
@@ -88,7 +89,7 @@ def reduce_op(call, x, op, destination):
     if destination is None:
         kind = type(x)
         if kind is np.ndarray:
-            entry = _array_entry(call, op, x)
+            entry = _array_entry(scope, call, op, x)
             if entry is not None:
                 return _reduce_array(scope, call, x, op, entry)
         fast = FAST.get((call, op, kind))
@@ -107,7 +108,8 @@ def reduce_op(call, x, op, destination):
         offsets, total = _layout(leaves)
         k = key(call, op, destination, _pack.tree_signature(treedef),
                 ((l.dtype.str, l.shape) for l in leaves))
-        payload = _payload(leaves, offsets, total) if total <= INLINE else None
+        payload = _payload(leaves, offsets, total) if total <= scope.exchange.inline \
+            else None
     aux, arrays = _shm.AUX_NO, None
     if error is None and payload is None:
         try:  # copies from a device, before agreeing: a failure here is agreed on below
@@ -350,11 +352,29 @@ def ordered(scope, call, send, recv, op, root=None):
 
 
 def reduce_scalar(scope, call, x, op, fast):
-    """``reduce_op`` for one scalar: the same key and the same answer, less overhead."""
-    k, fmt, cast, element, header = fast
-    ex = scope.exchange
-    ex.put_value(fmt, x if cast is None else cast(x))
-    ex.fast(scope, call, header, _describe_value, call, x)
+    """``reduce_op`` for one scalar: the same key and the same answer, less overhead.
+
+    The common case (no fault or profile hooked, no listener running) is written out
+    here, flat: this is the call a solver makes every iteration."""
+    k, fmt, cast, element, header, flags = fast
+    ex = scope._exchange or scope.exchange
+    request = ex.request
+    if _agree.HOOKED or _world.listener_running or request is None:
+        ex.put_value(fmt, x if cast is None else cast(x))
+        ex.fast(scope, call, header, _describe_value, call, x)
+    else:
+        send = ex.send
+        send[:HEADER] = header
+        fmt.pack_into(send, HEADER, x if cast is None else cast(x))
+        ex.calls += 1
+        ex.last = call
+        request.Start()
+        if not request.Test():
+            _world.wait(request, scope, call)
+        words = ex.words
+        for i in ex.key_words:  # key and flags fix the rest of a fast header
+            if words[i] != k or words[i + 3] != flags:
+                ex.check(scope, call, k, flags, None, lambda: _describe_value(call, x))
     view, pyfold, offsets = ex.view, op.pyfold, ex.payloads
     acc = fmt.unpack_from(view, offsets[0])[0]
     if element is None:  # Python numbers, and float64 (Python's float arithmetic is IEEE's)
@@ -371,38 +391,60 @@ def _describe_value(call, x):
     return _describe(call, None, [_backends.classify(x)])
 
 
-_ARRAYS: dict = {}  # (call, op, dtype, shape) -> (header, nbytes, inline) for _reduce_array
+_ARRAYS: dict = {}  # (call, op, dtype, shape, workers) -> (header, nbytes, inline, key)
 
 
-def _array_entry(call, op, x):
+def _array_entry(scope, call, op, x):
     """The fast-path entry for one numpy array, or None when the general path must run."""
-    k = (call, op, x.dtype, x.shape)
+    k = (call, op, x.dtype, x.shape, scope.size)
     entry = _ARRAYS.get(k)
     if entry is None:
         dtype = x.dtype
         if dtype.kind not in op.kinds or x.nbytes >= _shm.MIN_BYTES or dtype.hasobject:
             return None
-        inline = x.nbytes <= INLINE
-        header = fast_header(key(call, op, None, None, ((dtype.str, x.shape),)), x.nbytes,
-                             inline, _shm.AUX_NO)
+        inline = x.nbytes <= scope.exchange.inline
+        digest_ = key(call, op, None, None, ((dtype.str, x.shape),))
+        header = fast_header(digest_, x.nbytes, inline, _shm.AUX_NO)
         if len(_ARRAYS) > 1024:
             _ARRAYS.clear()
-        entry = _ARRAYS[k] = (header, x.nbytes, inline)
+        entry = _ARRAYS[k] = (header, x.nbytes, inline, digest_)
     return entry
 
 
 def _reduce_array(scope, call, x, op, entry):
     """``reduce_op`` for one small numpy array (below the shared-memory size)."""
-    header, nbytes, inline = entry
-    ex = scope.exchange
+    header, nbytes, inline, k = entry
+    ex = scope._exchange or scope.exchange
+    request = ex.request
+    if inline and not (_agree.HOOKED or _world.listener_running or request is None):
+        # the common case written out flat, as reduce_scalar's: one MPI call in all
+        send = ex.send
+        send[:HEADER] = header
+        send[HEADER:HEADER + nbytes] = x.tobytes()  # C order, whatever the strides
+        ex.calls += 1
+        ex.last = call
+        request.Start()
+        if not request.Test():
+            _world.wait(request, scope, call)
+        words = ex.words
+        for i in ex.key_words:
+            if words[i] != k or words[i + 3] != FLAG_INLINE:
+                ex.check(scope, call, k, FLAG_INLINE, None,
+                         lambda: _describe_value(call, x))
+        rows = ex.row_views(x.dtype, nbytes)  # each worker's value, read in place
+        ufunc = op.ufunc
+        result = rows[0].copy() if len(rows) == 1 else ufunc(rows[0], rows[1])
+        for row in rows[2:]:  # in worker order
+            ufunc(result, row, out=result)
+        return result if x.ndim == 1 else result.reshape(x.shape)
     if not x.flags.c_contiguous:
         x = np.ascontiguousarray(x)
     if inline:
         ex.put(x.tobytes())
     result = _pack.results.empty(x.dtype, x.size)  # allocated before agreeing
     ex.fast(scope, call, header, _describe_value, call, x)
-    if inline:
-        fold(op, ex.block(0, nbytes).view(x.dtype), result)
+    if inline:  # every worker's bytes, read in place: (workers, count) of the dtype
+        fold(op, ex.inline_rows[:, :nbytes].view(x.dtype), result)
     else:
         try:
             ordered(scope, call, x.reshape(-1), result, op)
@@ -435,7 +477,7 @@ def fast_paths():
                     continue
                 k = key(call, op, None, None, ((dtype.str, ()),))
                 header = fast_header(k, fmt.size, True, _shm.AUX_NO)
-                table[(call, op, kind)] = (k, fmt, cast, element, header)
+                table[(call, op, kind)] = (k, fmt, cast, element, header, FLAG_INLINE)
     return table
 
 

@@ -14,7 +14,7 @@ import numpy as np
 from mpi4py import MPI
 
 from . import _pack, _reduce, _world
-from ._agree import INLINE, agree, describe_call
+from ._agree import agree, describe_call
 from ._checks import check_worker, fail_together
 from ._backends import Leaf
 from ._ops import SUM
@@ -267,7 +267,7 @@ def _cat_arrays(call, scope, leaf, axis, destination):
     key = digest((call, "array", axis, destination, leaf.dtype.str, ndim, other))
     host = np.ascontiguousarray(leaf.host())
     nbytes = host.nbytes
-    payload = host.tobytes() if nbytes <= INLINE else None
+    payload = host.tobytes() if nbytes <= scope.exchange.inline else None
     ex, _, inline = agree(scope, call, key, exact=length, nbytes=nbytes, payload=payload,
                           describe=lambda: describe_call(
                               call, _pack.describe_leaf(leaf), {
