@@ -11,6 +11,8 @@ For each worker count it measures, interleaved round by round on the same buffer
   array each call) vs raw ``comm.Allreduce(x, out)`` into a preallocated ``out`` vs
   ``dist.all_reduce(t)`` over gloo (in place). 8 B is one float64: ``spmd_plus`` of a
   Python float, against a raw Allreduce of a one-element float64 array;
+- up to 4 MiB, ``spmd_cat(x)`` against a raw ``comm.Allgather`` into a preallocated
+  buffer, and ``spmd_broadcast(1, x)`` against a raw ``comm.Bcast`` of the buffer;
 - a nested dict of 214 float32 arrays (ResNet-50's parameters and batch-norm running
   means at half width): one ``spmd_plus`` vs one raw Allreduce per array vs one gloo
   all_reduce per array.
@@ -21,7 +23,8 @@ the mean time per call on worker 1. Ratios:
 
 import time
 
-SIZES = [8, 64, 1 << 10, 16 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20, 64 << 20]
+SIZES = [8, 64, 1 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20,
+         64 << 20]
 
 from _launch import emit, init_gloo, layout_name, main as bench_main
 
@@ -121,6 +124,18 @@ def worker(args):
                       "gloo": lambda: dist.all_reduce(t)}, budget)
         sweep.append({"bytes": nbytes, **times})
         result.clear()
+        if nbytes <= (4 << 20):  # spmd_cat and spmd_broadcast on the same buffers
+            gathered = np.empty(x.size * size, dtype=x.dtype)
+            copy = x.copy()
+            others = race({
+                "raw cat": lambda: comm.Allgather(x, gathered),
+                "spmd cat": lambda: result.__setitem__("c", spmdlab.spmd_cat(value)),
+                "raw bcast": lambda: comm.Bcast(copy, root=0),
+                "spmd bcast": lambda: result.__setitem__(
+                    "b", spmdlab.spmd_broadcast(1, value)),
+            }, budget)
+            sweep[-1].update(others)
+            result.clear()
 
     net = resnet_like()
     arrays = list(leaves(net))
@@ -168,6 +183,18 @@ def report(res):
     for row in res["sweep"]:
         print(f"{human(row['bytes']):>8} {us(row['raw'])} {us(row['spmd'])} {us(row['gloo'])}"
               f" {row['raw'] / row['spmd']:9.2f} {row['raw'] / row['gloo']:9.2f}")
+    print(f"spmd_cat vs raw Allgather, spmd_broadcast vs raw Bcast (preallocated "
+          f"buffers); times in us, ratio = spmdlab time / raw time (above 1 is slower)")
+    print(f"{'size':>8} {'raw cat':>10} {'spmd_cat':>10} {'ratio':>6} {'raw bcast':>10} "
+          f"{'spmd_bcast':>10} {'ratio':>6}")
+    for row in res["sweep"]:
+        if "raw cat" in row:
+            print(f"{human(row['bytes']):>8} {us(row['raw cat'])} {us(row['spmd cat'])} "
+                  f"{row['spmd cat'] / row['raw cat']:6.2f} {us(row['raw bcast'])} "
+                  f"{us(row['spmd bcast'])} {row['spmd bcast'] / row['raw bcast']:6.2f}")
+    small = [r for r in res["sweep"] if r["bytes"] <= 64 << 10]
+    print(f"spmd_plus up to 64 KiB: {min(r['spmd'] / r['raw'] for r in small):.2f}-"
+          f"{max(r['spmd'] / r['raw'] for r in small):.2f}x a raw Allreduce's time")
     scalar = res["sweep"][0]
     big = next(r for r in res["sweep"] if r["bytes"] == 16 << 20)
     nested = res["nested"]

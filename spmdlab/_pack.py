@@ -151,24 +151,29 @@ def value_fields(treedef, leaves):
 
 # -- messages: the one framing of point-to-point, queues, broadcast and gathers -----------
 #
-# A message is the value's *skeleton* (its dict / list / tuple structure, and for each
-# array leaf its family, dtype, shape and device; other objects pickled in it) followed
-# by every array leaf's raw bytes, each 16-byte aligned. Arrays never go through pickle
-# and come back as views of the received buffer (no copy); tensors and CuPy arrays travel
-# as host bytes and are rebuilt in their family, dtype and device kind. A skeleton with
-# no pickled object depends only on the value's structure, so both sides keep it, found
-# by its digest: a struct or an array sent every iteration costs a look-up, not a pickle.
-# A message is a bytes-like object (``len`` is its size). Formats, by the first byte:
-#   3     [u8 3 | u8 flags | pad | u32 skeleton length | u64 skeleton digest | skeleton |
-#          pad to 16 | leaves, each padded to 16]
+# A message is a bytes-like object (``len`` is its size), in one of three formats, told
+# apart by the first byte:
+#   0x80  a plain pickle: a value with no array in it (the common small item; pickle is
+#         C-fast for Python's own types);
+#   1     a pickle whose arrays travel out of band, their bytes after it, 16-byte aligned,
+#         coming back as views of the received buffer (no copy); tensors and CuPy arrays
+#         inside travel as host arrays and are rebuilt in their family, dtype and device:
+#         [u8 1 | pad | u32 count | u64 pickle length | u64 sizes[count] | pickle | arrays]
+#   3     one array, tensor or number and nothing else (what a halo exchange or a solver
+#         sends every iteration): a small header, then its raw bytes. The header describes
+#         the leaf (family, dtype, shape) as a pickled *skeleton*; both sides keep it,
+#         found by its digest, so sending the same kind of value again costs a look-up:
+#         [u8 3 | u8 flags | pad | u32 skeleton length | u64 skeleton digest | skeleton |
+#          pad to 16 | the leaf's bytes]
 #   2     a batch of messages: [u8 2 | pad | u32 count | u64 sizes[count] | messages]
 
 _ALIGN = 16
-_HEAD = struct.Struct("<BBxxIq")  # format, flags, skeleton length, skeleton digest
-_BATCH = struct.Struct("<B3xI")  # format, number of messages
-_KEPT = 1  # flag: the skeleton has no pickled object (both sides keep it)
-_APART = 2  # flag: the leaves follow as a second message (a large array sent in place)
-_SMALL = 1 << 16  # messages up to this size are built by joining bytes
+_HEAD1 = struct.Struct("<B3xIQ")  # format 1: number of arrays, length of the pickle
+_HEAD = struct.Struct("<BBxxIq")  # format 3: flags, skeleton length, skeleton digest
+_BATCH = struct.Struct("<B3xI")  # format 2: number of messages
+_APART = 2  # format 3 flag: the leaf's bytes follow as a second message (see p2p)
+_SMALL = 1 << 16  # format 3 messages up to this size are built by joining bytes
+_BYTE = np.dtype(np.uint8)
 
 
 def _aligned(n):
@@ -182,9 +187,6 @@ def _rebuild(info, array):
 
 
 class _Pickler(pickle.Pickler):
-    """Pickles the objects of a skeleton: a tensor or CuPy array inside an object of the
-    user's travels as host bytes and is rebuilt in its family."""
-
     def reducer_override(self, obj):  # never called for exact ints, strs, lists, ...
         if type(obj).__module__.startswith(("torch", "cupy")):
             leaf = classify(obj)
@@ -196,45 +198,95 @@ class _Pickler(pickle.Pickler):
         return NotImplemented
 
 
-def _dumps(obj):
-    out = io.BytesIO()
-    _Pickler(out, protocol=5).dump(obj)
-    return out.getvalue()
+class _Encoder(threading.local):
+    """A pickler per thread, reused (making one costs more than pickling a small item)."""
+
+    def __init__(self):
+        self.file = io.BytesIO()
+        self.buffers = []
+        self.pickler = _Pickler(self.file, protocol=5, buffer_callback=self.buffers.append)
 
 
-_BYTE = np.dtype(np.uint8)
-_SCALARS = {float: struct.Struct("<d"), int: struct.Struct("<q"), bool: struct.Struct("<?"),
-            complex: struct.Struct("<dd")}
-_SCALAR_FAMILIES = {"py-float": _SCALARS[float], "py-int": _SCALARS[int],
-                    "py-bool": _SCALARS[bool], "py-complex": _SCALARS[complex]}
+_encoder = _Encoder()
 
 
-def _message_tree(x, leaves):
-    """A message's structure, dict order kept; leaves: ``Leaf`` for values sent as raw
-    bytes (exact numpy arrays and scalars, Python numbers, tensors, CuPy arrays),
-    ``Obj`` for anything else (pickled in the skeleton)."""
-    kind = type(x)
-    if kind is dict:
-        keys = tuple(x)
-        return ("dict", kind, keys, tuple(_message_tree(x[k], leaves) for k in keys))
-    if kind is list:
-        return ("list", kind, len(x), tuple(_message_tree(v, leaves) for v in x))
-    if kind is tuple or (isinstance(x, tuple) and hasattr(kind, "_fields")):
-        return ("tuple", kind, len(x), tuple(_message_tree(v, leaves) for v in x))
-    leaf = classify(x)
-    if leaf is None or (leaf.family in ("numpy", "np-scalar") and
-                        type(x).__module__ != "numpy"):  # subclasses keep their class
-        leaves.append(Obj(x))
-    else:
-        leaves.append(leaf)
-    return None
+def _pickled(value, call):
+    """Formats 0x80 and 1."""
+    enc = _encoder
+    enc.file.seek(0)
+    enc.file.truncate()
+    enc.buffers.clear()
+    enc.pickler.clear_memo()
+    try:
+        enc.pickler.dump(value)
+    except Exception as exc:
+        _encoder.__init__()  # a pickler that failed half-way is not reused
+        call = call() if callable(call) else call
+        raise SpmdTypeError(f"{call}: cannot send a value of type {type(value).__name__}: "
+                            f"it cannot be pickled ({exc})") from None
+    head = enc.file.getvalue()
+    if not enc.buffers:
+        return bytearray(head)
+    raws = [b.raw() for b in enc.buffers]
+    enc.buffers.clear()  # the pickle buffers hold the caller's arrays
+    start = _aligned(_HEAD1.size + 8 * len(raws) + len(head))
+    total = start + sum(_aligned(r.nbytes) for r in raws)
+    message = np.empty(total, dtype=np.uint8)
+    _HEAD1.pack_into(message, 0, 1, len(raws), len(head))
+    message[_HEAD1.size:_HEAD1.size + 8 * len(raws)].view(np.uint64)[:] = \
+        [r.nbytes for r in raws]
+    message[_HEAD1.size + 8 * len(raws):_HEAD1.size + 8 * len(raws) + len(head)] = \
+        np.frombuffer(head, dtype=np.uint8)
+    for raw in raws:
+        message[start:start + raw.nbytes] = np.frombuffer(raw, dtype=np.uint8)
+        start += _aligned(raw.nbytes)
+    return message
 
 
-def _meta(leaf):
-    """How a leaf is rebuilt: (family info, dtype, shape, Fortran order)."""
-    fortran = leaf.family == "numpy" and leaf.value.ndim > 1 and \
-        leaf.value.flags.f_contiguous and not leaf.value.flags.c_contiguous
-    return (leaf.family_info(), leaf.dtype, leaf.shape, fortran)
+def _unpickled(view):
+    if view[0] != 1:
+        return pickle.loads(view)
+    _, count, hlen = _HEAD1.unpack_from(view, 0)
+    sizes = struct.unpack_from(f"<{count}Q", view, _HEAD1.size)
+    head = view[_HEAD1.size + 8 * count:_HEAD1.size + 8 * count + hlen]
+    start = _aligned(_HEAD1.size + 8 * count + hlen)
+    buffers = []
+    for size in sizes:
+        buffers.append(view[start:start + size])
+        start += _aligned(size)
+    return pickle.loads(head, buffers=buffers)
+
+
+_SCALARS = {float: struct.Struct("<d"), int: struct.Struct("<q"), bool: struct.Struct("<?")}
+
+
+class _Leaf:
+    """The header of a format-3 message (one leaf) and how to read the leaf back: its
+    prefix (header, skeleton, padding), the message's size, the value in one call."""
+
+    __slots__ = ("prefix", "total", "read")
+
+    def __init__(self, info, dtype, shape, skeleton=None):
+        if skeleton is None:
+            skeleton = pickle.dumps((info, dtype, shape), protocol=5)
+        start = _aligned(_HEAD.size + len(skeleton))
+        head = _HEAD.pack(3, 0, len(skeleton), digest(skeleton))
+        self.prefix = head + skeleton + bytes(start - _HEAD.size - len(skeleton))
+        self.total = start + dtype.itemsize * _prod(shape)
+        family = info[0]
+        if family == "numpy":
+            self.read = functools.partial(np.ndarray, shape, dtype, offset=start)
+        elif family in ("py-float", "py-int", "py-bool"):
+            self.read = functools.partial(_number, _SCALAR_STRUCTS[family].unpack_from,
+                                          offset=start)
+        elif family == "np-scalar":
+            self.read = functools.partial(_np_scalar, dtype, start)
+        else:  # torch, CuPy: rebuilt in the family, on its device kind
+            self.read = functools.partial(_in_family, info, shape, dtype, start)
+
+
+_SCALAR_STRUCTS = {"py-float": _SCALARS[float], "py-int": _SCALARS[int],
+                   "py-bool": _SCALARS[bool]}
 
 
 def _prod(shape):
@@ -244,53 +296,20 @@ def _prod(shape):
     return n
 
 
-def _layout(metas, start):
-    offsets, at = [], start
-    for meta in metas:
-        offsets.append(at)
-        if meta is not None:
-            at = _aligned(at + meta[1].itemsize * _prod(meta[2]))
-    return offsets, at
-
-
-class _Skeleton:
-    """A message's prefix (header, skeleton, padding), where its leaves go, and, for a
-    message of one numpy array or one number, how to read it back in one step."""
-
-    __slots__ = ("prefix", "offsets", "total", "tree", "metas", "objs", "array", "number",
-                 "fast")
-
-    def __init__(self, tree, metas, objs, skeleton=None):
-        if skeleton is None:
-            skeleton = _dumps((tree, metas, objs))
-        start = _aligned(_HEAD.size + len(skeleton))
-        head = _HEAD.pack(3, 0 if objs else _KEPT, len(skeleton), digest(skeleton))
-        self.prefix = head + skeleton + bytes(start - _HEAD.size - len(skeleton))
-        self.offsets, self.total = _layout(metas, start)
-        self.tree, self.metas, self.objs = tree, metas, objs
-        self.array = self.number = None
-        if tree is None and metas[0] is not None:
-            info, dtype, shape, fortran = metas[0]
-            if info[0] == "numpy" or info == ("torch", None):
-                self.array = (shape, dtype, start, "F" if fortran else "C", info[0])
-            elif info[0] in ("py-float", "py-int"):
-                self.number = (_SCALAR_FAMILIES[info[0]], start)
-        # a message of one numpy array or one number: its value in one call
-        self.fast = None
-        if self.array is not None and self.array[4] == "numpy" and not fortran:
-            self.fast = functools.partial(np.ndarray, shape, dtype, offset=start)
-        elif self.number is not None:
-            self.fast = functools.partial(_number, self.number[0].unpack_from,
-                                          offset=start)
-
-
 def _number(unpack, buf, offset):
     return unpack(buf, offset)[0]
 
 
-_ENCODED: dict = {}  # (tree, metas) -> _Skeleton, for skeletons without objects
-_DECODED: dict = {}  # (skeleton digest, skeleton length) -> _Skeleton
-_FAST: dict = {}  # skeleton digest -> (length, the value in one call) for one array/number
+def _np_scalar(dtype, offset, buf):
+    return np.ndarray((), dtype, buf, offset)[()]
+
+
+def _in_family(info, shape, dtype, offset, buf):
+    return _rebuild(info, np.ndarray(shape, dtype, buf, offset))
+
+
+_ENCODED: dict = {}  # (kind, dtype, shape) -> _Leaf
+_DECODED: dict = {}  # skeleton digest -> (skeleton length, _Leaf)
 
 
 def _kept(cache, key, make):
@@ -302,19 +321,10 @@ def _kept(cache, key, make):
     return entry
 
 
-def _leaf_bytes(leaf, fortran):
-    """A leaf's raw bytes (C order, or Fortran order for a Fortran-ordered array)."""
-    fmt = _SCALARS.get(type(leaf.value))
-    if fmt is not None and leaf.family.startswith("py-"):
-        value = leaf.value
-        return fmt.pack(value.real, value.imag) if type(value) is complex else fmt.pack(value)
-    return leaf.host().tobytes(order="F" if fortran else "C")
-
-
-def _one_array(x):
-    """The skeleton of a message that is one C-ordered numpy array."""
-    return _kept(_ENCODED, (x.dtype, x.shape), lambda: _Skeleton(
-        None, ((("numpy", None), x.dtype, x.shape, False),), []))
+def _one_array(x, family="numpy"):
+    """The header of a message that is one numpy array (or a tensor's numpy view)."""
+    return _kept(_ENCODED, (family, x.dtype, x.shape),
+                 lambda: _Leaf((family, None), x.dtype, x.shape))
 
 
 def _plain_tensor(t):
@@ -327,95 +337,68 @@ def _plain_tensor(t):
         t.dtype != torch.bfloat16 and t.layout == torch.strided
 
 
-def _one_tensor(array):
-    return _kept(_ENCODED, ("torch", array.dtype, array.shape), lambda: _Skeleton(
-        None, ((("torch", None), array.dtype, array.shape, False),), []))
-
-
-def _one_number(kind, x):
-    entry = _ENCODED.get(kind)
-    if entry is None:
-        entry = _kept(_ENCODED, kind, lambda: _Skeleton(None, (_meta(classify(x)),), []))
-    return entry
-
-
 def encode(value, call):
     """One message holding ``value`` (a bytes-like object, writable where it holds an
     array); raises SpmdTypeError naming ``call`` (a string, or a function that returns
-    one: it is made only for the error) when an object in it cannot be pickled."""
+    one: it is made only for the error) when it cannot be pickled."""
     kind = type(value)
-    if kind is np.ndarray:  # tobytes gives C order whatever the strides: only a Fortran-
-        # ordered array (2-D or more) takes the general way, which keeps its order
-        entry = _ENCODED.get((value.dtype, value.shape))
-        if entry is not None and entry.total <= _SMALL and (value.ndim < 2 or
-                                                            value.flags.c_contiguous):
-            return bytearray(entry.prefix) + value.tobytes()
-    if kind is np.ndarray and value.flags.c_contiguous and not value.dtype.hasobject:
-        entry = _ENCODED.get((value.dtype, value.shape)) or _one_array(value)
-        if entry.total <= _SMALL:
-            return bytearray(entry.prefix) + value.tobytes()
-        message = results.empty(_BYTE, entry.total)  # recycled: no fresh pages to fault in
-        start = len(entry.prefix)
-        message[:start] = np.frombuffer(entry.prefix, dtype=np.uint8)
-        message[start:start + value.nbytes].view(value.dtype).reshape(value.shape)[...] = \
-            value
-        return message
+    if kind is np.ndarray:
+        # one array: its raw bytes (tobytes gives C order whatever the strides, so only a
+        # Fortran-ordered array, which pickle keeps as it is, and objects take a pickle)
+        entry = _ENCODED.get(("numpy", value.dtype, value.shape))
+        if entry is None and not value.dtype.hasobject and (
+                value.ndim < 2 or value.flags.c_contiguous):
+            entry = _one_array(value)
+        if entry is not None and (value.ndim < 2 or value.flags.c_contiguous):
+            if entry.total <= _SMALL:
+                return bytearray(entry.prefix) + value.tobytes()
+            message = results.empty(_BYTE, entry.total)  # recycled: no fresh pages
+            start = len(entry.prefix)
+            message[:start] = np.frombuffer(entry.prefix, dtype=np.uint8)
+            message[start:].view(value.dtype).reshape(value.shape)[...] = value
+            return message
+    fmt = _SCALARS.get(kind)
+    if fmt is not None and (kind is not int or -2 ** 63 <= value < 2 ** 63):
+        entry = _ENCODED.get(kind)
+        if entry is None:
+            leaf = classify(value)
+            entry = _kept(_ENCODED, kind, lambda: _Leaf(leaf.family_info(), leaf.dtype, ()))
+        return entry.prefix + fmt.pack(value)
+    if kind.__module__ == "numpy" and isinstance(value, np.generic) and \
+            not value.dtype.hasobject:
+        entry = _kept(_ENCODED, kind, lambda: _Leaf(("np-scalar", None), value.dtype, ()))
+        return bytearray(entry.prefix) + value.tobytes()
     if kind.__module__ == "torch" and _plain_tensor(value):
         array = value.numpy()
-        entry = _ENCODED.get(("torch", array.dtype, array.shape)) or _one_tensor(array)
+        entry = _ENCODED.get(("torch", array.dtype, array.shape)) or \
+            _one_array(array, "torch")
         if entry.total <= _SMALL:
             return bytearray(entry.prefix) + array.tobytes()
-    fmt = _SCALARS.get(kind)
-    if fmt is not None and kind is not complex and (kind is not int or
-                                                     -2 ** 63 <= value < 2 ** 63):
-        return _one_number(kind, value).prefix + fmt.pack(value)
-    leaves = []
-    tree = _message_tree(value, leaves)
-    metas = tuple(None if type(l) is Obj else _meta(l) for l in leaves)
-    objs = [l.value for l in leaves if type(l) is Obj]
-    try:
-        entry = _Skeleton(tree, metas, objs) if objs else \
-            _kept(_ENCODED, (tree, metas), lambda: _Skeleton(tree, metas, objs))
-    except Exception as exc:
-        call = call() if callable(call) else call
-        raise SpmdTypeError(f"{call}: cannot send a value of type {type(value).__name__}: "
-                            f"it cannot be pickled ({exc})") from None
-    if entry.total <= _SMALL:
-        parts = [entry.prefix]
-        at = len(entry.prefix)
-        for leaf, meta, offset in zip(leaves, metas, entry.offsets):
-            if meta is not None:
-                if offset > at:
-                    parts.append(bytes(offset - at))
-                data = _leaf_bytes(leaf, meta[3])
-                parts.append(data)
-                at = offset + len(data)
-        parts.append(bytes(entry.total - at))
-        return bytearray(b"".join(parts))
-    message = results.empty(_BYTE, entry.total)  # large: one copy of each array
-    message[:len(entry.prefix)] = np.frombuffer(entry.prefix, dtype=np.uint8)
-    for leaf, meta, offset in zip(leaves, metas, entry.offsets):
-        if meta is None:
-            continue
-        nbytes = meta[1].itemsize * _prod(meta[2])
-        if leaf.family.startswith("py-"):
-            message[offset:offset + nbytes] = np.frombuffer(_leaf_bytes(leaf, False),
-                                                            dtype=np.uint8)
-            continue
-        host = leaf.host()
-        target = message[offset:offset + nbytes].view(host.dtype)
-        if meta[3]:
-            target.reshape(host.shape[::-1])[...] = host.T
-        else:
-            target.reshape(host.shape)[...] = host
-    return message
+    return _pickled(value, call)
+
+
+def decode(buf):
+    """The value of one message; arrays are views of ``buf``.
+
+    A kept skeleton is found by its 64-bit BLAKE2 digest and checked by its length: two
+    different skeletons share both with odds of 1 in 2**64, far below a machine's own
+    error rates."""
+    if buf[0] != 3:
+        return _unpickled(memoryview(buf).cast("B"))
+    _, flags, length, key = _HEAD.unpack_from(buf, 0)
+    kept = _DECODED.get(key)
+    if kept is None or kept[0] != length:
+        skeleton = bytes(memoryview(buf)[_HEAD.size:_HEAD.size + length])
+        kept = _kept(_DECODED, key, lambda: (length, _Leaf(*pickle.loads(skeleton),
+                                                           skeleton=skeleton)))
+    return kept[1].read(buf)
 
 
 def head_apart(x, seq):
     """For a large C-ordered numpy array sent from its own memory: the first message (the
-    prefix, flagged "the array's bytes follow as a second message", then ``seq``, the
+    header, flagged "the array's bytes follow as a second message", then ``seq``, the
     number the receiver's clear-to-send answers with)."""
-    prefix = (_ENCODED.get((x.dtype, x.shape)) or _one_array(x)).prefix
+    prefix = (_ENCODED.get(("numpy", x.dtype, x.shape)) or _one_array(x)).prefix
     return bytes([prefix[0], prefix[1] | _APART]) + prefix[2:] + _SEQ.pack(seq)
 
 
@@ -423,66 +406,21 @@ _SEQ = struct.Struct("<q")
 
 
 def apart(buf):
-    """``(total, start, seq)`` when ``buf`` is a first message whose array follows apart
-    (the whole message's size, where the array starts, the sender's number), else None."""
+    """``(total, start, seq)`` for a first message whose array follows apart: the whole
+    message's size, where the array starts, the sender's number."""
     _, flags, length, key = _HEAD.unpack_from(buf, 0)
-    if not flags & _APART:
-        return None
-    entry = _DECODED.get((key, length))
-    if entry is None:
+    kept = _DECODED.get(key)
+    if kept is None or kept[0] != length:
         skeleton = bytes(memoryview(buf)[_HEAD.size:_HEAD.size + length])
-        tree, metas, objs = pickle.loads(skeleton)
-        entry = _kept(_DECODED, (key, length), lambda: _Skeleton(tree, metas, objs, skeleton))
+        kept = _kept(_DECODED, key, lambda: (length, _Leaf(*pickle.loads(skeleton),
+                                                           skeleton=skeleton)))
     start = len(buf) - _SEQ.size
-    return entry.total, start, _SEQ.unpack_from(buf, start)[0]
+    return kept[1].total, start, _SEQ.unpack_from(buf, start)[0]
 
 
-def decode(buf):
-    """The value of one message; arrays are views of ``buf``.
-
-    A kept skeleton is found by its 64-bit BLAKE2 digest and length: two different
-    skeletons share both with odds of 1 in 2**64, far below a machine's own error rates.
-    """
-    fmt, flags, length, key = _HEAD.unpack_from(buf, 0)
-    fast = _FAST.get(key)
-    if fast is not None and fast[0] == length and fmt == 3:
-        return fast[1](buf)
-    if fmt != 3:
-        raise ValueError(f"not a spmdlab message (format {fmt})")
-    entry = _DECODED.get((key, length)) if flags & _KEPT else None
-    if entry is None:
-        skeleton = bytes(memoryview(buf)[_HEAD.size:_HEAD.size + length])
-        tree, metas, objs = pickle.loads(skeleton)
-        entry = _Skeleton(tree, metas, objs, skeleton)
-        if flags & _KEPT:
-            _kept(_DECODED, (key, length), lambda: entry)
-            if entry.fast is not None and not flags & _APART:
-                _kept(_FAST, key, lambda: (length, entry.fast))
-    if entry.array is not None:
-        shape, dtype, offset, order, family = entry.array
-        array = np.ndarray(shape, dtype, buf, offset, order=order)
-        return array if family == "numpy" else _rebuild(("torch", None), array)
-    if entry.number is not None:
-        return entry.number[0].unpack_from(buf, entry.number[1])[0]
-    values = []
-    pending = iter(entry.objs)
-    for meta, offset in zip(entry.metas, entry.offsets):
-        if meta is None:
-            values.append(next(pending))
-            continue
-        info, dtype, shape, fortran = meta
-        family = info[0]
-        scalar = _SCALAR_FAMILIES.get(family)
-        if scalar is not None:
-            value = scalar.unpack_from(buf, offset)
-            values.append(complex(*value) if family == "py-complex" else
-                          bool(value[0]) if family == "py-bool" else value[0])
-            continue
-        array = np.ndarray(shape, dtype, buf, offset, order="F" if fortran else "C")
-        values.append(array if family == "numpy" else _rebuild(info, array))
-    if entry.tree is None:
-        return values[0]
-    return unflatten(entry.tree, values)
+def is_apart(buf):
+    """Whether ``buf`` is the first message of an array that follows apart."""
+    return buf[0] == 3 and buf[1] & _APART
 
 
 def batch(messages):

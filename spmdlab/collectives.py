@@ -14,7 +14,7 @@ import numpy as np
 from mpi4py import MPI
 
 from . import _pack, _reduce, _world
-from ._agree import agree, describe_call
+from ._agree import FLAG_INLINE, agree, describe_call
 from ._checks import check_worker, fail_together
 from ._backends import Leaf
 from ._ops import SUM
@@ -403,8 +403,12 @@ def broadcast(call, source, x, name="source"):
         except SpmdTypeError as exc:
             error = exc
     key = digest((call, source if error is None else None))
+    inline = buf is not None and len(buf) <= scope.exchange.inline
     ex, _, _ = agree(scope, call, key, nbytes=0 if buf is None else len(buf),
-                     error=error, describe=lambda: describe_call(call, **{name: source}))
+                     payload=memoryview(buf).cast("B") if inline else None, error=error,
+                     describe=lambda: describe_call(call, **{name: source}))
+    if ex.field(source - 1, 3) & FLAG_INLINE:  # a small value rode in the source's record
+        return _pack.decode(bytearray(ex.payload(source - 1, ex.field(source - 1, 2))))
     try:
         if buf is None:  # its size is known only now, after the agreement
             buf = np.empty(ex.field(source - 1, 2), dtype=np.uint8)

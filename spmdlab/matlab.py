@@ -75,7 +75,12 @@ def _worker(value: Any) -> Any:
     """A worker number as MATLAB code passes it: every MATLAB number is a double, so an
     integral float (``2.0``, from ``floor`` or an array) is the worker 2; ``[]`` is
     MATLAB's "none" (None here). Anything else is left to spmdlab's checks."""
-    if value is None or isinstance(value, (bool, np.bool_)):
+    kind = type(value)
+    if kind is int or value is None or kind is bool:  # the common cases, cheaply
+        return value
+    if (kind is list or kind is tuple) and not value:  # MATLAB's []
+        return None
+    if isinstance(value, np.bool_):
         return value
     if isinstance(value, (list, tuple, np.ndarray)) and np.size(value) == 0:
         return None

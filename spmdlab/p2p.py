@@ -121,7 +121,7 @@ def _recv(message, st, scope, call="spmd_receive"):
         scope.self_sends[tag] -= 1
         if not scope.self_sends[tag]:
             del scope.self_sends[tag]
-    if not buf[1] & 2:  # _pack._APART
+    if not _pack.is_apart(buf):
         return _pack.decode(buf)
     full, request = _accept(scope, buf, source, tag)
     if not request.Test():
@@ -245,6 +245,19 @@ _SMALL_RECEIVE = 1 << 16  # below, a zeroed bytearray is cheaper to make than an
 _QUICK_PROBES = 64
 
 
+def _arrived(scope, source, tag, status, call):
+    """The matched message from ``source`` (None: any) with ``tag``: probed in a tight
+    loop first (it is often there by now), then waited for by ``_match``."""
+    if source is not None and source != scope.index:
+        improbe, src, mpi_tag = scope.comm.Improbe, source - 1, \
+            MPI.ANY_TAG if tag is None else tag
+        for _ in range(_QUICK_PROBES):
+            message = improbe(src, mpi_tag, status)
+            if message is not None:
+                return message
+    return _match(call, scope, source, tag, status)
+
+
 def _match(call, scope, source, tag, status):
     """Wait for a matching message (its status into ``status``); returns the matched MPI
     message. Raises instead of waiting for ever when no worker that could send it is
@@ -321,17 +334,7 @@ def spmd_receive(source: Optional[int] = None, tag: Optional[int] = None, *,
         _check(call, scope, "source", source, none_ok=True)
         _check_tag(call, scope, tag, none_ok=True)
     st = MPI.Status()
-    message = None
-    if source is not None and source != scope.index:  # the message is often there by now
-        improbe, src, mpi_tag = scope.comm.Improbe, source - 1, \
-            MPI.ANY_TAG if tag is None else tag
-        for _ in range(_QUICK_PROBES):
-            message = improbe(src, mpi_tag, st)
-            if message is not None:
-                break
-    if message is None:
-        message = _match("spmd_receive", scope, source, tag, st)
-    value = _recv(message, st, scope)
+    value = _recv(_arrived(scope, source, tag, st, "spmd_receive"), st, scope)
     if status:
         return value, st.Get_source() + 1, st.Get_tag()
     return value
@@ -437,7 +440,7 @@ def spmd_send_receive(destination: Optional[int], source: Optional[int], x: Any,
     if source is None:
         return None
     st = MPI.Status()
-    return _recv(_match(call, scope, source, tag, st), st, scope)
+    return _recv(_arrived(scope, source, tag, st, call), st, scope, call)
 
 
 def _exchange_in_place(call, scope, destination, source, x, tag):
@@ -461,7 +464,7 @@ def _exchange_in_place(call, scope, destination, source, x, tag):
                     scope.self_sends[tag] -= 1
                     if not scope.self_sends[tag]:
                         del scope.self_sends[tag]
-                if buf[1] & 2:  # _pack._APART: its array follows
+                if _pack.is_apart(buf):  # its array follows
                     state["full"], state["request"] = _accept(scope, buf, src, tag)
                 else:
                     state["value"] = _pack.decode(buf)
