@@ -26,9 +26,10 @@ import time
 from typing import Any
 
 import numpy as np
-from mpi4py import MPI
+from ._mpi import MPI
 
-from . import _env, _world
+from . import _env, _wait, _world
+from ._stall import call_site
 from .errors import SpmdMismatchError
 
 HEADER = 40  # int64 key, exact, nbytes, flags, aux
@@ -119,9 +120,9 @@ class Exchange:
         start = time.perf_counter() if PROFILE is not None else 0.0
         if self.request is not None:
             self.request.Start()
-            _world.wait_body(self.request, scope, call)
+            _wait.wait_body(self.request, scope, call)
         else:
-            _world.wait_body(self.comm.Iallgather(self.send, self.recv), scope, call)
+            _wait.wait_body(self.comm.Iallgather(self.send, self.recv), scope, call)
         if PROFILE is not None:
             PROFILE.collective((_world.SCOPES.index(scope), self.calls), call, call_site(),
                                time.perf_counter() - start,
@@ -152,7 +153,7 @@ class Exchange:
             self.last = call
             request.Start()
             if not request.Test():
-                _world.wait(request, scope, call)
+                _wait.wait(request, scope, call)
         words = self.words
         key, flags = _HEAD_KEY_FLAGS.unpack_from(header, 0)[::3][:2]
         for i in self.key_words:
@@ -287,32 +288,6 @@ def _differences(descriptions):
     return differ
 
 
-_PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
-
-
-def call_site():
-    """``file:line`` of the user's code that made the current spmdlab call: the first
-    frame outside spmdlab, its path relative to the current folder where it lies below it.
-    """
-    return call_site_of(sys._getframe(1))
-
-
-def call_site_of(frame):
-    """``call_site`` from ``frame`` outwards (the top frame of another thread, say)."""
-    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE):
-        frame = frame.f_back
-    if frame is None:
-        return "?"
-    path = frame.f_code.co_filename
-    try:
-        relative = os.path.relpath(path)
-        if not relative.startswith(os.pardir):
-            path = relative
-    except ValueError:  # another drive (Windows)
-        pass
-    return f"{path}:{frame.f_lineno}"
-
-
 def _raise_everywhere(scope, call, error, describe):
     """Every worker gets here together: gather what each saw and raise one error.
 
@@ -351,3 +326,6 @@ def _workers(ks):
     if ks == list(range(ks[0], ks[-1] + 1)):
         return f"workers {ks[0]}-{ks[-1]}"
     return "workers " + ", ".join(map(str, ks))
+
+
+_world.Scope.exchange_class = Exchange  # a scope makes its exchange on first use

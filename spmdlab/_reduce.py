@@ -24,9 +24,9 @@ so every worker takes the same one.
 import struct
 
 import numpy as np
-from mpi4py import MPI
+from ._mpi import MPI
 
-from . import _agree, _backends, _env, _pack, _shm, _world
+from . import _agree, _backends, _ending, _env, _pack, _shm, _wait, _world
 from ._agree import FLAG_INLINE, HEADER, agree, describe_call, fast_header
 from ._backends import Leaf
 from ._checks import check_worker
@@ -135,10 +135,10 @@ def reduce_op(call, x, op, destination):
             return _reduce_shared(scope, call, treedef, leaves, arrays, offsets, total, op,
                                   plan)
         return _reduce_tree(scope, call, treedef, leaves, arrays, op, destination, wanted)
-    except _world.AGREED_ERRORS:
+    except _wait.AGREED_ERRORS:
         raise
     except Exception:
-        _world.end_committed(scope, call)
+        _ending.end_committed(scope, call)
 
 
 def _layout(leaves):
@@ -299,7 +299,7 @@ def ordered(scope, call, send, recv, op, root=None):
     """Collective: fold every worker's 1-D host array ``send`` in worker order.
 
     The result goes to ``recv`` (same dtype and length) on every worker, or on scope rank
-    ``root`` only (``recv`` None elsewhere). Every wait goes through ``_world.wait``, so
+    ``root`` only (``recv`` None elsewhere). Every wait goes through ``_wait.wait``, so
     a worker that has left, or ``SPMDLAB_TIMEOUT``, ends it with an error.
     """
     n, me, count = scope.size, scope.rank, send.size
@@ -318,7 +318,7 @@ def ordered(scope, call, send, recv, op, root=None):
             request = comm.Iallgather(raw, rows)
         else:
             request = comm.Igather(raw, rows, root=root)
-        _world.wait(request, scope, call)
+        _wait.wait(request, scope, call)
         if rows is not None:
             fold(op, rows.view(dtype).reshape(n, count), recv)
         return recv
@@ -334,7 +334,7 @@ def ordered(scope, call, send, recv, op, root=None):
         [raw, (sizes, starts), MPI.BYTE],
         [parts.reshape(-1).view(np.uint8),
          ([mine * item] * n, [j * mine * item for j in range(n)]), MPI.BYTE])
-    _world.wait(request, scope, call)
+    _wait.wait(request, scope, call)
     result = recv if recv is not None else np.empty(count, dtype=dtype)
     fold(op, parts, result[lo:hi])
     whole = [result.view(np.uint8), (sizes, starts), MPI.BYTE]
@@ -344,7 +344,7 @@ def ordered(scope, call, send, recv, op, root=None):
         request = comm.Igatherv(MPI.IN_PLACE, whole, root=root)
     else:
         request = comm.Igatherv([result[lo:hi].view(np.uint8), MPI.BYTE], None, root=root)
-    _world.wait(request, scope, call)
+    _wait.wait(request, scope, call)
     return recv
 
 
@@ -370,7 +370,7 @@ def reduce_scalar(scope, call, x, op, fast):
         ex.last = call
         request.Start()
         if not request.Test():
-            _world.wait(request, scope, call)
+            _wait.wait(request, scope, call)
         words = ex.words
         for i in ex.key_words:  # key and flags fix the rest of a fast header
             if words[i] != k or words[i + 3] != flags:
@@ -425,7 +425,7 @@ def _reduce_array(scope, call, x, op, entry):
         ex.last = call
         request.Start()
         if not request.Test():
-            _world.wait(request, scope, call)
+            _wait.wait(request, scope, call)
         words = ex.words
         for i in ex.key_words:
             if words[i] != k or words[i + 3] != FLAG_INLINE:
@@ -448,10 +448,10 @@ def _reduce_array(scope, call, x, op, entry):
     else:
         try:
             ordered(scope, call, x.reshape(-1), result, op)
-        except _world.AGREED_ERRORS:
+        except _wait.AGREED_ERRORS:
             raise
         except Exception:
-            _world.end_committed(scope, call)
+            _ending.end_committed(scope, call)
     return result.reshape(x.shape)
 
 

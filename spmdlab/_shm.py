@@ -22,9 +22,9 @@ shared memory, or fall back to MPI) are taken identically by every worker.
 import sys
 
 import numpy as np
-from mpi4py import MPI
+from ._mpi import MPI
 
-from . import _env, _world
+from . import _env, _wait, _world
 from ._ops import fold
 from ._pack import RECYCLE
 
@@ -178,7 +178,7 @@ def reduce(scope, call, window, locations, leaves, arrays, layout, op):
                         dest[...] = flat[i][k:k + dest.size]
     win, node = window.win, arena.node
     win.Sync()
-    _world.wait(node.Ibarrier(), scope, call)  # a worker that left ends it, as everywhere
+    _wait.wait(node.Ibarrier(), scope, call)  # a worker that left ends it, as everywhere
     win.Sync()
     mine = window.regions[me][out_slot]
     for dtype, first, last, a, b in runs:
@@ -202,7 +202,7 @@ def reduce(scope, call, window, locations, leaves, arrays, layout, op):
             if k != me:
                 window.regions[k][locations[k][1]][a:b] = result
     win.Sync()
-    _world.wait(node.Ibarrier(), scope, call)  # a worker that left ends it, as everywhere
+    _wait.wait(node.Ibarrier(), scope, call)  # a worker that left ends it, as everywhere
     win.Sync()
     return mine
 

@@ -42,24 +42,27 @@ def main(argv):
     workers = [tuple(int(v) for v in a.split(":")) for a in argv[4:]]
     poller = select.poll()
     fds = {}
+    gone = []  # ended before this watcher started (it starts late on a loaded machine)
     for k, pid in workers:
         try:
             fd = os.pidfd_open(pid)
-        except OSError:  # already gone
+        except OSError:
+            gone.append((k, pid))
             continue
         fds[fd] = (k, pid)
         poller.register(fd, select.POLLIN)
     reported = False
-    while fds:
-        try:
-            ready = poller.poll()
-        except InterruptedError:
-            continue
-        dead = []
-        for fd, _ in ready:
-            dead.append(fds.pop(fd))
-            poller.unregister(fd)
-            os.close(fd)
+    while fds or gone:
+        dead, gone = gone, []
+        if not dead:
+            try:
+                ready = poller.poll()
+            except InterruptedError:
+                continue
+            for fd, _ in ready:
+                dead.append(fds.pop(fd))
+                poller.unregister(fd)
+                os.close(fd)
         if reported:
             continue
         said = _goodbyes(path)

@@ -11,9 +11,9 @@ from __future__ import annotations
 from typing import Any, Callable, Optional, TypeVar, overload
 
 import numpy as np
-from mpi4py import MPI
+from ._mpi import MPI
 
-from . import _pack, _reduce, _world
+from . import _ending, _pack, _reduce, _wait, _world
 from ._agree import FLAG_INLINE, agree, describe_call
 from ._checks import check_worker, fail_together
 from ._backends import Leaf
@@ -324,8 +324,8 @@ def _gatherv(call, scope, send, sizes, destination):
         else:
             request = scope.comm.Igatherv(send, None, root=destination - 1)
     except Exception:
-        _world.end_committed(scope, call)
-    _world.wait(request, scope, call)
+        _ending.end_committed(scope, call)
+    _wait.wait(request, scope, call)
     return recv
 
 
@@ -416,8 +416,8 @@ def broadcast(call, source, x, name="source"):
             buf = bytearray(buf)
         request = scope.comm.Ibcast(buf, root=source - 1)
     except Exception:
-        _world.end_committed(scope, call)
-    _world.wait(request, scope, call)
+        _ending.end_committed(scope, call)
+    _wait.wait(request, scope, call)
     return _pack.decode(buf)
 
 

@@ -42,7 +42,7 @@ def _gpus():
 
 def _facts():
     """What this worker sees of itself (no communication)."""
-    from mpi4py import MPI
+    from ._mpi import MPI
 
     from ._backends import cuda_aware
 
@@ -64,7 +64,7 @@ def _facts():
 def _shared_memory_works(node):
     """Collective on ``node``: whether an MPI shared-memory window can be made and read."""
     import numpy as np
-    from mpi4py import MPI
+    from ._mpi import MPI
 
     ok = True
     try:
@@ -168,7 +168,7 @@ def _report(facts, layout, shm_ok, nodes_mpi, size):
 
 def main(argv=None):
     """Run the doctor on every worker; returns the exit status."""
-    from mpi4py import MPI
+    from ._mpi import MPI
 
     comm = MPI.COMM_WORLD.Dup()
     rank, size = comm.Get_rank(), comm.Get_size()

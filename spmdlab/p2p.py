@@ -14,15 +14,14 @@ import time
 from typing import Any, Literal, Optional, Sequence, Tuple, Union, overload
 
 import numpy as np
-from mpi4py import MPI
+from ._mpi import MPI
 
-from . import _pack, _world
+from . import _ending, _pack, _wait, _world
 from ._checks import check_worker
 from .errors import SpmdTypeError, SpmdValueError
 
 __all__ = ["spmd_probe", "spmd_receive", "spmd_send", "spmd_send_receive"]
 
-_TAG_UB = MPI.COMM_WORLD.Get_attr(MPI.TAG_UB) or 32767
 
 
 def _check_tag(call, scope, tag, *, none_ok):
@@ -30,9 +29,9 @@ def _check_tag(call, scope, tag, *, none_ok):
         return
     if isinstance(tag, bool) or not isinstance(tag, (int, np.integer)):
         raise SpmdTypeError(f"{call} ({scope.who()}): 'tag' must be an int from 0 to "
-                            f"{_TAG_UB} (got {tag!r} that is a {type(tag).__name__})")
-    if not 0 <= tag <= _TAG_UB:
-        raise SpmdValueError(f"{call} ({scope.who()}): 'tag' must be from 0 to {_TAG_UB} "
+                            f"{_world.TAG_UB} (got {tag!r} that is a {type(tag).__name__})")
+    if not 0 <= tag <= _world.TAG_UB:
+        raise SpmdValueError(f"{call} ({scope.who()}): 'tag' must be from 0 to {_world.TAG_UB} "
                              f"(got {tag})")
 
 
@@ -84,7 +83,7 @@ def spmd_send(x: Any, destination: Union[int, Sequence[int]], tag: int = 0) -> N
     scope = _world.current()
     call = "spmd_send"
     if type(destination) is int and 0 < destination <= scope.size and type(tag) is int \
-            and 0 <= tag <= _TAG_UB:  # the common case, checked cheaply
+            and 0 <= tag <= _world.TAG_UB:  # the common case, checked cheaply
         targets = [destination]
     else:
         targets = _destinations(call, scope, destination)
@@ -94,7 +93,7 @@ def spmd_send(x: Any, destination: Union[int, Sequence[int]], tag: int = 0) -> N
         if _in_place(x, scope, d):
             sending = _Rendezvous(scope, x, d, tag)
             if not sending.step():
-                _world.spin(sending.step, scope, call, [sending.world_rank])
+                _wait.spin(sending.step, scope, call, [sending.world_rank])
             continue
         if buf is None:
             buf = _pack.encode(x, lambda: f"{call} ({scope.who()})")
@@ -104,7 +103,7 @@ def spmd_send(x: Any, destination: Union[int, Sequence[int]], tag: int = 0) -> N
 def _isend(scope, buf, destination, tag):
     request = scope.comm.Isend(buf, destination - 1, tag)
     if not request.Test():  # a small message usually leaves at once: nothing to keep
-        _world.SENDS.track(request, buf, scope.world_ranks[destination - 1])
+        _ending.SENDS.track(request, buf, scope.world_ranks[destination - 1])
     if destination == scope.index:
         scope.self_sends[tag] = scope.self_sends.get(tag, 0) + 1
 
@@ -125,7 +124,7 @@ def _recv(message, st, scope, call="spmd_receive"):
         return _pack.decode(buf)
     full, request = _accept(scope, buf, source, tag)
     if not request.Test():
-        _world.spin(request.Test, scope, call, [scope.world_ranks[source]])
+        _wait.spin(request.Test, scope, call, [scope.world_ranks[source]])
     return _pack.decode(full)
 
 
@@ -137,7 +136,7 @@ def _accept(scope, head, source, tag):
     full[:start] = np.frombuffer(head, dtype=np.uint8, count=start)
     request = scope.comm.Irecv(full[start:], source, tag)
     note = _SEQ.pack(seq)
-    answer = _world._ctl.Isend(note, scope.world_ranks[source], _world.CTS_TAG)
+    answer = _world.CTL.Isend(note, scope.world_ranks[source], _world.CTS_TAG)
     if not answer.Test():  # a tiny message: MPI sends it on its own, keep its buffer
         answer.Free()
         _Rendezvous.notes.append(note)
@@ -176,7 +175,7 @@ class _Rendezvous:
         head = _pack.head_apart(x, self.number)
         first = scope.comm.Isend(head, self.dest, tag)
         if not first.Test():
-            _world.SENDS.track(first, head, self.world_rank)
+            _ending.SENDS.track(first, head, self.world_rank)
         # how long a copy of the array takes, about (memory moves ~4 GB/s at worst)
         self.patience = max(20e-6, x.nbytes / 4e9)
         self.started = time.perf_counter()
@@ -197,7 +196,7 @@ class _Rendezvous:
                     copy = self.x.copy()
                     request = self.scope.comm.Isend(copy, self.dest, self.tag)
                     if not request.Test():
-                        _world.SENDS.track(request, copy, self.world_rank)
+                        _ending.SENDS.track(request, copy, self.world_rank)
                     self.copied = True
                     _Rendezvous.copies += 1
                     return True
@@ -215,10 +214,12 @@ class _Rendezvous:
         return False
 
 
-def _take_answers(world_rank=MPI.ANY_SOURCE):
-    """Receive the clear-to-send answers waiting (from ``world_rank``): kept for their
-    sender, or dropped when that array has already left as a copy."""
-    ctl, status, note = _world._ctl, MPI.Status(), bytearray(8)
+def _take_answers(world_rank=None):
+    """Receive the clear-to-send answers waiting (from ``world_rank``; None: any): kept
+    for their sender, or dropped when that array has already left as a copy."""
+    if world_rank is None:
+        world_rank = MPI.ANY_SOURCE
+    ctl, status, note = _world.CTL, MPI.Status(), bytearray(8)
     with _Rendezvous.lock:
         while True:
             message = ctl.Improbe(world_rank, _world.CTS_TAG, status)
@@ -280,8 +281,8 @@ def _match(call, scope, source, tag, status):
                 f"returns at once)")
     if source is None:
         needed = [r for r in scope.world_ranks if r != _world.RANK]
-        return _world.spin(probe, scope, call, needed, any_of=True)
-    return _world.spin(probe, scope, call, [scope.world_ranks[source - 1]])
+        return _wait.spin(probe, scope, call, needed, any_of=True)
+    return _wait.spin(probe, scope, call, [scope.world_ranks[source - 1]])
 
 
 @overload
@@ -329,7 +330,7 @@ def spmd_receive(source: Optional[int] = None, tag: Optional[int] = None, *,
     """
     scope = _world.current()
     if not (source is None or (type(source) is int and 0 < source <= scope.size)) or \
-            not (tag is None or (type(tag) is int and 0 <= tag <= _TAG_UB)):
+            not (tag is None or (type(tag) is int and 0 <= tag <= _world.TAG_UB)):
         call = "spmd_receive"
         _check(call, scope, "source", source, none_ok=True)
         _check_tag(call, scope, tag, none_ok=True)
@@ -429,7 +430,7 @@ def spmd_send_receive(destination: Optional[int], source: Optional[int], x: Any,
     n = scope.size
     if not ((destination is None or (type(destination) is int and 0 < destination <= n))
             and (source is None or (type(source) is int and 0 < source <= n))
-            and type(tag) is int and 0 <= tag <= _TAG_UB):
+            and type(tag) is int and 0 <= tag <= _world.TAG_UB):
         _check(call, scope, "destination", destination, none_ok=True)
         _check(call, scope, "source", source, none_ok=True)
         _check_tag(call, scope, tag, none_ok=False)
@@ -476,11 +477,11 @@ def _exchange_in_place(call, scope, destination, source, x, tag):
     if not step():
         needed = {sending.world_rank} | (set() if source is None else
                                          {scope.world_ranks[source - 1]})
-        _world.spin(step, scope, call, sorted(needed))
+        _wait.spin(step, scope, call, sorted(needed))
     return state["value"]
 
 
-@_world.at_exit
+@_ending.at_exit
 def _drop_late_answers():
     """At the end of the program: receive the clear-to-send answers still on their way
     (for arrays that left as copies), so that none is left unreceived."""

@@ -27,7 +27,7 @@ import json
 import time
 from typing import IO, Any, Dict, List, Optional
 
-from . import _agree, _world
+from . import _agree, _wait, _world
 
 __all__ = ["Profile", "profile"]
 
@@ -68,7 +68,7 @@ class Profile:
         self.started = time.perf_counter()
         self.stopped = None
         _agree.PROFILE = self
-        _world.PROFILE = self
+        _wait.PROFILE = self
         _agree.hooks_changed()
         return self
 
@@ -76,7 +76,7 @@ class Profile:
         """Stop recording; what was recorded stays."""
         if _agree.PROFILE is self:
             _agree.PROFILE = None
-            _world.PROFILE = None
+            _wait.PROFILE = None
             _agree.hooks_changed()
         self.stopped = time.perf_counter()
         return self

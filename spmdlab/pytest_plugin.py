@@ -46,7 +46,9 @@ def pytest_runtest_makereport(item, call):
         sys.stderr.write(text)
         sys.stderr.flush()
     time.sleep(0.2)  # let mpiexec forward the report before the job is aborted
-    world.abort(1)
+    from spmdlab import _ending
+
+    _ending.abort(1)
 
 
 @pytest.fixture

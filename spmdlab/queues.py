@@ -9,7 +9,7 @@ delivered before the owner exits.
 How: queue traffic travels on a private duplicate of the scope's communicator (one MPI
 tag per queue), so user collectives and messages never see it. Items travel in spmdlab's
 one message framing (``_pack.encode``: a pickle, arrays as raw bytes) and the sends are
-kept in the one tracker of ``_world.SENDS``, with point-to-point's. An item sent alone
+kept in the one tracker of ``_ending.SENDS``, with point-to-point's. An item sent alone
 leaves at once; items sent in a burst are held for at most a millisecond and leave
 together as one message, so a flood costs the owner a few receives, not one per item.
 A receiver thread, started with the first queue, takes messages off the wire and runs
@@ -32,9 +32,9 @@ import weakref
 from typing import Any, Callable, Generic, Iterator, List, Optional, Type, TypeVar
 
 import numpy as np
-from mpi4py import MPI
+from ._mpi import MPI
 
-from . import _pack, _world
+from . import _ending, _pack, _world
 from ._agree import agree
 from ._pack import digest
 from ._checks import check_worker
@@ -113,7 +113,7 @@ class _Hub:
             self.thread = threading.Thread(target=self._run, name="spmdlab-queues",
                                            daemon=True)
             self.thread.start()
-            _world.at_exit(_finish)
+            _ending.at_exit(_finish)
 
     def send(self, chan, dest, tag, message):
         """Send ``message`` to scope rank ``dest``.
@@ -150,12 +150,12 @@ class _Hub:
 
     @staticmethod
     def _done(out):
-        return out.last is None or _world.SENDS.done(out.last)
+        return out.last is None or _ending.SENDS.done(out.last)
 
     def _post(self, out):
         message = out.items[0] if len(out.items) == 1 else _pack.batch(out.items)
         out.last = out.comm.Isend([message, MPI.BYTE], out.dest, out.tag)
-        _world.SENDS.track(out.last, message, out.world_rank)
+        _ending.SENDS.track(out.last, message, out.world_rank)
         out.items = []
         out.nbytes = 0
         self.held.discard(out)
@@ -197,7 +197,7 @@ class _Hub:
                         got = True
                 got = self.post_ready() or got
                 # keep the sends in flight moving; stay at the busy rate while they do
-                was, in_flight = in_flight, _world.SENDS.in_flight()
+                was, in_flight = in_flight, _ending.SENDS.in_flight()
                 got = got or in_flight < was
                 now = time.monotonic()
                 if got:
@@ -213,7 +213,7 @@ class _Hub:
                     self.wake.wait(sleep)
                     self.wake.clear()
         except BaseException:  # a listener failed: end the job as an uncaught error would
-            _world._excepthook(*sys.exc_info())
+            _ending.excepthook(*sys.exc_info())
 
     def _deliver(self, chan, source, tag, buf):
         items = [_pack.decode(m) for m in _pack.messages(buf)]
@@ -246,16 +246,15 @@ def thread_level():
     return MPI.Query_thread()
 
 
-_TAG_UB = MPI.COMM_WORLD.Get_attr(MPI.TAG_UB) or 32767  # a local query, no communication
 
 
 def _tag_error(call, scope, tag):
     """Each queue of a scope has an MPI tag of its own; the error when they run out."""
-    if tag <= _TAG_UB:
+    if tag <= _world.TAG_UB:
         return None
     return SpmdValueError(
         f"{call} ({scope.who()}): this scope has made {tag - 1} queues, as many as MPI "
-        f"has tags (MPI_TAG_UB = {_TAG_UB}); make queues once and reuse them")
+        f"has tags (MPI_TAG_UB = {_world.TAG_UB}); make queues once and reuse them")
 
 
 def _thread_error(call, scope):
@@ -280,7 +279,7 @@ def _control(chan, rank, notice):
         _hub.local.append((chan, _CTRL, buf))
         _hub.wake.set()
     else:
-        _world.SENDS.track(chan.comm.Isend([buf, MPI.BYTE], rank, _CTRL), buf,
+        _ending.SENDS.track(chan.comm.Isend([buf, MPI.BYTE], rank, _CTRL), buf,
                            chan.scope.world_ranks[rank])
 
 
@@ -295,9 +294,9 @@ def _finish():
         _world.wait_for_workers(
             "DataQueue (at exit): waiting for the last items of the other workers",
             lambda: [scope.world_ranks[r] for r in range(scope.size) if r not in chan.ended],
-            _world.SENDS.in_flight)
+            _ending.SENDS.in_flight)
     _world.wait_for_workers("DataQueue (at exit): waiting until the other workers have "
-                            "received this worker's last items", _world.SENDS.awaited)
+                            "received this worker's last items", _ending.SENDS.awaited)
     _hub.stop = True
     if _hub.thread is not None and _hub.thread is not threading.current_thread():
         _hub.thread.join()
@@ -346,6 +345,15 @@ class _Queue:
     def queue_length(self) -> int:
         """Items waiting on the owner (0 on every other worker), MATLAB ``QueueLength``."""
         return len(self._items) if self.is_owner else 0
+
+    def __reduce__(self):
+        """Inside a pool's worker, a queue travels to the client as a reference (its
+        ``send`` comes back here); nowhere else can it be pickled."""
+        reference = _world.QUEUE_REFERENCE
+        if reference is None or self._scope is not _world.WORLD:
+            raise SpmdTypeError(f"{self._who('pickle')}: a queue cannot be pickled or "
+                                f"sent; make it on every worker that uses it")
+        return reference, (self.owner, self._tag, type(self).__name__)
 
     def _who(self, call):
         return f"{self._kind}.{call} ({self._scope.who()})"

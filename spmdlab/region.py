@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any, Callable, Iterator, Optional, TypeVar
 
 import numpy as np
-from mpi4py import MPI
+from ._mpi import MPI
 
 from . import _world
 from ._agree import agree

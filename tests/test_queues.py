@@ -268,9 +268,9 @@ def test_a_queue_per_epoch_for_many_epochs():
 
 
 def test_running_out_of_tags_is_a_clear_error(monkeypatch):
-    from spmdlab import queues
+    from spmdlab import _world
 
-    monkeypatch.setattr(queues, "_TAG_UB", 3)  # every worker
+    monkeypatch.setattr(_world, "TAG_UB", 3)  # every worker
     with pytest.raises(SpmdValueError, match="as many as MPI has tags"):
         for _ in range(10):
             DataQueue()
@@ -337,12 +337,12 @@ def test_messages_and_queue_items_share_one_framing():
 
 
 def test_sends_of_messages_and_queues_are_tracked_together():
-    from spmdlab import _world
+    from spmdlab import _ending
 
     q = DataQueue()
     spmd_send(np.ones(200_000), spmd_index(), tag=9)  # to itself: in flight until received
     q.send(np.ones(10))
-    assert _world.SENDS.in_flight() >= 1
+    assert _ending.SENDS.in_flight() >= 1
     spmd_receive(spmd_index(), tag=9)
-    wait_for(lambda: _world.SENDS.in_flight() == 0)
+    wait_for(lambda: _ending.SENDS.in_flight() == 0)
     spmd_barrier()

@@ -7,15 +7,15 @@ the intersection of two blocks, a subarray of each local array. Plans are kept (
 datatypes made and committed once) for the arrays of a program, a few at a time.
 
 These functions move data only; the callers agree first (``_agree``), so a worker that
-fails here ends the job (``_world.end_committed``) rather than leave the others waiting.
+fails here ends the job (``_ending.end_committed``) rather than leave the others waiting.
 """
 
 import collections
 
 import numpy as np
-from mpi4py import MPI
+from .._mpi import MPI
 
-from .. import _world
+from .. import _ending, _wait, _world
 from .._backends import LOCAL
 
 _PLANS: "collections.OrderedDict" = collections.OrderedDict()
@@ -48,9 +48,9 @@ def exchange(scope, call, local, shape, src, dst):
                 [host, plan.send_counts, plan.zeros, plan.send_types],
                 [out, plan.recv_counts, plan.zeros, plan.recv_types])
     except Exception:
-        _world.end_committed(scope, call)
+        _ending.end_committed(scope, call)
     if scope.size > 1 and host.dtype.itemsize:
-        _world.wait(request, scope, call)
+        _wait.wait(request, scope, call)
     return family.like(out, local)
 
 
@@ -139,9 +139,9 @@ def gather(scope, call, local, shape, axis, partition, destination=None):
             return family.like(out, local)
         request = _start_gather(scope.comm, host, out, shape, axis, partition, destination)
     except Exception:
-        _world.end_committed(scope, call)
+        _ending.end_committed(scope, call)
     if request is not None:
-        _world.wait(request, scope, call)
+        _wait.wait(request, scope, call)
     return family.like(out, local) if wanted else None
 
 

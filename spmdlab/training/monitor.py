@@ -80,7 +80,7 @@ class TrainingProgressMonitor:
         self.metrics = tuple(_names("metrics", metrics))
         self.info = tuple(_names("info", info))
         self.xlabel = str(xlabel)
-        scope = _world.current()
+        scope = _world.here()  # the client of a pool is its own worker 1
         self.active = scope.index == 1
         self.workers = scope.size
         self.run = run if run is not None else _default_run()

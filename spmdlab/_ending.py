@@ -1,0 +1,329 @@
+"""How a job ends: sends still in flight, the exit handshake, failures, exit statuses.
+
+At the end of the program every worker waits until the messages it sent have been
+received, tells every other worker that it has finished (so a worker blocked in a call
+this one will never make raises instead of hanging, ``_wait``), delivers what its
+DataQueues still hold, and waits for the others' notices before MPI finalizes.
+
+An uncaught exception on any worker prints the worker's number and traceback and aborts
+the whole MPI job, so the other workers never hang at a later collective or at exit. A
+worker's ``sys.exit(k)`` is noted so that the workers failing because of it end the job
+with the same status, and ``os._exit`` says who left before MPI notices. The first worker
+of each host starts the watcher (``_watchdog``) that names a worker killed without a word.
+"""
+
+import atexit
+import collections
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import traceback
+
+from . import _env, _mpi, _stall, _world
+from ._mpi import MPI
+from .errors import SpmdTimeoutError
+
+# -- nonblocking sends still in flight (point-to-point and queues) --------------------------
+
+
+class Sends:
+    """Every nonblocking send of this worker still in flight, with the buffer it reads.
+
+    One tracker for spmd_send and DataQueue items: a buffer is kept alive until its send
+    completes, and calling ``in_flight`` (the queues' receiver thread does, often) gives
+    MPI the sender-side progress that a message needs (MPI moves a message only inside
+    an MPI call of its sender). Thread-safe: a DataQueue listener may send too.
+    """
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._items = collections.deque()  # (request, buffer, world rank), oldest first
+
+    def track(self, request, buf, world_rank):
+        with self._lock:
+            self._prune()
+            if not request.Test():
+                self._items.append((request, buf, world_rank))
+
+    def done(self, request):
+        """Whether ``request`` (a tracked send) has completed. MPI forbids two threads to
+        test one request at once: every test of a tracked send goes through this lock."""
+        with self._lock:
+            return request.Test()
+
+    def _prune(self):
+        items = self._items
+        while items and items[0][0].Test():  # sends complete about in order
+            items.popleft()
+
+    def in_flight(self):
+        """How many sends have not completed (tests the oldest ones)."""
+        with self._lock:
+            self._prune()
+            return len(self._items)
+
+    def awaited(self):
+        """The world ranks whose receive some send still waits for (tests them all)."""
+        with self._lock:
+            self._items = collections.deque(p for p in self._items if not p[0].Test())
+            return {p[2] for p in self._items}
+
+
+SENDS = Sends()
+# sends on communicators a refresh left behind (their receives may never be posted):
+# their buffers are kept, nothing waits for them
+_abandoned: list = []
+
+
+@_world.at_refresh
+def _abandon_sends(world):
+    with SENDS._lock:
+        _abandoned.extend(SENDS._items)
+        SENDS._items.clear()
+
+
+def _flush_sends():
+    """Wait until every message this worker sent has been received.
+
+    A receiver that finishes without receiving a message drains and reports it while it
+    waits for the others at exit, so this wait ends unless a receiver never finishes.
+    """
+    _world.wait_for_workers("spmd_send (at exit): waiting until every message is received",
+                            SENDS.awaited, _drain_unreceived)  # two may wait on each other
+
+
+# -- the end of the program ------------------------------------------------------------------
+
+_hooks_at_exit: list = []
+
+
+def at_exit(fn):
+    """Run ``fn()`` at the end of the program, before the exit handshake (LIFO)."""
+    _hooks_at_exit.append(fn)
+    return fn
+
+
+def _at_exit():
+    if not _world.started():  # spmdlab was imported but never used on this worker
+        return
+    # what this worker answers while it waits for the others (no stall report: the
+    # waits at the end have their own)
+    _stall.waiting_in = ("the end of the program", _world.WORLD, float("inf"))
+    try:
+        _end_of_program()
+    except SpmdTimeoutError as exc:  # a worker that never finishes: end the job, say who
+        sys.stderr.write(f"### spmdlab: {exc}; ending the job\n")
+        sys.stderr.flush()
+        time.sleep(0.2)  # let mpiexec forward the message before the job is aborted
+        abort(1)
+    _stall.stop_answering()
+    _say_goodbye("exit")
+
+
+def _end_of_program():
+    _flush_sends()
+    rank, size = _world.RANK, _world.SIZE
+    if size > 1:
+        # Tell everyone this worker is done: a worker blocked in a collective that this
+        # worker will never join then raises instead of hanging.
+        notice = bytearray([_exit_status_byte()])
+        requests = [_world.CTL.Isend(notice, r, _world.EXIT_TAG) for r in range(size)
+                    if r != rank]
+    for fn in reversed(_hooks_at_exit):  # DataQueue: deliver every item still in flight
+        fn()
+    if size == 1:
+        return
+
+    def still_running():
+        _world.poll_exits()
+        return [r for r in range(size) if r != rank and r not in _world.exited]
+
+    # Wait for the others' notices so that every message is matched before MPI finalizes;
+    # meanwhile receive what nobody will, so that a sender waiting on it can finish.
+    _world.wait_for_workers("finished the program, waiting for the other workers to finish",
+                            still_running, _drain_unreceived)
+    _drain_unreceived()  # small messages sent last may land after their sender's notice
+    MPI.Request.Waitall(requests)
+
+
+def _drain_unreceived():
+    """Receive and report messages sent to this worker that it never received."""
+    for scope in _world.SCOPES:
+        status = MPI.Status()
+        while True:
+            message = scope.comm.Improbe(MPI.ANY_SOURCE, MPI.ANY_TAG, status)
+            if message is None:
+                break
+            message.Recv(bytearray(status.Get_count(MPI.BYTE)))
+            sys.stderr.write(
+                f"spmdlab: worker {scope.index} of {scope.size}: a message from worker "
+                f"{status.Get_source() + 1} (tag {status.Get_tag()}) sent with spmd_send "
+                f"was never received\n")
+
+
+# -- failing ----------------------------------------------------------------------------------
+
+
+def end_committed(scope, call):
+    """End the job for a local failure (in an ``except`` clause) between a collective's
+    agreement and the end of its data movement.
+
+    Once every worker has agreed to a call, the others are inside it and cannot learn of
+    a failure here (an allocation, a device copy): raising would leave them waiting for
+    ever, so the failing worker says who and where and ends the job.
+    """
+    etype, value, tb = sys.exc_info()
+    excepthook(etype, value, tb, f"### spmdlab: {call} ({scope.who()}) failed after every "
+               f"worker had agreed to it, so the others cannot go on\n")
+
+
+def abort(status):
+    """End the whole job with ``status``. MPICH's MPI_Abort can return to its caller
+    (the launcher kills the job a moment later): this never does."""
+    _say_goodbye("abort")
+    try:
+        _mpi.module().COMM_WORLD.Abort(status)
+    finally:
+        _os_exit(status)
+
+
+def excepthook(etype, value, tb, header=""):
+    """Print the failure, naming this worker, and end the job."""
+    header += (f"### spmdlab: worker {_world.RANK + 1} of {_world.SIZE} "
+               f"({socket.gethostname()}, pid {os.getpid()}) failed; ending the job\n")
+    # the error itself first, in one line: a launcher that ends the job may cut the
+    # forwarding of a long traceback short (seen under Open MPI on a loaded machine)
+    summary = "".join(traceback.format_exception_only(etype, value)).strip()
+    header += f"### {summary[:2000]}\n"
+    try:
+        text = "".join(traceback.format_exception(etype, value, tb))
+        plugin = sys.modules.get("spmdlab.pytest_plugin")
+        capture = getattr(plugin, "CAPTURE", None)
+        if capture is not None:  # under pytest: write past its output capture
+            with capture.global_and_fixture_disabled():
+                sys.stderr.write(header + text)
+                sys.stderr.flush()
+        else:
+            sys.stderr.write(header + text)
+            sys.stderr.flush()
+        sys.stdout.flush()
+        # mpiexec forwards output asynchronously and stops forwarding once the job is
+        # aborted: give it a moment, or this traceback may never reach the terminal
+        time.sleep(0.2)
+    finally:
+        # a worker that ended with sys.exit(k) made this one fail: the job ends with k
+        abort(getattr(value, "status", None) or 1)
+
+
+# -- the exit status of a worker ------------------------------------------------------------
+# Python keeps no record of sys.exit's argument that an atexit handler could read, so a
+# worker's sys.exit is wrapped to note it (in the worker process only); the exit notice
+# carries it, and workers that fail because of it end the job with the same status.
+
+_PID = os.getpid()
+_exit_code = None
+_sys_exit = sys.exit
+_os_exit = os._exit
+
+
+def _noting_exit(status=None):
+    global _exit_code
+    _exit_code = status
+    _sys_exit(status)
+
+
+def _exit_status_byte():
+    code = _exit_code
+    if code is None or code is False:
+        return 0
+    if isinstance(code, int):
+        return code & 0xFF
+    return 1  # sys.exit("message") exits with status 1
+
+
+def _vanishing_exit(status):
+    """``os._exit`` in a worker: skips every cleanup, so say who left before MPI notices."""
+    if os.getpid() == _PID and _world.SIZE > 1:
+        sys.stderr.write(f"### spmdlab: worker {_world.RANK + 1} of {_world.SIZE} "
+                         f"({socket.gethostname()}, pid {os.getpid()}) called "
+                         f"os._exit({status}); ending the job\n")
+        sys.stderr.flush()
+        time.sleep(0.2)  # let mpiexec forward the line
+        abort(status & 0xFF or 1)
+    _os_exit(status)
+
+
+_hooked = False
+
+
+def _install_hooks():
+    """Among several workers: note sys.exit's status, name an os._exit, and end the job
+    on an uncaught exception (unless SPMDLAB_ABORT_ON_ERROR=0). Once, as early as the
+    number of workers is known: at import in a process an MPI launcher started, else
+    when spmdlab starts."""
+    global _hooked
+    if _hooked or _world.SIZE == 1:
+        return
+    _hooked = True
+    sys.exit = _noting_exit
+    os._exit = _vanishing_exit
+    if _env.ABORT_ON_ERROR is not False:
+        sys.excepthook = excepthook
+
+
+# -- the watcher of a host's workers -----------------------------------------------------------
+
+_goodbye_path = None  # this host's goodbye file, read by the watcher (see _watchdog)
+
+
+def _start_watchdog(places):
+    """The first worker of each host starts the watcher of the host's workers."""
+    global _goodbye_path
+    if not hasattr(os, "pidfd_open"):  # Linux 5.3 and Python 3.9 or later only
+        return
+    host = socket.gethostname()
+    mine = [(k, pid) for k, (h, pid) in enumerate(places, 1) if h == host]
+    folder = "/dev/shm" if os.path.isdir("/dev/shm") else tempfile.gettempdir()
+    _goodbye_path = os.path.join(folder, f"spmdlab-{mine[0][1]}.bye")
+    if mine[0][0] != _world.RANK + 1:
+        return
+    try:
+        os.close(os.open(_goodbye_path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+        script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_watchdog.py")
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith(("PMI_", "PMIX_", "OMPI_", "HYDRA_", "MPIR_"))}
+        subprocess.Popen([sys.executable, "-S", script, host, str(_world.SIZE),
+                          _goodbye_path] + [f"{k}:{pid}" for k, pid in mine],
+                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                         start_new_session=True, env=env, close_fds=True)
+    except OSError:  # no watcher: a killed worker goes unnamed, nothing else changes
+        _goodbye_path = None
+
+
+def _say_goodbye(kind):
+    """Tell this host's watcher that this worker ends on purpose (``exit``, ``abort``)."""
+    if _goodbye_path is None or os.getpid() != _PID:
+        return
+    try:
+        fd = os.open(_goodbye_path, os.O_WRONLY | os.O_APPEND)
+        try:
+            os.write(fd, f"{_world.RANK + 1} {kind}\n".encode())
+        finally:
+            os.close(fd)
+    except OSError:
+        pass
+
+
+@_world.at_start
+def _started(places):
+    _install_hooks()
+    if _world.SIZE > 1 and _env.WATCHDOG is not False:
+        _start_watchdog(places)
+
+
+atexit.register(_at_exit)
+_install_hooks()  # a launched worker knows the number of workers now (see _world)

@@ -1,0 +1,167 @@
+"""Waiting on other workers: every blocking wait of spmdlab goes through here.
+
+A wait notices when a worker the call needs has already finished the program (its exit
+notice, ``_world``), so a collective or receive that can never complete raises
+SpmdPeerError instead of hanging; it honours SPMDLAB_TIMEOUT; while it waits, the
+answering thread can say where (``_stall``), and a wait of SPMDLAB_STALL_WARNING seconds
+is reported. In a pool worker a wait can also be interrupted: the block it runs in is
+stopped (``interrupted``, set by the pool's worker loop).
+"""
+
+import os
+import time
+from typing import Any, Callable, Optional
+
+from . import _env, _stall, _world
+from ._mpi import MPI
+from .errors import SpmdPeerError, SpmdTimeoutError
+
+# Errors of the waits themselves (a worker left, SPMDLAB_TIMEOUT): every worker of the
+# call raises its own, so they propagate as they are.
+AGREED_ERRORS = (SpmdPeerError, SpmdTimeoutError)
+
+PROFILE: Any = None  # the running spmdlab.profile (it adds the data waits to its record)
+# In a pool worker: a function that raises when the running block is stopped (an error
+# on another worker, or the client's interrupt). Waits then poll from Python, never
+# blocking inside MPI, and call it as they poll.
+interrupted: Optional[Callable[[], None]] = None
+
+# A worker's exit notice travels on its own communicator and can overtake that worker's
+# last messages: before concluding that a call can never complete, keep testing this long.
+_EXIT_GRACE = 2.0
+
+
+def wait(request, scope, call):
+    """Wait for ``request`` of a collective over ``scope``; raise if it can never complete."""
+    if PROFILE is not None:
+        start = time.perf_counter()
+        wait_body(request, scope, call)
+        PROFILE.data(time.perf_counter() - start)
+        return
+    wait_body(request, scope, call)
+
+
+def wait_body(request, scope, call):
+    """``wait`` itself (the agreement step calls it: its wait is not data)."""
+    test = request.Test
+    for _ in range(16):  # most collectives finish within a few microseconds
+        if test():
+            return
+    if _env.TIMEOUT is not None or _world.OVERSUBSCRIBED or interrupted is not None:
+        spin(test, scope, call, collective=True)
+        return
+    _stall.waiting_in = (call, scope, time.monotonic())  # for the stall report
+    try:
+        _wait_in_mpi(request, scope, call)
+    finally:
+        _stall.waiting_in = None
+
+
+def _wait_in_mpi(request, scope, call):
+    # Let MPI wait (it spins and yields the core as it sees fit), waking on an exit notice.
+    needed = [r for r in scope.world_ranks if r != _world.RANK]
+    exited = _world.exited
+    while not _world.all_exited():
+        index = MPI.Request.Waitany([request] + _world.exit_requests())
+        if index == 0:
+            return
+        exited.add(index - 1)
+        if any(r in exited for r in needed):
+            if _settles(request.Test):
+                return
+            _check(scope, call, needed, 0.0, False)
+    # Every other worker's exit notice has arrived (perhaps during an earlier wait): the
+    # call completes now or never.
+    if not _settles(request.Test):
+        _check(scope, call, needed, 0.0, False)
+
+
+def spin(done, scope, call, needed=None, any_of=False, collective=False):
+    """Call ``done()`` until it returns something true, checking on the other workers.
+
+    Raises SpmdPeerError when a worker in ``needed`` (world ranks; default: the rest of
+    the scope) has finished the program (with ``any_of``: when all of them have), and
+    SpmdTimeoutError after ``SPMDLAB_TIMEOUT`` seconds. Waits poll, then yield the core
+    (so that more workers than cores still progress), and sleep only after a second.
+    """
+    started = time.monotonic()
+    _stall.waiting_in = (call, scope, started)  # for the stall report (another thread)
+    try:
+        return _spin(done, scope, call, needed, any_of, collective, started)
+    finally:
+        _stall.waiting_in = None
+
+
+# Without more workers than cores, a wait polls this long before it starts yielding its
+# core at each poll: giving the core away costs a time slice whenever anything else can
+# run (another program on the node), far more than a message takes to arrive.
+_POLL_BEFORE_YIELDING = 0.002
+
+
+def _spin(done, scope, call, needed, any_of, collective, started):
+    spins = 0
+    polling = not _world.OVERSUBSCRIBED
+    while True:
+        result = done()
+        if result:
+            return result
+        spins += 1
+        if polling:
+            if spins % 64 or time.monotonic() - started < _POLL_BEFORE_YIELDING:
+                continue
+            polling = False
+        os.sched_yield()
+        if spins % 256 == 0:
+            if interrupted is not None:
+                interrupted()
+            if needed is None:
+                needed = [r for r in scope.world_ranks if r != _world.RANK]
+            try:
+                _check(scope, call, needed, started, any_of, collective)
+            except SpmdPeerError:
+                result = _settles(done)  # sent (or joined) just before its worker left
+                if result:
+                    return result
+                raise
+            if time.monotonic() - started > 1.0:
+                time.sleep(0.0005)
+
+
+def _settles(done):
+    """Whether ``done()`` comes true within the grace period after a peer's exit.
+
+    No grace after a failed exit (a non-zero status): the job ends with it anyway."""
+    failed = any(_world.exit_status(r) for r in _world.exited)
+    deadline = time.monotonic() + (0.0 if failed else _EXIT_GRACE)
+    while True:
+        result = done()
+        if result:
+            return result
+        if time.monotonic() >= deadline:
+            return None
+        time.sleep(0.0005)
+
+
+def _check(scope, call, needed, started, any_of, collective=False):
+    _world.poll_exits()
+    gone = [r for r in needed if r in _world.exited]
+    if gone and (not any_of or len(gone) == len(needed)):
+        workers = ", ".join(str(scope.world_ranks.index(r) + 1) for r in gone)
+        plural = "s" if len(gone) > 1 else ""
+        statuses = {_world.exit_status(r) for r in gone} - {0}
+        how = f" (exit status {', '.join(map(str, sorted(statuses)))})" if statuses else ""
+        error = SpmdPeerError(
+            f"{call} ({scope.who()}): worker{plural} {workers} finished the program{how} "
+            f"without making the matching call, so this call can never complete; every "
+            f"worker must make the same spmdlab calls in the same order")
+        error.status = max(statuses) if statuses else None
+        raise error
+    if _env.TIMEOUT is not None and time.monotonic() - started > _env.TIMEOUT:
+        if collective:
+            text = _stall.where_everyone_is(scope)
+        else:
+            text = (f"no message from "
+                    f"{_world.workers_text([scope.world_ranks.index(r) for r in needed])}")
+        raise SpmdTimeoutError(
+            f"{call} ({scope.who()}): {text}; gave up after "
+            f"SPMDLAB_TIMEOUT={_env.TIMEOUT:g} s")
