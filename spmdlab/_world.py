@@ -14,6 +14,7 @@ job is ``_ending``'s.
 """
 
 import os
+from typing import Any
 import socket
 import sys
 import threading
@@ -33,7 +34,7 @@ class Scope:
     """The workers collectives run over: the world, or a region on its first n workers."""
 
     # the agreement exchange of a scope, made on first use (``_agree`` puts its class here)
-    exchange_class = None
+    exchange_class: Any = None
 
     def __init__(self, comm, world_ranks):
         self.comm = comm
@@ -130,6 +131,12 @@ class _ClientScope:
     @staticmethod
     def who():
         return "the client"
+
+
+def client():
+    """The pool client's kinds of objects when this process is a pool's client (and
+    not inside a region), else None."""
+    return CLIENT if CLIENT is not None and not _stack else None
 
 
 def here():

@@ -58,6 +58,12 @@ class Composite:
 
     __slots__ = ("_scope", "_value")
 
+    def __new__(cls, value: Any = _UNSET) -> "Composite":
+        client = _world.client()
+        if client is not None:  # the client of a pool: a Composite over its workers
+            return client.composite(None if value is _UNSET else value)
+        return object.__new__(cls)
+
     def __init__(self, value: Any = _UNSET) -> None:
         self._scope = _world.current()
         self._value = value

@@ -44,10 +44,10 @@ from .errors import SpmdValueError
 
 __all__ = [
     "Composite", "codistributed", "codistributor", "codistributor1d", "distributed",
-    "drange", "eye", "gather", "gcat", "getCodistributor", "getLocalPart", "globalIndices",
+    "delete", "drange", "eye", "gather", "gcat", "gcp", "getCodistributor", "getLocalPart", "globalIndices",
     "gop", "gplus", "iscodistributed", "isdistributed", "labBarrier", "labBroadcast",
     "labProbe", "labProbeStatus", "labReceive", "labReceiveStatus", "labSend",
-    "labSendReceive", "labindex", "mpiprofile", "numlabs", "ones", "rand", "randn",
+    "labSendReceive", "labindex", "mpiprofile", "numlabs", "ones", "parpool", "rand", "randn",
     "redistribute", "spmdBarrier", "spmdBroadcast", "spmdCat", "spmdIndex", "spmdPlus",
     "spmdProbe", "spmdProbeStatus", "spmdReceive", "spmdReceiveStatus", "spmdReduce",
     "spmdSend", "spmdSendReceive", "spmdSize", "zeros",
@@ -593,3 +593,63 @@ def mpiprofile(action: str = "on", path: str = "mpiprofile") -> Any:
         return summary
     raise SpmdValueError(f"mpiprofile: the action must be 'on', 'off', 'resume', 'reset', "
                          f"'info' or 'viewer' (got {action!r})")
+
+
+def parpool(n: Optional[int] = None, **options: Any) -> Any:
+    """``pool = parpool(n)``: start a pool of ``n`` workers driven from this process
+    (MATLAB's client, which never starts MPI); an error if one is open. ``options`` as
+    :class:`spmdlab.Pool`'s (``launcher="mpich"``, ``"openmpi"``, ``"srun"``).
+
+    Examples
+    --------
+    >>> pool = parpool(4)                                             # doctest: +SKIP
+    >>> pool.NumWorkers                                               # doctest: +SKIP
+    4
+    >>> gcp("nocreate") is None              # no pool open in this process
+    True
+
+    MATLAB
+    ------
+    ``pool = parpool(n)``
+    """
+    from .pool import _client
+
+    return _client.parpool(n, **options)
+
+
+def gcp(option: Optional[str] = None) -> Any:
+    """``pool = gcp``: the current pool, started if there is none; ``gcp("nocreate")``
+    gives None when there is none.
+
+    Examples
+    --------
+    >>> gcp("nocreate") is None
+    True
+
+    MATLAB
+    ------
+    ``pool = gcp``, ``pool = gcp("nocreate")``
+    """
+    from .pool import _client
+
+    return _client.gcp(option)
+
+
+def delete(obj: Any) -> None:
+    """``delete(pool)``: end a pool (its workers end); anything with a ``delete`` or
+    ``close`` method is ended the same way.
+
+    Examples
+    --------
+    >>> delete(gcp("nocreate"))              # nothing to end: no pool open here
+
+    MATLAB
+    ------
+    ``delete(pool)``, ``delete(gcp("nocreate"))``
+    """
+    if obj is None:
+        return
+    end = getattr(obj, "delete", None) or getattr(obj, "close", None)
+    if end is None:
+        raise SpmdValueError(f"delete: cannot delete a {type(obj).__name__}")
+    end()

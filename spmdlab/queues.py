@@ -307,6 +307,12 @@ class _Queue:
 
     _kind = "DataQueue"
 
+    def __new__(cls, owner: int = 1, **kwargs: Any) -> Any:
+        client = _world.client()
+        if client is not None and not kwargs:  # the client of a pool: its own queue
+            return client.data_queue(cls._kind)
+        return object.__new__(cls)
+
     def __init__(self, owner: int = 1, *, _scope: Any = None,
                  _tag: Optional[int] = None) -> None:
         scope = _world.current() if _scope is None else _scope
@@ -602,6 +608,10 @@ class PollableDataQueue(_Queue):
             return self._items.popleft()
 
 
+def _queue_set(queues):
+    return QueueSet(queues, 0 if _world.client() is not None else _world.current().index)
+
+
 class QueueSet(Generic[Q]):
     """One queue per worker: ``qs.mine`` is this worker's, ``qs[k]`` worker k's (1-based).
 
@@ -618,7 +628,13 @@ class QueueSet(Generic[Q]):
 
     def __init__(self, queues: List[Q], index: int) -> None:
         self._queues = queues
-        self.mine = queues[index - 1]
+        # this worker's queue (None on a pool's client, which owns none of them)
+        self.mine: Q = queues[index - 1] if index else None  # type: ignore[assignment]
+
+    def __reduce__(self):
+        """A set sent between a pool's client and its workers: ``mine`` is the queue of
+        the worker that receives it."""
+        return _queue_set, (self._queues,)
 
     def __getitem__(self, k: int) -> Q:
         if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or \

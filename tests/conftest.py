@@ -137,11 +137,11 @@ def line_of(path, marker):
 
 def public_names(training=True):
     """``(qualified name, module, object)`` for every public name of ``spmdlab``,
-    ``spmdlab.darray``, ``spmdlab.matlab``, ``spmdlab.testing`` and (``training``)
+    ``spmdlab.darray``, ``spmdlab.matlab``, ``spmdlab.pool``, ``spmdlab.testing`` and (``training``)
     ``spmdlab.training``: the API that the typing and reference-page tests walk."""
     import importlib
 
-    names = ["spmdlab", "spmdlab.darray", "spmdlab.matlab", "spmdlab.testing"]
+    names = ["spmdlab", "spmdlab.darray", "spmdlab.matlab", "spmdlab.pool", "spmdlab.testing"]
     for module in map(importlib.import_module, names + ["spmdlab.training"] * training):
         for name in module.__all__:
             yield f"{module.__name__}.{name}", module, getattr(module, name)

@@ -10,11 +10,12 @@ def test_public_names():
     assert spmdlab.__all__ == sorted(spmdlab.__all__)
     assert spmdlab.__all__ == [
         "CodistributedArray", "Codistributor", "Composite", "DataQueue", "PollableDataQueue",
-        "Profile", "QueueSet", "SpmdError", "SpmdIndexError", "SpmdMismatchError",
+        "Pool", "Profile", "QueueSet", "SpmdError", "SpmdIndexError", "SpmdMismatchError",
         "SpmdPeerError", "SpmdTimeoutError", "SpmdTypeError", "SpmdValueError",
-        "distribute", "drange", "from_local", "parfor", "profile", "spmd", "spmd_barrier",
-        "spmd_broadcast", "spmd_cat", "spmd_index", "spmd_plus", "spmd_probe",
-        "spmd_receive", "spmd_reduce", "spmd_send", "spmd_send_receive", "spmd_size",
+        "current_pool", "distribute", "drange", "from_local", "parfor", "profile", "spmd",
+        "spmd_barrier", "spmd_broadcast", "spmd_cat", "spmd_index", "spmd_plus",
+        "spmd_probe", "spmd_receive", "spmd_reduce", "spmd_send", "spmd_send_receive",
+        "spmd_size", "start_pool",
     ]
     for name in spmdlab.__all__:
         assert hasattr(spmdlab, name)
@@ -29,10 +30,35 @@ def test_matlab_names():
                 "labReceiveStatus", "labProbeStatus", "codistributed", "codistributor",
                 "codistributor1d", "distributed", "drange", "eye", "gather",
                 "getCodistributor", "getLocalPart", "globalIndices", "iscodistributed",
-                "isdistributed", "ones", "rand", "randn", "redistribute", "zeros"}
+                "isdistributed", "ones", "rand", "randn", "redistribute", "zeros",
+                "parpool", "gcp", "delete"}
     assert set(spmdlab.matlab.__all__) == expected
     for name in expected:
         assert callable(getattr(spmdlab.matlab, name))
+
+
+def test_pool_names():
+    import spmdlab.pool
+
+    assert spmdlab.pool.__all__ == ["Pool", "Composite", "Distributed", "start_pool",
+                                    "current_pool", "parpool", "gcp"]
+    for name in spmdlab.pool.__all__:
+        assert hasattr(spmdlab.pool, name)
+
+
+def test_importing_spmdlab_starts_no_mpi():
+    # a pool's client imports spmdlab and must never start MPI; a worker starts it on
+    # its first call (or at import when launched by mpiexec, srun)
+    import subprocess
+    import sys
+
+    code = ("import sys, spmdlab, spmdlab.matlab, spmdlab.darray, spmdlab.pool; "
+            "print('mpi4py.MPI' in sys.modules)")
+    env = {k: v for k, v in __import__("os").environ.items()
+           if not k.startswith(("PMI_", "PMIX_", "OMPI_", "SLURM_", "MPI_LOCAL"))}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env=env, timeout=120)
+    assert out.stdout.strip() == "False", out.stdout + out.stderr
 
 
 def test_darray_names():

@@ -501,6 +501,9 @@ class distributed(codistributed):
     __slots__ = ()
 
     def __new__(cls, X: Any, *args: Any) -> "distributed":
+        client = _world.client()
+        if client is not None and not args:  # the client of a pool: spread over it
+            return client.distributed(X)
         if args:
             raise error(SpmdTypeError, "distributed", "takes one argument: "
                         "distributed(X) (use codistributed(X, codist) to choose how)")
@@ -558,6 +561,9 @@ def _parse(call, args):
 
 
 def _construct(cls, name, args):
+    client = _world.client()
+    if client is not None and cls is distributed:  # made by the pool's workers
+        return client.construct(_construct, cls, name, args)
     call = f"{cls.__name__}.{name}"
     shape, dtype, codist, like, _ = _parse(call, args)
     return _made(cls, call, name, shape, dtype, codist, like)
@@ -756,7 +762,11 @@ def gather(*args: Any) -> Any:
     if len(values) >= 2 and not isinstance(values[-1], (CodistributedArray, Composite)) \
             and np.ndim(values[-1]) == 0 and isinstance(values[-1], (int, float, np.number)):
         lab = _number("gather", "lab", values.pop())
-    out = tuple(_gather_one(v, lab) for v in values)
+    client = _world.client()
+    if client is not None:  # the client of a pool: its distributed arrays come back
+        out = tuple(client.gather(v) for v in values)
+    else:
+        out = tuple(_gather_one(v, lab) for v in values)
     return out[0] if len(out) == 1 else out
 
 
@@ -800,7 +810,8 @@ def isdistributed(X: Any) -> bool:
     ------
     ``tf = isdistributed(X)``
     """
-    return isinstance(X, distributed)
+    client = _world.client()
+    return isinstance(X, distributed) or client is not None and client.is_client_array(X)
 
 
 def drange(*args: Any) -> Sequence[Any]:

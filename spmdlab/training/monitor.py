@@ -82,7 +82,8 @@ class TrainingProgressMonitor:
         self.xlabel = str(xlabel)
         scope = _world.here()  # the client of a pool is its own worker 1
         self.active = scope.index == 1
-        self.workers = scope.size
+        client = _world.client()  # the client of a pool draws its workers' progress
+        self.workers = client.workers() if client is not None else scope.size
         self.run = run if run is not None else _default_run()
         if plot_file == "default":  # a run folder, git-ignored, never the current folder
             plot_file = os.path.join("runs", self.run, "training-progress.png")

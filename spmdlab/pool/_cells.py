@@ -1,0 +1,119 @@
+"""What a cell's code reads and assigns, read from its syntax tree (MATLAB's
+transparency: the client's variables a block uses go to the workers, the variables it
+assigns come back as Composites).
+"""
+
+import ast
+from typing import List, Set, Tuple
+
+# names an IPython or Jupyter namespace holds that are never the user's variables
+_PROMPT_NAMES = {"In", "Out", "get_ipython", "exit", "quit", "_", "__", "___", "_oh",
+                 "_ih", "_dh", "_ii", "_iii"}
+
+
+class _Names(ast.NodeVisitor):
+    def __init__(self):
+        self.assigned: List[str] = []  # in order, each once: names bound at the top level
+        self.definitions: Set[str] = set()  # bound by import, def or class
+        self.loaded: Set[str] = set()  # read anywhere, nested functions included
+        self._depth = 0  # inside a function, lambda, class or comprehension
+
+    def _bind(self, name, definition=False):
+        if self._depth:
+            return
+        if name not in self.assigned:
+            self.assigned.append(name)
+        if definition:
+            self.definitions.add(name)
+        else:
+            self.definitions.discard(name)
+
+    def visit_Name(self, node):
+        if isinstance(node.ctx, ast.Load):
+            self.loaded.add(node.id)
+        else:
+            self._bind(node.id)
+
+    def visit_AugAssign(self, node):
+        if isinstance(node.target, ast.Name):  # x += 1 reads x first
+            self.loaded.add(node.target.id)
+        self.generic_visit(node)
+
+    def visit_Global(self, node):
+        for name in node.names:
+            self.loaded.add(name)
+
+    def _nested(self, node):
+        self._depth += 1
+        self.generic_visit(node)
+        self._depth -= 1
+
+    def visit_FunctionDef(self, node):
+        self._bind(node.name, definition=True)
+        for decorator in node.decorator_list:
+            self.visit(decorator)
+        self._nested(node)
+
+    visit_AsyncFunctionDef = visit_FunctionDef
+
+    def visit_ClassDef(self, node):
+        self._bind(node.name, definition=True)
+        self._nested(node)
+
+    def visit_Lambda(self, node):
+        self._nested(node)
+
+    def _comprehension(self, node):
+        self._nested(node)
+
+    visit_ListComp = visit_SetComp = visit_DictComp = visit_GeneratorExp = _comprehension
+
+    def visit_Import(self, node):
+        for alias in node.names:
+            self._bind(alias.asname or alias.name.split(".")[0], definition=True)
+
+    def visit_ImportFrom(self, node):
+        for alias in node.names:
+            if alias.name != "*":
+                self._bind(alias.asname or alias.name, definition=True)
+
+    def visit_ExceptHandler(self, node):
+        if node.name:
+            self._bind(node.name)
+        self.generic_visit(node)
+
+    def visit_NamedExpr(self, node):
+        self._bind(node.target.id)  # a walrus binds in the enclosing scope
+        self.visit(node.value)
+
+    def visit_MatchAs(self, node):
+        if node.name:
+            self._bind(node.name)
+        self.generic_visit(node)
+
+    def visit_MatchStar(self, node):
+        if node.name:
+            self._bind(node.name)
+
+    def visit_MatchMapping(self, node):
+        if node.rest:
+            self._bind(node.rest)
+        self.generic_visit(node)
+
+
+def names(code: str, filename: str = "<cell>") -> Tuple[List[str], Set[str], Set[str]]:
+    """``(assigned, definitions, loaded)`` of a cell's code: the names it binds at the
+    top level (in order), those of them bound by import, def or class (which stay on
+    the workers), and every name it reads. A syntax error raises SyntaxError."""
+    tree = ast.parse(code, filename, "exec")
+    visitor = _Names()
+    visitor.visit(tree)
+    return visitor.assigned, visitor.definitions, visitor.loaded
+
+
+def is_prompt_name(name: str) -> bool:
+    """IPython's own names (``In``, ``_i3``, ``_5``...), never sent to the workers."""
+    if name in _PROMPT_NAMES:
+        return True
+    return name.startswith("_i") and name[2:].isdigit() or \
+        name.startswith("_") and name[1:].isdigit()

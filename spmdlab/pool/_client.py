@@ -1,0 +1,1071 @@
+"""The client of a pool: MATLAB's desktop side of ``parpool`` and ``spmd``.
+
+The client never starts MPI. It starts the workers under a launcher (``_launchers``),
+listens for their connections (loopback only unless the workers may run on other
+hosts), checks that each knows the pool's secret, and then drives them: a block (a
+cell's code, or a function) goes to every worker; while it runs, the client's main
+thread prints the workers' output as it comes (``Worker k: ...``), runs the listeners
+of the client's queues, and collects each worker's outcome. An error on one worker
+stops the others (wherever they wait) and raises SpmdError here; Ctrl-C stops every
+worker; after either, the workers give their world new communicators and the pool runs
+the next block. A worker that cannot be stopped within a few seconds gets the pool
+restarted.
+
+The worker side (``_worker``) never imports this module.
+"""
+
+import atexit
+import collections
+import itertools
+import os
+import queue as queues_
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import traceback
+import weakref
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Union
+
+from .. import _world
+from ..errors import SpmdError, SpmdTypeError, SpmdValueError
+from . import _cells, _launchers, _shared, _wire
+
+__all__ = ["Pool", "Composite", "Distributed", "parpool", "gcp", "current_pool",
+           "start_pool"]
+
+STOP_GRACE = 5.0  # seconds a stopped block has to end on every worker before a restart
+_current: Optional["Pool"] = None
+_block_ids = itertools.count(1)
+_request_ids = itertools.count(1)
+_names = itertools.count(1)
+
+
+def _cores():
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        return os.cpu_count() or 1
+
+
+class _Output:
+    """A worker's output, printed line by line as ``Worker k: line``."""
+
+    def __init__(self):
+        self.pending: Dict[tuple, str] = {}
+
+    def add(self, index, stream, text):
+        key = (index, stream)
+        text = self.pending.pop(key, "") + text
+        *lines, rest = text.split("\n")
+        if rest:
+            self.pending[key] = rest
+        if lines:
+            self._write(stream, "".join(f"Worker {index}: {line}\n" for line in lines))
+
+    def flush(self):
+        for (index, stream), rest in sorted(self.pending.items()):
+            self._write(stream, f"Worker {index}: {rest}\n")
+        self.pending.clear()
+
+    @staticmethod
+    def _write(stream, text):
+        out = sys.stdout if stream == "stdout" else sys.stderr
+        out.write(text)
+        out.flush()
+
+
+class Pool:
+    """A pool of workers driven from this process: MATLAB's ``parpool``.
+
+    ``Pool(n)`` starts ``n`` workers under an MPI launcher (``launcher="auto"``: ``srun``
+    inside a Slurm allocation, else the ``mpiexec`` beside this Python or on PATH,
+    MPICH's or Open MPI's; or ``"mpich"``, ``"openmpi"``, ``"srun"``). This process
+    stays MPI-free: it is MATLAB's client. Blocks run on the workers with
+    :meth:`spmd` (a function) or the ``%%spmd`` cell magic (``%load_ext spmdlab``);
+    their variables persist from one block to the next. ``delete()`` ends the pool (so
+    does the end of this process, whatever ends it).
+
+    Parameters
+    ----------
+    n
+        The number of workers (default: this machine's cores).
+    launcher
+        ``"auto"``, ``"mpich"``, ``"openmpi"`` or ``"srun"``.
+    timeout
+        Seconds to wait for every worker to start.
+    launcher_args
+        More arguments for the launcher (``["-hosts", "a,b"]``, ``["-N", "2"]``).
+
+    Examples
+    --------
+    >>> pool = Pool(4)                                                # doctest: +SKIP
+    >>> squares = pool.spmd(lambda: spmd_index() ** 2)                # doctest: +SKIP
+    >>> squares[:], squares[2]                                        # doctest: +SKIP
+    ([1, 4, 9, 16], 4)
+    >>> pool.delete()                                                 # doctest: +SKIP
+    >>> current_pool(create=False) is None      # no pool open in this process
+    True
+
+    MATLAB
+    ------
+    ``pool = parpool(n)``, ``pool.NumWorkers``, ``delete(pool)``
+    """
+
+    def __init__(self, n: Optional[int] = None, *, launcher: str = "auto",
+                 timeout: float = 120.0, launcher_args: Sequence[str] = ()) -> None:
+        call = "parpool"
+        if n is None:
+            n = _cores()
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise SpmdValueError(f"{call}: the number of workers must be a positive "
+                                 f"integer (got {n!r})")
+        if _world.started():
+            raise SpmdError(f"{call}: this process is an MPI worker (spmdlab has started "
+                            f"MPI here); open a pool from a client: a Python prompt, a "
+                            f"notebook or a script run without mpiexec")
+        self.size = n
+        self._launcher = launcher
+        self._timeout = timeout
+        self._launcher_args = list(launcher_args)
+        self._conns: Dict[int, _wire.Connection] = {}
+        self._inbox: "queues_.Queue[tuple]" = queues_.Queue()
+        self._results: Dict[int, Dict[int, tuple]] = {}
+        self._replies: Dict[int, Dict[int, tuple]] = {}
+        self._output = _Output()
+        self._composites: "weakref.WeakValueDictionary[str, Composite]" = \
+            weakref.WeakValueDictionary()
+        self._busy = False
+        self._proc: Optional[subprocess.Popen] = None
+        self._launcher_lines: collections.deque = collections.deque(maxlen=200)
+        self.hosts: List[str] = []
+        self.pids: List[int] = []
+        self.closed = True
+        self._start()
+
+    # -- starting and ending -----------------------------------------------------------------
+
+    def _start(self):
+        global _current
+        kind, path = _launchers.choose(self._launcher)
+        self.launcher = kind
+        wide = _launchers.spans_hosts(kind)
+        server = socket.create_server(("0.0.0.0" if wide else "127.0.0.1", 0))
+        server.settimeout(0.1)
+        host = socket.getfqdn() if wide else "127.0.0.1"
+        secret = _wire.new_secret()
+        env = dict(os.environ)
+        env[_wire.ADDRESS_VARIABLE] = f"{host}:{server.getsockname()[1]}"
+        env[_wire.SECRET_VARIABLE] = secret
+        env["SPMDLAB_POOL_WORKER"] = "1"
+        package_root = os.path.dirname(os.path.dirname(os.path.dirname(
+            os.path.abspath(__file__))))
+        env["PYTHONPATH"] = os.pathsep.join(
+            [package_root] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
+        argv = _launchers.command(kind, path, self.size, self._launcher_args)
+        self._argv = argv
+        started = time.monotonic()
+        self._proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL,
+                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                      start_new_session=True)
+        self._launcher_lines.clear()
+        threading.Thread(target=self._read_launcher, args=(self._proc, self._inbox),
+                         daemon=True,
+                         name="spmdlab-pool-launcher").start()
+        try:
+            self._accept(server, secret, started)
+        except BaseException:
+            self._kill()
+            raise
+        finally:
+            server.close()
+        self.closed = False
+        self.start_seconds = time.monotonic() - started
+        _current = self
+        _install_client()
+        _shared.client_pool = self
+
+    def _read_launcher(self, proc, inbox):
+        for raw in iter(proc.stdout.readline, b""):
+            line = raw.decode("utf-8", errors="replace").rstrip("\n")
+            self._launcher_lines.append(line)
+            if not self.closed and proc is self._proc:  # after the start: the launcher's
+                inbox.put(("launcher", line))  # own words (a killed worker named)
+
+    def _launcher_output(self):
+        text = "\n".join(self._launcher_lines).strip()
+        return text or "(nothing)"
+
+    def _start_failed(self, why):
+        time.sleep(0.2)  # the launcher's last words
+        return SpmdError(f"parpool({self.size}): the pool could not start: {why}\n"
+                         f"The launcher's command: {' '.join(self._argv)}\n"
+                         f"Its output:\n{self._launcher_output()}")
+
+    def _accept(self, server, secret, started):
+        """Every worker's connection, secret and readiness, or an error that says why."""
+        deadline = started + self._timeout
+        hellos: Dict[int, tuple] = {}
+        while len(hellos) < self.size:
+            if self._proc.poll() is not None:
+                raise self._start_failed(f"the launcher ended (exit status "
+                                         f"{self._proc.returncode}) after "
+                                         f"{len(hellos)} of {self.size} workers connected")
+            if time.monotonic() > deadline:
+                raise self._start_failed(f"only {len(hellos)} of {self.size} workers "
+                                         f"connected within {self._timeout:g} s")
+            try:
+                sock, _ = server.accept()
+            except socket.timeout:
+                continue
+            sock.settimeout(10)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            conn = _wire.Connection(sock)
+            try:
+                if not _wire.challenge(conn, secret):
+                    conn.close()
+                    continue
+                hello = conn.receive()
+            except (OSError, _wire.Closed, ValueError, EOFError):
+                conn.close()
+                continue
+            if hello[0] != "hello" or hello[2] != self.size or hello[1] in hellos:
+                conn.close()
+                raise self._start_failed(f"a worker said {hello!r}: is another MPI's "
+                                         f"launcher starting this Python's workers?")
+            sock.settimeout(None)
+            hellos[hello[1]] = hello
+            self._conns[hello[1]] = conn
+        self.hosts = [hellos[k][3] for k in range(1, self.size + 1)]
+        self.pids = [hellos[k][4] for k in range(1, self.size + 1)]
+        for index, conn in self._conns.items():
+            threading.Thread(target=self._read, args=(index, conn, self._inbox), daemon=True,
+                             name=f"spmdlab-pool-{index}").start()
+        ready = set()
+        while len(ready) < self.size:
+            try:
+                message = self._inbox.get(timeout=max(0.05, deadline - time.monotonic()))
+            except queues_.Empty:
+                raise self._start_failed(f"{self.size - len(ready)} workers did not start "
+                                         f"spmdlab within {self._timeout:g} s") from None
+            if message[0] == "ready":
+                ready.add(message[1])
+            elif message[0] == "closed":
+                raise self._start_failed(f"worker {message[1]} ended while starting")
+            elif message[0] == "out":
+                self._output.add(*message[1:])
+
+    def _read(self, index, conn, inbox):
+        """A worker's messages, in order, into the inbox of the pool it started in."""
+        while True:
+            try:
+                message = conn.receive()
+            except (_wire.Closed, EOFError):
+                inbox.put(("closed", index))
+                return
+            except Exception as exc:  # a value the client cannot unpickle
+                inbox.put(("unreadable", index, exc))
+                continue
+            inbox.put(message)
+
+    def delete(self) -> None:
+        """End the pool: every worker ends (MATLAB ``delete(pool)``). Its Composites and
+        distributed arrays can no longer be read."""
+        global _current
+        if _current is self:
+            _current = None
+            if _shared.client_pool is self:
+                _shared.client_pool = None
+        if self.closed:
+            return
+        self.closed = True
+        for conn in self._conns.values():
+            try:
+                conn.send(("exit",))
+            except _wire.Closed:
+                pass
+        try:
+            if self._proc is not None:
+                self._proc.wait(10)
+        except subprocess.TimeoutExpired:
+            pass
+        self._kill()
+
+    close = delete
+
+    def _kill(self):
+        for conn in self._conns.values():
+            conn.close()
+        self._conns = {}
+        proc = self._proc
+        if proc is None or proc.poll() is not None:
+            return
+        for sig, wait in ((signal.SIGTERM, 3), (signal.SIGKILL, 3)):
+            try:
+                os.killpg(proc.pid, sig)
+            except OSError:
+                pass
+            try:
+                proc.wait(wait)
+                return
+            except subprocess.TimeoutExpired:
+                continue
+
+    def _restart(self, why):
+        """A new pool of the same size in place of this one (its variables are lost)."""
+        self.closed = True
+        self._kill()
+        self._composites.clear()
+        self._inbox = queues_.Queue()  # the old workers' last notices stay in the old
+        sys.stderr.write(f"spmdlab: {why}; the pool was restarted with {self.size} "
+                         f"workers (the workers' variables are lost)\n")
+        self._results.clear()
+        self._replies.clear()
+        self._output = _Output()
+        self._start()
+
+    def __enter__(self) -> "Pool":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.delete()
+
+    @property
+    def NumWorkers(self) -> int:  # noqa: N802 - MATLAB's property name
+        """MATLAB ``pool.NumWorkers``."""
+        return self.size
+
+    def __repr__(self) -> str:
+        state = "closed" if self.closed else f"{self.size} workers ({self.launcher})"
+        return f"<spmdlab Pool: {state}>"
+
+    # -- the client's loop -------------------------------------------------------------------
+
+    def _check_open(self, call):
+        if self.closed:
+            raise SpmdError(f"{call}: the pool has been deleted; start a new one with "
+                            f"parpool(n)")
+        if self._busy:
+            raise SpmdError(f"{call}: the pool is running a block (a queue's listener "
+                            f"cannot use the pool; do it after the block)")
+
+    def _send(self, index, message):
+        try:
+            self._conns[index].send(message)
+        except _wire.Closed:
+            self._inbox.put(("closed", index))
+
+    def _handle(self, message):
+        """One message from a worker or the launcher."""
+        kind = message[0]
+        if kind == "out":
+            self._output.add(message[1], message[2], message[3])
+        elif kind == "queue":
+            queue = _shared.client_queues.get(message[1])
+            if queue is not None:
+                try:
+                    queue._arrive(message[2])
+                except Exception:  # as MATLAB: a failing afterEach function warns
+                    self._output.flush()
+                    sys.stderr.write("spmdlab: a DataQueue listener on the client "
+                                     "failed (the block goes on):\n" +
+                                     traceback.format_exc())
+        elif kind == "result":
+            self._results.setdefault(message[1], {})[message[2]] = message[3]
+        elif kind == "reply":
+            self._replies.setdefault(message[1], {})[message[2]] = message[3]
+        elif kind == "launcher":
+            self._output.flush()
+            sys.stderr.write(message[1] + "\n")
+        elif kind == "closed":
+            self._lost(message[1])
+        elif kind == "unreadable":
+            raise SpmdError(f"worker {message[1]} sent a value this client cannot read: "
+                            f"{type(message[2]).__name__}: {message[2]} (is the module "
+                            f"that defines it importable here?)")
+
+    def _lost(self, index):
+        """A worker's connection closed while the pool was open: the pool has ended."""
+        self._output.flush()
+        time.sleep(0.5)  # the launcher's report (a watcher names a killed worker)
+        try:
+            while True:
+                message = self._inbox.get_nowait()
+                if message[0] == "launcher":
+                    self._handle(message)
+        except queues_.Empty:
+            pass
+        self.closed = True
+        self._kill()
+        raise SpmdError(f"worker {index} of {self.size} ended (killed, or the launcher "
+                        f"ended the job): the pool has ended; start a new one with "
+                        f"parpool({self.size})")
+
+    def _pump(self, timeout):
+        """Handle one message within ``timeout`` seconds, if one comes."""
+        try:
+            message = self._inbox.get(timeout=timeout)
+        except queues_.Empty:
+            if self._proc is not None and self._proc.poll() is not None and not self.closed:
+                self._lost(min(self._conns) if self._conns else 1)
+            return
+        self._handle(message)
+
+    def _request(self, call, workers, kind, *args):
+        """Send a request to ``workers`` and return ``{k: value}`` of their replies."""
+        self._check_open(call)
+        rid = next(_request_ids)
+        for k in workers:
+            self._send(k, (kind, rid) + args)
+        while len(self._replies.get(rid, ())) < len(workers):
+            self._pump(0.1)
+        replies = self._replies.pop(rid)
+        for k in sorted(replies):
+            status, value = replies[k]
+            if status == "failed":
+                raise _remote_error(call, value, self.size)
+        return {k: replies[k][1] for k in replies}
+
+    def _run(self, spec, call):
+        """Run a block on every worker; return ``{k: outcome}``."""
+        self._check_open(call)
+        block = next(_block_ids)
+        for k in range(1, self.size + 1):
+            self._send(k, ("run", block, spec))
+        self._busy = True
+        stopped_at = None
+        failed = None
+        unstoppable = None
+        try:
+            while len(self._results.get(block, ())) < self.size:
+                try:
+                    if stopped_at is not None and time.monotonic() - stopped_at > STOP_GRACE:
+                        unstoppable = sorted(set(range(1, self.size + 1)) -
+                                             set(self._results.get(block, ())))
+                        break
+                    self._pump(0.05)
+                    if failed is None:
+                        failed = next((o[1] for o in self._results.get(block, {}).values()
+                                       if o[0] == "failed"), None)  # the first to arrive
+                        if failed is not None:  # stop the others wherever they wait
+                            for k in range(1, self.size + 1):
+                                self._send(k, ("stop", block))
+                            stopped_at = time.monotonic()
+                except KeyboardInterrupt:
+                    if self.closed:
+                        raise
+                    if stopped_at is not None and failed is None:  # a second Ctrl-C
+                        stopped_at = -STOP_GRACE
+                        continue
+                    for k in range(1, self.size + 1):
+                        self._send(k, ("stop", block))
+                    stopped_at = time.monotonic()
+        finally:
+            self._busy = False
+            self._output.flush()
+        if unstoppable:
+            self._restart(f"worker(s) {', '.join(map(str, unstoppable))} did not stop "
+                          f"within {STOP_GRACE:g} s")
+            if failed is not None:
+                raise _remote_error(call, failed, self.size)
+            raise KeyboardInterrupt("the block was stopped; the pool was restarted")
+        outcomes = self._results.pop(block)
+        if any(o[0] != "done" for o in outcomes.values()):
+            self._refresh()
+            failures = sorted((k, o[1]) for k, o in outcomes.items() if o[0] == "failed")
+            if failures:
+                first = failed if failed is not None else failures[0][1]
+                raise _remote_error(call, first, self.size,
+                                    others=[k for k, _ in failures if k != first["worker"]])
+            raise KeyboardInterrupt("the block was stopped on every worker")
+        return outcomes
+
+    def _refresh(self):
+        """After a stopped block: new communicators on every worker."""
+        try:
+            self._request("spmd", range(1, self.size + 1), "refresh")
+        except SpmdError:
+            self._restart("the workers could not recover from a stopped block")
+
+    # -- blocks ------------------------------------------------------------------------------
+
+    def spmd(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> "Composite":
+        """Run ``fn(*args, **kwargs)`` on every worker, as a block of a script (spmdlab's
+        primitives work in it); returns a Composite of the results.
+
+        Examples
+        --------
+        >>> pool = parpool(2)                                         # doctest: +SKIP
+        >>> pool.spmd(lambda: spmd_index() ** 2)[:]                   # doctest: +SKIP
+        [1, 4]
+        """
+        return self.spmd_on(None, fn, *args, **kwargs)
+
+    def spmd_on(self, n: Optional[int], fn: Callable[..., Any], *args: Any,
+                **kwargs: Any) -> "Composite":
+        """``spmd`` on the first ``n`` workers (MATLAB ``spmd(n)``): the others skip the
+        block and hold no element of the result."""
+        name = f"_spmdlab_result_{next(_names)}"
+        n = self._check_n("spmd", n)
+        spec: Dict[str, Any] = {"vars": {}, "aliases": {}, "fn": fn, "args": args, "kwargs": kwargs,
+                "result": name, "assigned": [], "n": n}
+        outcomes = self._run(spec, "spmd")
+        return self._result(name, outcomes, owned=True)
+
+    def _check_n(self, call, n):
+        if n is None:
+            return None
+        if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= self.size:
+            raise SpmdValueError(f"{call}({n!r}): the number of workers must be an integer "
+                                 f"from 0 to the pool's {self.size}")
+        return n
+
+    def run_cell(self, code: str, namespace: Dict[str, Any], n: Optional[int] = None,
+                 filename: Optional[str] = None) -> List[str]:
+        """Run a cell's code on the workers with MATLAB's transparency: the names of
+        ``namespace`` the code reads go to the workers (a Composite as each worker's own
+        element, a distributed array as its codistributed self); the names it assigns
+        come back into ``namespace`` as Composites (codistributed arrays as
+        distributed). Returns the names assigned."""
+        call = "spmd"
+        n = self._check_n(call, n)
+        filename = filename or f"<spmd cell {next(_names)}>"
+        assigned, definitions, loaded = _cells.names(code, filename)
+        send: Dict[str, Any] = {}
+        aliases: Dict[str, str] = {}
+        for name in sorted(loaded):
+            if name not in namespace or _cells.is_prompt_name(name):
+                continue
+            value = namespace[name]
+            if isinstance(value, (Composite, Distributed)):
+                if value._pool is not self:
+                    raise SpmdValueError(f"{call}: {name} belongs to another pool, which "
+                                         f"has been deleted")
+                aliases[name] = value._name
+            else:
+                send[name] = value
+        for name, value in send.items():
+            try:
+                _wire.dumps(value)
+            except Exception as exc:
+                raise SpmdTypeError(f"{call}: the client's variable {name!r} (a "
+                                    f"{type(value).__name__}) cannot be sent to the "
+                                    f"workers: {type(exc).__name__}: {exc}") from None
+        returned = [a for a in assigned if a not in definitions]
+        spec = {"vars": send, "aliases": aliases, "code": code, "filename": filename,
+                "assigned": returned, "n": n}
+        outcomes = self._run(spec, call)
+        for name in returned:
+            present = {k: outcomes[k][1].get(name) for k in outcomes}
+            if not any(present.values()):
+                continue
+            if all(p == "codistributed" for p in present.values()):
+                namespace[name] = Distributed(self, name)
+            else:
+                namespace[name] = self._result(name, outcomes, owned=True)
+        return returned
+
+    def _result(self, name, outcomes, owned):
+        present = {k: bool(outcomes[k][1].get(name)) for k in outcomes}
+        composite = self._composites.get(name)
+        if composite is None:
+            composite = Composite._on(self, name, present, owned)
+        else:
+            composite._present = present
+        return composite
+
+    # -- queues ------------------------------------------------------------------------------
+
+    def _to_worker_queue(self, owner, tag, data):
+        if self.closed:  # a listener may send while a block runs: that is what it is for
+            raise SpmdError("send: the queue's pool has been deleted")
+        if not 1 <= owner <= self.size:
+            raise SpmdValueError(f"send: the queue's owner, worker {owner}, is not in the "
+                                 f"pool of {self.size}")
+        self._send(owner, ("queue_item", tag, data))
+
+    # -- distributed arrays ------------------------------------------------------------------
+
+    def distribute(self, x: Any) -> "Distributed":
+        """Spread ``x`` over the workers (MATLAB ``distributed(X)``): split along MATLAB's
+        default dimension here, each worker sent its part. Inside a block it is a
+        codistributed array; ``gather`` brings it back."""
+        import numpy as np
+
+        from ..darray._codistributor import Codistributor, default_partition, offsets
+        from ..darray._matlab import distributed
+
+        call = "distributed"
+        self._check_open(call)
+        if not hasattr(x, "shape"):
+            x = np.asarray(x)
+        if x.ndim == 0:
+            x = x.reshape(1, 1)
+        axis = distributed._default_axis(x.shape)
+        partition = default_partition(x.shape[axis], self.size)
+        codist = Codistributor(axis, partition, tuple(x.shape))
+        name = f"_spmdlab_distributed_{next(_names)}"
+        starts = offsets(partition)
+        rid = next(_request_ids)
+        for k in range(1, self.size + 1):
+            index = [slice(None)] * x.ndim
+            index[axis] = slice(starts[k - 1], starts[k - 1] + partition[k - 1])
+            part = x[tuple(index)]
+            self._send(k, ("distribute", rid, name, part, axis, partition, tuple(x.shape),
+                           True))
+        while len(self._replies.get(rid, ())) < self.size:
+            self._pump(0.1)
+        for k, (status, value) in sorted(self._replies.pop(rid).items()):
+            if status == "failed":
+                raise _remote_error(call, value, self.size)
+        return Distributed(self, name)
+
+    def _gather(self, handle):
+        import numpy as np
+
+        parts = self._request("gather", range(1, self.size + 1), "part", handle._name)
+        axis = parts[1][1]
+        return np.concatenate([parts[k][0] for k in range(1, self.size + 1)], axis=axis)
+
+
+def _remote_error(call, info, size, others=()):
+    """SpmdError naming the worker, with its traceback (the cell's own lines)."""
+    also = ""
+    if others:
+        also = f" (worker{'s' if len(others) > 1 else ''} " \
+               f"{', '.join(map(str, others))} failed too)"
+    text = (f"{call}: worker {info['worker']} of {size} failed{also}: {info['name']}: "
+            f"{info['message']}\n\nWorker {info['worker']}'s "
+            f"{info['traceback'].rstrip()}")
+    error = SpmdError(text)
+    error.worker = info["worker"]
+    error.remote_traceback = info["traceback"]
+    error.remote_type = info["type"]
+    cause = info.get("exception")
+    if isinstance(cause, BaseException):
+        error.__cause__ = cause
+        error.__suppress_context__ = True
+    return error
+
+
+# -- Composite on the client ------------------------------------------------------------------
+
+class Composite:
+    """On the client, one value per worker of a pool: MATLAB's Composite.
+
+    ``c[k]`` reads worker k's element, ``c[:]`` all of them, ``c[k] = v`` sends ``v``
+    to worker k; ``len(c)`` is the pool's size, ``c.exist(k)`` whether worker k holds an
+    element. Printing it fetches nothing. Deleting the client's last reference frees
+    the workers' values. Made by a block's assignments (``%%spmd``), by
+    :meth:`Pool.spmd`, or empty by ``Composite()`` on the client.
+
+    Examples
+    --------
+    >>> pool = start_pool(2)                                          # doctest: +SKIP
+    >>> c = pool.spmd(lambda: spmd_index() * 10)                      # doctest: +SKIP
+    >>> c                                                             # doctest: +SKIP
+    <Composite on a pool of 2: elements on workers 1-2; c[k] reads worker k's>
+    >>> c[2], c[:], len(c)                                            # doctest: +SKIP
+    (20, [10, 20], 2)
+    >>> c[1] = "from the client"                                      # doctest: +SKIP
+    >>> Composite.__module__
+    'spmdlab.pool._client'
+
+    MATLAB
+    ------
+    ``X{k}``, ``X(:)``, ``X{k} = v``, ``length(X)``, ``exist(X, k)``, ``Composite()``
+    """
+
+    __slots__ = ("_pool", "_name", "_present", "_owned", "__weakref__")
+    _pool: Pool
+    _name: str
+    _present: Dict[int, bool]
+    _owned: bool
+
+    def __init__(self, value: Any = None, pool: Optional[Pool] = None) -> None:
+        raise TypeError("use Composite() on the client of a pool, or spmdlab.Composite "
+                        "inside a block")
+
+    @classmethod
+    def _on(cls, pool, name, present, owned):
+        self = object.__new__(cls)
+        self._pool, self._name, self._present, self._owned = pool, name, present, owned
+        pool._composites[name] = self
+        return self
+
+    def __len__(self) -> int:
+        return self._pool.size
+
+    def _numbers(self, call, k):
+        size = self._pool.size
+        if isinstance(k, slice):
+            return list(range(1, size + 1))[k]
+        if isinstance(k, (list, tuple)):
+            return [self._number(call, v) for v in k]
+        return self._number(call, k)
+
+    def _number(self, call, k):
+        import numpy as np
+
+        size = self._pool.size
+        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or \
+                not 1 <= k <= size:
+            raise SpmdValueError(f"{call}: workers are numbered 1 to {size} (got {k!r})")
+        return int(k)
+
+    def __getitem__(self, k: Any) -> Any:
+        numbers = self._numbers("Composite[]", k)
+        many = isinstance(numbers, list)
+        wanted = numbers if many else [numbers]
+        for j in wanted:
+            if not self._present.get(j):
+                raise SpmdValueError(f"Composite[{j}]: worker {j} holds no element of "
+                                     f"{self._shown()}")
+        values = self._pool._request(f"Composite[{k!r}]", wanted, "get", self._name)
+        result = [values[j][1] for j in wanted]
+        return result if many else result[0]
+
+    def __setitem__(self, k: Any, value: Any) -> None:
+        numbers = self._numbers("Composite[]", k)
+        for j in numbers if isinstance(numbers, list) else [numbers]:
+            self._pool._request(f"Composite[{j}] =", [j], "set", self._name, value)
+            self._present[j] = True
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self[:])
+
+    def exist(self, k: Optional[int] = None) -> Union[bool, List[bool]]:
+        """Whether worker ``k`` holds an element (all workers when ``k`` is None)."""
+        if k is None:
+            return [bool(self._present.get(j)) for j in range(1, self._pool.size + 1)]
+        return bool(self._present.get(self._number("Composite.exist", k)))
+
+    def _shown(self):
+        return self._name if not self._name.startswith("_spmdlab") else "this Composite"
+
+    def __repr__(self) -> str:
+        held = [j for j in range(1, self._pool.size + 1) if self._present.get(j)]
+        where = "no worker" if not held else f"worker{'s' if len(held) > 1 else ''} " + \
+            _ranges(held)
+        name = "" if self._name.startswith("_spmdlab") else f" {self._name!r}"
+        return (f"<Composite{name} on a pool of {self._pool.size}: elements on {where}; "
+                f"c[k] reads worker k's>")
+
+    def __del__(self):
+        try:
+            pool = self._pool
+            if self._owned and not pool.closed and pool._composites.get(self._name) in \
+                    (None, self):
+                for k in range(1, pool.size + 1):
+                    pool._send(k, ("del", [self._name]))
+        except Exception:
+            pass
+
+
+def _ranges(numbers):
+    parts, start = [], None
+    for i, k in enumerate(numbers):
+        if start is None:
+            start = k
+        if i + 1 == len(numbers) or numbers[i + 1] != k + 1:
+            parts.append(str(start) if start == k else f"{start}-{k}")
+            start = None
+    return ", ".join(parts)
+
+
+class Distributed:
+    """On the client, an array spread over a pool's workers: MATLAB's distributed
+    array. Inside a block it is each worker's codistributed array; ``gather(D)`` (or
+    ``D.gather()``) brings it back whole.
+
+    Examples
+    --------
+    >>> from spmdlab.matlab import distributed, gather
+    >>> pool = start_pool(2)                                          # doctest: +SKIP
+    >>> D = distributed(np.arange(6.0))      # on the client: spread over the pool
+    ... # doctest: +SKIP
+    >>> pool.spmd(lambda D: D.local, D)[:]   # each worker's part    # doctest: +SKIP
+    [array([0., 1., 2.]), array([3., 4., 5.])]
+    >>> gather(D)                                                     # doctest: +SKIP
+    array([0., 1., 2., 3., 4., 5.])
+    >>> gather(np.arange(2))                 # not distributed: unchanged
+    array([0, 1])
+
+    MATLAB
+    ------
+    ``D = distributed(X)``, ``spmd, L = getLocalPart(D); end``, ``X = gather(D)``
+    """
+
+    __slots__ = ("_pool", "_name", "__weakref__")
+
+    def __init__(self, pool: Pool, name: str) -> None:
+        self._pool, self._name = pool, name
+
+    def gather(self) -> Any:
+        return self._pool._gather(self)
+
+    def __repr__(self) -> str:
+        return f"<distributed array on a pool of {self._pool.size} (gather(D) reads it)>"
+
+    def __del__(self):
+        try:
+            if self._name.startswith("_spmdlab") and not self._pool.closed:
+                for k in range(1, self._pool.size + 1):
+                    self._pool._send(k, ("del", [self._name]))
+        except Exception:
+            pass
+
+
+# -- queues on the client ---------------------------------------------------------------------
+
+_queue_ids = itertools.count(1)
+
+
+class _ClientQueue:
+    _kind = "DataQueue"
+
+    def __init__(self):
+        self._qid = next(_queue_ids)
+        self._items: collections.deque = collections.deque()
+        self._closed = False
+        _shared.client_queues[self._qid] = self
+
+    def __reduce__(self):
+        return _shared.client_queue, (self._qid, self._kind)
+
+    def _arrive(self, item):
+        raise NotImplementedError
+
+    is_owner = True
+    owner = 1
+
+    @property
+    def queue_length(self) -> int:
+        return len(self._items)
+
+    def send(self, data: Any) -> None:
+        if self._closed:
+            raise SpmdValueError(f"{self._kind}.send (the client): the queue is closed")
+        self._arrive(data)
+
+    def close(self) -> None:
+        self._closed = True
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def flush(self, timeout: Optional[float] = None) -> bool:
+        return True
+
+
+class ClientDataQueue(_ClientQueue):
+    """A DataQueue made on the client: workers' ``send`` runs its ``after_each``
+    listeners here, in the client's main thread, while the block runs."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._listeners: List[Callable[[Any], Any]] = []
+
+    def after_each(self, fn: Callable[[Any], Any]) -> Any:
+        if not callable(fn):
+            raise SpmdTypeError(f"DataQueue.after_each (the client): fn must be callable "
+                                f"(got {fn!r})")
+        self._listeners.append(fn)
+        queue = self
+
+        class _Handle:
+            def remove(self_inner):
+                if fn in queue._listeners:
+                    queue._listeners.remove(fn)
+        items, self._items = list(self._items), collections.deque()
+        for item in items:
+            fn(item)
+        return _Handle()
+
+    def _arrive(self, item):
+        if not self._listeners:
+            self._items.append(item)
+            return
+        for fn in list(self._listeners):
+            fn(item)
+
+
+class ClientPollableDataQueue(_ClientQueue):
+    """A PollableDataQueue made on the client: ``poll`` takes the workers' items in
+    the order sent (waiting for them while no block runs)."""
+
+    _kind = "PollableDataQueue"
+
+    def _arrive(self, item):
+        self._items.append(item)
+
+    def poll(self, timeout: float = 0.0, default: Any = None) -> Any:
+        deadline = time.monotonic() + max(0.0, timeout)
+        pool = _current
+        while not self._items:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return default
+            if pool is not None and not pool.closed and not pool._busy:
+                pool._pump(min(remaining, 0.05))
+            else:
+                time.sleep(min(remaining, 0.01))
+        return self._items.popleft()
+
+
+# -- the pool's entry points ------------------------------------------------------------------
+
+def start_pool(n: Optional[int] = None, **options: Any) -> Pool:
+    """Start a pool of ``n`` workers and make it the current one (``Pool(n)``); an open
+    current pool of another size is deleted first, one of the same size is returned.
+
+    Examples
+    --------
+    >>> pool = start_pool(4)                                          # doctest: +SKIP
+    >>> start_pool(4) is pool                                         # doctest: +SKIP
+    True
+    >>> current_pool(create=False) is None
+    True
+
+    MATLAB
+    ------
+    ``pool = parpool(n)`` (reusing an open pool of that size)
+    """
+    pool = _current
+    if pool is not None and not pool.closed:
+        if n is None or n == pool.size:
+            return pool
+        pool.delete()
+    return Pool(n, **options)
+
+
+def current_pool(create: bool = True) -> Optional[Pool]:
+    """The current pool; with ``create`` (the default) a new one of the default size
+    when there is none (MATLAB ``gcp``; ``gcp("nocreate")`` is ``create=False``).
+
+    Examples
+    --------
+    >>> current_pool(create=False) is None
+    True
+    >>> current_pool().size                  # starts one at this machine's size
+    ... # doctest: +SKIP
+    8
+
+    MATLAB
+    ------
+    ``pool = gcp``, ``pool = gcp("nocreate")``
+    """
+    pool = _current
+    if pool is not None and not pool.closed:
+        return pool
+    return Pool() if create else None
+
+
+def parpool(n: Optional[int] = None, **options: Any) -> Pool:
+    """MATLAB ``parpool(n)``: start a pool of ``n`` workers (an error if one is open,
+    as in MATLAB). The same as ``spmdlab.matlab.parpool``.
+
+    Examples
+    --------
+    >>> pool = parpool(2)                                             # doctest: +SKIP
+    >>> pool.NumWorkers                                               # doctest: +SKIP
+    2
+    >>> gcp("nocreate") is None
+    True
+
+    MATLAB
+    ------
+    ``pool = parpool(n)``
+    """
+    pool = _current
+    if pool is not None and not pool.closed:
+        raise SpmdError(f"parpool: a pool of {pool.size} workers is already open; "
+                        f"delete(gcp) first")
+    return Pool(n, **options)
+
+
+def gcp(option: Optional[str] = None) -> Optional[Pool]:
+    """MATLAB ``gcp``: the current pool, started if there is none; ``gcp("nocreate")``
+    returns None instead. The same as ``spmdlab.matlab.gcp``.
+
+    Examples
+    --------
+    >>> gcp("nocreate") is None
+    True
+
+    MATLAB
+    ------
+    ``pool = gcp``, ``pool = gcp("nocreate")``
+    """
+    if option is not None and option.lower() != "nocreate":
+        raise SpmdValueError(f"gcp: the option must be 'nocreate' (got {option!r})")
+    return current_pool(create=option is None)
+
+
+# -- the client's kinds of DataQueue, Composite and distributed (see _world.CLIENT) ------------
+
+class _ClientKinds:
+    """What ``DataQueue()``, ``Composite()`` and ``distributed(X)`` make on a client."""
+
+    @staticmethod
+    def data_queue(kind):
+        return ClientPollableDataQueue() if kind == "PollableDataQueue" else \
+            ClientDataQueue()
+
+    @staticmethod
+    def composite(value):
+        pool = current_pool()
+        name = f"_spmdlab_composite_{next(_names)}"
+        present = {k: False for k in range(1, pool.size + 1)}
+        composite = Composite._on(pool, name, present, owned=True)
+        if value is not None:
+            for k in range(1, pool.size + 1):
+                composite[k] = value
+        return composite
+
+    @staticmethod
+    def distributed(x):
+        return current_pool().distribute(x)
+
+    @staticmethod
+    def construct(make, cls, name, args):
+        pool = current_pool()
+        made = pool.spmd(make, cls, name, args)
+        made._owned = False  # the distributed array owns the workers' values now
+        return Distributed(pool, made._name)
+
+    @staticmethod
+    def gather(value):
+        if isinstance(value, Distributed):
+            return value.gather()
+        if isinstance(value, Composite):
+            return value[:]
+        return value
+
+    @staticmethod
+    def workers():
+        pool = _current
+        return pool.size if pool is not None and not pool.closed else 1
+
+    @staticmethod
+    def is_client_array(x):
+        return isinstance(x, Distributed)
+
+
+def _install_client():
+    if _world.CLIENT is None:
+        _world.CLIENT = _ClientKinds
+        _shared.side = "client"
+        atexit.register(_at_exit)
+
+
+def _at_exit():
+    pool = _current
+    if pool is not None:
+        try:
+            pool.delete()
+        except Exception:
+            pass

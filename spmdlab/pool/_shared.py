@@ -1,0 +1,90 @@
+"""What crosses the wire by reference: queues on one side used from the other.
+
+A queue the client made (``DataQueue()`` at the prompt) travels to the workers as a
+reference; a worker's ``send`` on it goes back over its connection to the client, where
+the queue's listeners run. A queue a worker made inside a block travels to the client as
+a reference too; the client's ``send`` on it goes to that worker, into its queue (how a
+Stop button reaches every worker). The same pickle means the real queue on its own side
+and a reference on the other: ``side`` says which side this process is.
+"""
+
+from typing import Any, Dict, Optional
+
+# This process's side: set by the client (``_client``) or by the worker loop (``_worker``).
+side: Optional[str] = None  # "client" or "worker"
+client_queues: Dict[int, Any] = {}  # on the client: queue id -> the client's queue
+connection: Any = None  # on a worker: its connection to the client
+client_pool: Any = None  # on the client: the pool the workers' references go to
+
+
+def client_queue(qid, kind):
+    """Unpickled on the client: the queue itself; on a worker: a reference to it."""
+    if side == "client":
+        queue = client_queues.get(qid)
+        if queue is not None:
+            return queue
+    return ClientQueueRef(qid, kind)
+
+
+class ClientQueueRef:
+    """On a worker: the client's queue. ``send`` delivers to the client's listeners (or
+    its ``poll``), in the order sent, over this worker's connection."""
+
+    __slots__ = ("qid", "kind")
+
+    def __init__(self, qid, kind):
+        self.qid, self.kind = qid, kind
+
+    def send(self, data: Any) -> None:
+        if connection is None:
+            raise RuntimeError("this queue belongs to a pool's client, and this process is "
+                               "not one of its workers")
+        connection.send(("queue", self.qid, data))
+
+    def after_each(self, fn):
+        raise TypeError("after_each: this queue's listeners run on the client; register "
+                        "them there")
+
+    def poll(self, timeout: float = 0.0, default: Any = None) -> Any:
+        raise TypeError("poll: only the client, which owns this queue, can poll it")
+
+    def __reduce__(self):
+        return client_queue, (self.qid, self.kind)
+
+    def __repr__(self):
+        return f"<the client's {self.kind} #{self.qid}>"
+
+
+def worker_queue(owner, tag, kind):
+    """Unpickled on a worker: its own queue (or, on another worker, an error on use);
+    on the client: a reference whose ``send`` goes to the owner."""
+    if side == "worker":
+        from .. import _world
+        from ..queues import _hub
+
+        queue = _hub.channel(_world.WORLD).queues.get(tag)
+        if queue is not None:
+            return queue
+    return WorkerQueueRef(owner, tag, kind)
+
+
+class WorkerQueueRef:
+    """On the client: a worker's queue (made inside a block). ``send`` puts the item
+    into that worker's queue, where its program polls it or its listeners run."""
+
+    __slots__ = ("owner", "tag", "kind")
+
+    def __init__(self, owner, tag, kind):
+        self.owner, self.tag, self.kind = owner, tag, kind
+
+    def send(self, data: Any) -> None:
+        if side != "client" or client_pool is None:
+            raise RuntimeError(f"this queue belongs to worker {self.owner}; send to it "
+                               f"from the client or from that worker")
+        client_pool._to_worker_queue(self.owner, self.tag, data)
+
+    def __reduce__(self):
+        return worker_queue, (self.owner, self.tag, self.kind)
+
+    def __repr__(self):
+        return f"<worker {self.owner}'s {self.kind} (tag {self.tag})>"

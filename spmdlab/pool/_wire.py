@@ -1,0 +1,122 @@
+"""The pool's wire: one TCP connection per worker to the client, framed pickles.
+
+A frame is ``[u64 pickle length | u32 buffers | u64 buffer lengths... | pickle |
+buffers]``: a cloudpickle (functions and classes defined in a cell or at a prompt
+travel too), arrays out of band, sent and received without being copied into the
+pickle. A worker proves it belongs to the pool before anything else: the client sends a
+random challenge, the worker answers with its HMAC under the pool's secret (which the
+client gives the launcher in the workers' environment, never on a command line).
+
+Shared by the client and the workers; imports no MPI.
+"""
+
+import hashlib
+import hmac
+import os
+import pickle
+import socket
+import struct
+import threading
+
+_LENGTHS = struct.Struct("<QI")
+_LENGTH = struct.Struct("<Q")
+CHALLENGE = 32
+
+# the variables through which the launcher hands a worker its pool
+ADDRESS_VARIABLE = "SPMDLAB_POOL"
+SECRET_VARIABLE = "SPMDLAB_POOL_SECRET"
+
+
+class Closed(ConnectionError):
+    """The other end has gone."""
+
+
+def dumps(value):
+    """``(pickle, [buffers])`` of ``value``."""
+    import cloudpickle  # type: ignore[import-untyped,unused-ignore]
+
+    buffers = []
+    data = cloudpickle.dumps(value, protocol=5, buffer_callback=buffers.append)
+    return data, [b.raw() for b in buffers]
+
+
+class Connection:
+    """One end of a worker's connection: whole frames in, whole frames out; sends are
+    thread-safe (the worker's output threads, its queues and its main loop all send)."""
+
+    def __init__(self, sock):
+        self.sock = sock
+        self._send_lock = threading.Lock()
+        self.closed = False
+
+    def fileno(self):
+        return self.sock.fileno()
+
+    def send(self, value):
+        data, buffers = dumps(value)
+        head = _LENGTHS.pack(len(data), len(buffers)) + b"".join(
+            _LENGTH.pack(b.nbytes) for b in buffers)
+        with self._send_lock:
+            try:
+                self.sock.sendall(head + data if len(data) < 65536 else head)
+                if len(data) >= 65536:
+                    self.sock.sendall(data)
+                for buf in buffers:
+                    self.sock.sendall(buf)
+            except OSError as exc:
+                self.closed = True
+                raise Closed(str(exc)) from None
+
+    def receive(self):
+        """The next frame's value (blocking)."""
+        nbytes, count = _LENGTHS.unpack(self._exactly(_LENGTHS.size))
+        sizes = [_LENGTH.unpack(self._exactly(8))[0] for _ in range(count)]
+        data = self._exactly(nbytes)
+        buffers = [self._exactly(n) for n in sizes]
+        return pickle.loads(data, buffers=buffers)
+
+    def _exactly(self, n):
+        buf = bytearray(n)
+        view = memoryview(buf)
+        got = 0
+        while got < n:
+            try:
+                k = self.sock.recv_into(view[got:])
+            except OSError as exc:
+                self.closed = True
+                raise Closed(str(exc)) from None
+            if not k:
+                self.closed = True
+                raise Closed("the connection was closed")
+            got += k
+        return buf
+
+    def close(self):
+        self.closed = True
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self.sock.close()
+
+
+def new_secret():
+    return os.urandom(32).hex()
+
+
+def answer(secret, challenge):
+    return hmac.new(bytes.fromhex(secret), challenge, hashlib.sha256).digest()
+
+
+def challenge(conn, secret):
+    """Client side: whether the worker on ``conn`` knows the pool's secret."""
+    nonce = os.urandom(CHALLENGE)
+    conn.sock.sendall(nonce)
+    got = conn._exactly(32)
+    return hmac.compare_digest(bytes(got), answer(secret, nonce))
+
+
+def respond(conn, secret):
+    """Worker side: answer the client's challenge."""
+    nonce = bytes(conn._exactly(CHALLENGE))
+    conn.sock.sendall(answer(secret, nonce))

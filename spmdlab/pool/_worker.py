@@ -1,0 +1,359 @@
+"""A pool's worker: ``python -m spmdlab.pool._worker``, started by the pool's launcher.
+
+Every worker connects to the client, proves it belongs to the pool, starts spmdlab
+(every worker together, before any code of the user's), and then runs what the client
+sends: blocks (a cell's code, or a function), in a namespace that persists from one
+block to the next, with spmdlab's primitives as in a script; requests for a variable's
+value (a Composite element), to set or drop one; a distributed array's parts.
+
+Its output (file descriptors 1 and 2, so C code's and subprocesses' output too) goes to
+the client as it is written. A block that fails reports its error and traceback; the
+client then stops the others, which may be waiting for it in a collective: a stop request
+(the client's interrupt too) sets a flag that spmdlab's waits check as they poll
+(``_wait.interrupted``) and sends the program thread SIGINT, which ends user code and
+system calls. After a stopped block the workers give the world new communicators
+(``_world.refresh``) before the next. A worker whose client has gone (its connection
+closed: the client exited, was killed, its kernel restarted) ends at once.
+"""
+
+import builtins
+import linecache
+import os
+import queue as queues_
+import signal
+import socket
+import sys
+import threading
+import time
+import traceback
+
+from . import _shared, _wire
+
+_MARK = b"\x00\x1fspmdlab-sync-"  # written to stdout/stderr to know all before it left
+
+
+class Stopped(BaseException):
+    """The block was stopped: an error on another worker, or the client's interrupt."""
+
+
+class _Worker:
+    def __init__(self, conn):
+        from .. import _world
+
+        self.conn = conn
+        self.index = _world.RANK + 1
+        self.size = _world.SIZE
+        import spmdlab
+
+        # spmdlab's primitives are there as after ``from spmdlab import *`` in a script
+        self.ns = {"__name__": "__main__", "__builtins__": builtins}
+        self.ns.update((name, getattr(spmdlab, name)) for name in spmdlab.__all__
+                       if name not in spmdlab._POOL_NAMES)
+        self.commands = queues_.Queue()
+        self.block = None  # the id of the block running now
+        self.stopped = 0  # the last block the client stopped
+        self.lock = threading.Lock()
+        self.stop_requested = False
+        self.program = threading.get_ident()
+        self.synced = {1: threading.Event(), 2: threading.Event()}
+        self.sync_count = 0
+
+    # -- output ----------------------------------------------------------------------------
+
+    def capture_output(self):
+        """File descriptors 1 and 2 become pipes whose contents go to the client."""
+        for fd, name in ((1, "stdout"), (2, "stderr")):
+            read, write = os.pipe()
+            os.dup2(write, fd)
+            os.close(write)
+            threading.Thread(target=self._forward, args=(read, fd, name), daemon=True,
+                             name=f"spmdlab-{name}").start()
+        sys.stdout = open(1, "w", buffering=1, encoding="utf-8", errors="replace",
+                          closefd=False)
+        sys.stderr = open(2, "w", buffering=1, encoding="utf-8", errors="replace",
+                          closefd=False)
+
+    def _forward(self, fd, number, name):
+        pending = b""
+        while True:
+            try:
+                data = os.read(fd, 65536)
+            except OSError:
+                return
+            if not data:
+                return
+            pending += data
+            while True:
+                at = pending.find(_MARK)
+                if at < 0:
+                    break
+                end = pending.find(b"\x00", at + len(_MARK))
+                if end < 0:
+                    break
+                self._out(name, pending[:at])
+                pending = pending[end + 1:]
+                self.synced[number].set()
+            keep = len(pending) - len(_MARK) if _MARK[:1] in pending[-len(_MARK):] else \
+                len(pending)
+            keep = max(0, keep)
+            self._out(name, pending[:keep])
+            pending = pending[keep:]
+
+    def _out(self, name, data):
+        if data:
+            try:
+                self.conn.send(("out", self.index, name,
+                                data.decode("utf-8", errors="replace")))
+            except _wire.Closed:
+                os._exit(0)
+
+    def sync_output(self):
+        """Wait until everything written to stdout and stderr so far has gone."""
+        sys.stdout.flush()
+        sys.stderr.flush()
+        self.sync_count += 1
+        mark = _MARK + str(self.sync_count).encode() + b"\x00"
+        for fd in (1, 2):
+            self.synced[fd].clear()
+            os.write(fd, mark)
+        for fd in (1, 2):
+            self.synced[fd].wait(10)
+
+    # -- the connection ----------------------------------------------------------------------
+
+    def listen(self):
+        """The control thread: requests that act at once (stop, items for this worker's
+        queues) are handled here; the rest go to the program thread in order."""
+        while True:
+            try:
+                message = self.conn.receive()
+            except _wire.Closed:
+                self.client_gone()
+                return
+            kind = message[0]
+            if kind == "stop":
+                with self.lock:  # a stop may come before its block has started
+                    self.stopped = max(self.stopped, message[1])
+                    if message[1] == self.block:
+                        self.stop_requested = True
+                        signal.pthread_kill(self.program, signal.SIGINT)
+            elif kind == "queue_item":
+                self.deliver(message[1], message[2])
+            else:
+                self.commands.put(message)
+
+    def client_gone(self):
+        """The client has gone: nobody will ever read this worker's results. End now,
+        without the exit handshake (the other workers are ending the same way)."""
+        os._exit(0)
+
+    def deliver(self, tag, item):
+        from .. import _world
+        from ..queues import _hub
+
+        queue = _hub.channel(_world.WORLD).queues.get(tag)
+        if queue is not None:
+            queue._arrive([item])
+
+    def check_stop(self):
+        if self.stop_requested:
+            raise Stopped()
+
+    # -- the loop ----------------------------------------------------------------------------
+
+    def serve(self):
+        from .. import _wait
+
+        _wait.interrupted = self.check_stop
+        while True:
+            try:
+                message = self.commands.get()
+            except KeyboardInterrupt:  # a stop that came after its block had ended
+                continue
+            kind = message[0]
+            try:
+                if kind == "run":
+                    self.run(message[1], message[2])
+                elif kind == "get":
+                    self.reply(message[1], self.get, message[2])
+                elif kind == "set":
+                    self.reply(message[1], self.set, message[2], message[3])
+                elif kind == "del":
+                    for name in message[1]:
+                        self.ns.pop(name, None)
+                elif kind == "refresh":
+                    self.reply(message[1], self.refresh)
+                elif kind == "distribute":
+                    self.reply(message[1], self.distribute, *message[2:])
+                elif kind == "part":
+                    self.reply(message[1], self.part, message[2])
+                elif kind == "exit":
+                    return
+            except KeyboardInterrupt:
+                continue
+
+    def reply(self, request, fn, *args):
+        try:
+            value = ("ok", fn(*args))
+        except BaseException as exc:  # noqa: B902 - the client raises it
+            value = ("failed", describe(exc, self.index))
+        try:
+            self.conn.send(("reply", request, self.index, value))
+        except _wire.Closed:
+            self.client_gone()
+        except Exception as exc:  # the value itself cannot travel
+            self.conn.send(("reply", request, self.index,
+                            ("failed", describe(exc, self.index))))
+
+    def get(self, name):
+        if name not in self.ns:
+            return (False, None)
+        return (True, self.ns[name])
+
+    def set(self, name, value):
+        self.ns[name] = value
+
+    def refresh(self):
+        from .. import _world
+
+        _world.refresh()
+
+    def distribute(self, name, local, axis, partition, shape, matlab):
+        """Make the codistributed array ``name`` from this worker's part (no
+        communication: the client has split it)."""
+        from ..darray import _factories
+        from ..darray._codistributor import Codistributor
+
+        cls = None
+        if matlab:
+            from ..darray._matlab import distributed as cls
+        else:
+            from ..darray import CodistributedArray as cls
+        codist = Codistributor(axis, partition, shape)
+        self.ns[name] = _factories.from_local_as(cls, local, codist, check=False)
+
+    def part(self, name):
+        array = self.ns[name]
+        return (array.local, array.axis, array.codistributor.global_indices())
+
+    def run(self, block, spec):
+        """Run a block; reply done (with the names it assigned that this worker holds),
+        failed (the error and its traceback) or stopped."""
+        from .. import _world
+        from ..region import spmd
+
+        with self.lock:
+            self.block, self.stop_requested = block, self.stopped >= block
+        outcome = None
+        try:
+            self.check_stop()
+            for name, value in spec["vars"].items():
+                self.ns[name] = value
+            for name, source in spec["aliases"].items():
+                if source in self.ns:
+                    self.ns[name] = self.ns[source]
+                else:
+                    self.ns.pop(name, None)
+            code = spec.get("code")
+            if code is not None:
+                linecache.cache[spec["filename"]] = (len(code), None,
+                                                     code.splitlines(True),
+                                                     spec["filename"])
+                compiled = compile(code, spec["filename"], "exec")
+            n = spec.get("n")
+            region = spmd(n) if n is not None else None
+            for _ in (region if region is not None else [None]):
+                if code is not None:
+                    exec(compiled, self.ns)
+                else:
+                    self.ns[spec["result"]] = spec["fn"](*spec["args"], **spec["kwargs"])
+            names = spec["assigned"] + ([spec["result"]] if spec.get("result") else [])
+            outcome = ("done", {name: _kind(self.ns, name) for name in names})
+        except (Stopped, KeyboardInterrupt):
+            outcome = ("stopped", None)
+        except BaseException as exc:  # noqa: B902 - SystemExit in a cell is an error too
+            outcome = ("failed", describe(exc, self.index, spec.get("filename")))
+        finally:
+            with self.lock:
+                self.block = None
+                self.stop_requested = False
+            while len(_world._stack) > 1:  # a block stopped inside spmd(n)
+                _world._stack.pop()
+        try:
+            self.sync_output()
+            self.conn.send(("result", block, self.index, outcome))
+        except KeyboardInterrupt:  # a late stop: the result goes all the same
+            self.conn.send(("result", block, self.index, outcome))
+        except _wire.Closed:
+            self.client_gone()
+
+
+def _kind(ns, name):
+    """What the client makes of a block's variable: ``"codistributed"`` (a distributed
+    array there), True (a Composite element), False (none on this worker)."""
+    if name not in ns:
+        return False
+    from ..darray import CodistributedArray
+
+    return "codistributed" if isinstance(ns[name], CodistributedArray) else True
+
+
+def describe(exc, index, filename=None):
+    """An error as the client shows it: its class, its text, the traceback from the
+    cell's own lines (spmdlab's frames left out), and the exception itself if it can
+    travel (the client chains it)."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+    kept = [f for f in frames if not f.filename.startswith(package)] or frames
+    lines = ["Traceback (most recent call last):\n"] + traceback.format_list(kept) + \
+        traceback.format_exception_only(type(exc), exc)
+    try:
+        _wire.dumps(exc)
+        carried = exc
+    except Exception:
+        carried = None
+    return {"type": f"{type(exc).__module__}.{type(exc).__qualname__}",
+            "name": type(exc).__name__, "message": str(exc),
+            "traceback": "".join(lines), "exception": carried, "worker": index}
+
+
+def _connect(address, secret):
+    host, port = address.rsplit(":", 1)
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            sock = socket.create_connection((host, int(port)), timeout=10)
+            break
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+    sock.settimeout(None)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    conn = _wire.Connection(sock)
+    _wire.respond(conn, secret)
+    return conn
+
+
+def main():
+    address = os.environ.pop(_wire.ADDRESS_VARIABLE)
+    secret = os.environ.pop(_wire.SECRET_VARIABLE)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    conn = _connect(address, secret)
+    from .. import _world
+
+    _shared.side, _shared.connection = "worker", conn
+    _world.QUEUE_REFERENCE = _shared.worker_queue
+    worker = _Worker(conn)
+    conn.send(("hello", worker.index, worker.size, socket.gethostname(), os.getpid()))
+    # every worker starts spmdlab now, before any code of the user's (its host's watcher
+    # keeps the launcher's stderr, so a killed worker is still named)
+    _world.current()
+    worker.capture_output()
+    threading.Thread(target=worker.listen, daemon=True, name="spmdlab-pool").start()
+    conn.send(("ready", worker.index))
+    worker.serve()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,453 @@
+"""The interactive pool, used as a person uses it: a script run with plain ``python``, a
+Python prompt on a pseudo-terminal with Ctrl-C, and a real Jupyter kernel with its
+interrupt button, at pools of 1, 2 and 4 workers and at 2x2 (MPICH's two simulated
+nodes). Every client here is a process of its own: a pool makes its process a client
+for good, which this test process must not become.
+"""
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from conftest import is_open_mpi
+
+pytestmark = pytest.mark.skipif(
+    "--with-mpi" in sys.argv, reason="a pool's client runs without mpiexec")
+
+pexpect = pytest.importorskip("pexpect")
+pytest.importorskip("cloudpickle")
+
+LAYOUTS = ["1", "2", "4", "2x2"]
+
+
+def layout_env(layout):
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    env.pop("MPIR_CVAR_NUM_CLIQUES", None)
+    if layout == "2x2":
+        if is_open_mpi():
+            pytest.skip("simulated nodes need MPICH")
+        env["MPIR_CVAR_NUM_CLIQUES"] = "2"
+    return env, 4 if layout == "2x2" else int(layout)
+
+
+def run_client(source, env, timeout=120):
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(source)], env=env,
+                          capture_output=True, text=True, timeout=timeout)
+    return proc
+
+
+def alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie has ended
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def wait_gone(pids, seconds=15):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if not any(alive(p) for p in pids):
+            return True
+        time.sleep(0.1)
+    return False
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_a_script_drives_a_pool(layout):
+    env, n = layout_env(layout)
+    proc = run_client(f"""
+        import gc, sys
+        import numpy as np
+        import spmdlab
+        from spmdlab import *
+        from spmdlab.matlab import distributed, gather, isdistributed
+        n = {n}
+        pool = spmdlab.start_pool(n)
+        assert "mpi4py.MPI" not in sys.modules, "the client started MPI"
+        assert pool.size == n and pool.NumWorkers == n and len(pool.pids) == n
+
+        # a function on every worker: a Composite of its results
+        c = pool.spmd(lambda: spmd_plus(spmd_index()) * 100 + spmd_index())
+        total = n * (n + 1) // 2
+        assert c[:] == [total * 100 + k for k in range(1, n + 1)], c[:]
+        assert c[n] == total * 100 + n and len(c) == n and c.exist() == [True] * n
+        assert "c[k]" in repr(c)
+        c[1] = "set by the client"
+        assert c[1] == "set by the client"
+
+        # a cell: client variables go to the workers, assignments come back
+        ns = {{"a": 7, "np": np}}
+        pool.run_cell("x = a * spmd_index()\\nprint('x is', x)\\ny = spmd_cat(x)\\n"
+                      "import os\\ndef f(): return 1\\n", ns)
+        assert ns["x"][:] == [7 * k for k in range(1, n + 1)]
+        assert list(ns["y"][1]) == [7 * k for k in range(1, n + 1)]
+        assert "os" not in ns and "f" not in ns  # imports and definitions stay there
+        # a Composite used in a cell is each worker's own element there
+        pool.run_cell("z = x + 1", ns)
+        assert ns["z"][:] == [7 * k + 1 for k in range(1, n + 1)]
+        # variables persist on the workers from one cell to the next
+        pool.run_cell("w = x * 2", {{}})
+        # spmd(m): the first m workers only
+        m = max(1, n // 2)
+        pool.run_cell("only = spmd_size()", ns, n=m)
+        assert ns["only"].exist() == [k <= m for k in range(1, n + 1)]
+        assert ns["only"][1] == m
+
+        # an error on the last worker stops the others waiting in a collective
+        def fails():
+            if spmd_index() == spmd_size():
+                raise ValueError("bad value on the last worker")
+            spmd_plus(1)
+        try:
+            pool.spmd(fails)
+        except SpmdError as exc:
+            text = str(exc)
+            assert f"worker {{n}} of {{n}} failed" in text, text
+            assert "bad value on the last worker" in text and "in fails" in text, text
+            assert isinstance(exc.__cause__, ValueError)
+        else:
+            raise AssertionError("no error")
+        assert pool.spmd(lambda: spmd_plus(1))[:] == [n] * n  # the pool survives
+
+        # a client DataQueue: every item, while the block runs, in each worker's order
+        q = DataQueue()
+        got = []
+        q.after_each(got.append)
+        pool.spmd(lambda q: [q.send((spmd_index(), i)) for i in range(300)] and None, q)
+        assert len(got) == 300 * n
+        for k in range(1, n + 1):
+            assert [i for w, i in got if w == k] == list(range(300))
+        # a per-worker queue set made in a block carries a Stop from the client
+        stops = pool.spmd(lambda: PollableDataQueue.per_worker())
+        def wait_for_stop(qs):
+            import time
+            deadline = time.monotonic() + 30
+            while qs.mine.poll(0.01) != "stop":
+                assert time.monotonic() < deadline
+            return spmd_plus(1)
+        queues = stops[1]
+        for k in range(1, n + 1):
+            queues[k].send("stop")
+        assert pool.spmd(wait_for_stop, stops[1])[:] == [n] * n
+
+        # distributed arrays from the client
+        X = np.arange(6.0 * n).reshape(2, 3 * n)
+        D = distributed(X)
+        assert isdistributed(D)
+        assert (gather(D) == X).all()
+        ns = {{"D": D}}
+        pool.run_cell("s = float(D.sum())\\nE = D * 2", ns)
+        assert ns["s"][:] == [X.sum()] * n
+        assert (gather(ns["E"]) == 2 * X).all()
+
+        # deleting the client's Composite frees the workers' values
+        name = c._name
+        del c
+        gc.collect()
+        ns = {{}}
+        pool.run_cell(f"held = {{name!r}} in globals()", ns)
+        assert ns["held"][:] == [False] * n
+        pool.delete()
+        print("OK")
+    """, env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.rstrip().endswith("OK"), proc.stdout
+    for k in range(1, n + 1):
+        assert f"Worker {k}: x is {7 * k}" in proc.stdout, proc.stdout
+
+
+def _prompt(env):
+    child = pexpect.spawn(sys.executable, ["-q"], env=env, encoding="utf-8", timeout=90)
+    child.expect(">>> ")
+    return child
+
+
+def _do(child, line, timeout=90):
+    child.sendline(line)
+    child.expect(">>> ", timeout=timeout)
+    return child.before
+
+
+@pytest.mark.parametrize("layout", ["2", "2x2"])
+def test_ctrl_c_at_a_prompt_stops_every_worker(layout):
+    env, n = layout_env(layout)
+    child = _prompt(env)
+    try:
+        _do(child, f"import spmdlab, time, signal; from spmdlab import *; "
+                   f"pool = spmdlab.start_pool({n})")
+        # wherever the workers are: a receive, a collective, a sleep, a loop of calls
+        for stuck in ["lambda: spmd_receive(2) if spmd_index() == 1 else spmd_plus(1)",
+                      "lambda: time.sleep(300)",
+                      "lambda: [spmd_plus(1) for _ in range(10 ** 9)]"]:
+            child.sendline(f"pool.spmd({stuck})")
+            time.sleep(2)
+            started = time.monotonic()
+            child.sendintr()
+            child.expect("KeyboardInterrupt", timeout=30)
+            child.expect(">>> ", timeout=30)
+            assert time.monotonic() - started < 10
+            out = _do(child, "pool.spmd(lambda: spmd_plus(spmd_index()))[:]")
+            assert str([n * (n + 1) // 2] * n) in out, out
+        # a worker that ignores the interrupt: the pool is restarted and says so
+        child.sendline("pool.spmd(lambda: (signal.pthread_sigmask(signal.SIG_BLOCK, "
+                       "[signal.SIGINT]), time.sleep(300)))")
+        time.sleep(2)
+        child.sendintr()
+        child.expect("did not stop within 5 s; the pool was restarted", timeout=60)
+        child.expect(">>> ", timeout=60)
+        out = _do(child, "pool.spmd(lambda: spmd_plus(spmd_index()))[:]")
+        assert str([n * (n + 1) // 2] * n) in out, out
+        child.sendline("exit()")
+        child.expect(pexpect.EOF, timeout=30)
+    finally:
+        child.close(force=True)
+
+
+def test_killing_the_client_ends_every_worker():
+    env, n = layout_env("2")
+    proc = subprocess.Popen([sys.executable, "-c", textwrap.dedent("""
+        import time, spmdlab
+        pool = spmdlab.start_pool(2)
+        print(*pool.pids, flush=True)
+        time.sleep(300)
+    """)], env=env, stdout=subprocess.PIPE, text=True)
+    try:
+        pids = [int(p) for p in proc.stdout.readline().split()]
+        assert len(pids) == n and all(alive(p) for p in pids)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+        assert wait_gone(pids), f"workers {pids} outlived their killed client"
+    finally:
+        proc.kill()
+
+
+def test_a_pool_that_cannot_start_says_why():
+    env, _ = layout_env("2")
+    proc = run_client("""
+        import spmdlab
+        try:
+            spmdlab.start_pool(2, launcher_args=["--no-such-option-for-the-launcher"])
+        except spmdlab.SpmdError as exc:
+            print("ERROR:", exc)
+    """, env)
+    assert "ERROR: parpool(2): the pool could not start" in proc.stdout, \
+        proc.stdout + proc.stderr
+    assert "--no-such-option-for-the-launcher" in proc.stdout  # the command and its words
+    assert "Its output:" in proc.stdout
+
+
+def test_bad_calls_say_what_is_wrong():
+    env, _ = layout_env("1")
+    proc = run_client("""
+        import threading, spmdlab
+        from spmdlab.matlab import parpool, gcp, delete
+        for bad in (0, -1, 1.5, "2"):
+            try:
+                parpool(bad)
+            except spmdlab.SpmdValueError as exc:
+                print("BAD", exc)
+        assert gcp("nocreate") is None
+        pool = parpool(1)
+        assert gcp() is pool and gcp("nocreate") is pool
+        try:
+            parpool(1)
+        except spmdlab.SpmdError as exc:
+            print("TWICE", exc)
+        c = pool.spmd(lambda: 1)
+        for bad in (0, 2, "1"):
+            try:
+                c[bad]
+            except spmdlab.SpmdValueError as exc:
+                print("INDEX", exc)
+        ns = {"lock": threading.Lock()}
+        try:
+            pool.run_cell("y = lock", ns)
+        except spmdlab.SpmdTypeError as exc:
+            print("SEND", exc)
+        delete(pool)
+        assert gcp("nocreate") is None
+        try:
+            c[1]
+        except spmdlab.SpmdError as exc:
+            print("DELETED", exc)
+    """, env)
+    out = proc.stdout
+    assert proc.returncode == 0, out + proc.stderr
+    assert out.count("BAD parpool: the number of workers must be a positive integer") == 4
+    assert "TWICE parpool: a pool of 1 workers is already open" in out
+    assert out.count("INDEX Composite[]: workers are numbered 1 to 1") == 3
+    assert "SEND spmd: the client's variable 'lock' (a lock) cannot be sent" in out
+    assert "DELETED Composite[1]: the pool has been deleted" in out
+
+
+def test_what_a_cell_reads_and_assigns():
+    from spmdlab.pool import _cells
+
+    assigned, definitions, loaded = _cells.names(textwrap.dedent("""
+        import numpy as np
+        from os import path as p
+        a = b + 1
+        c, (d, *e) = f
+        g += 1
+        for i in range(n):
+            h = [j for j in k]
+        with open(q) as r:
+            pass
+        def fn(x):
+            return x + outer
+        class K:
+            attr = 1
+        if (w := 3):
+            pass
+        try:
+            pass
+        except E as err:
+            pass
+    """))
+    assert assigned == ["np", "p", "a", "c", "d", "e", "g", "i", "h", "r", "fn", "K", "w",
+                        "err"]
+    assert definitions == {"np", "p", "fn", "K"}
+    assert {"b", "f", "g", "n", "k", "q", "outer", "open", "range", "E"} <= loaded
+    assert "j" in loaded and "x" in loaded
+    assert _cells.is_prompt_name("_i3") and _cells.is_prompt_name("Out")
+    assert not _cells.is_prompt_name("_x")
+
+
+# -- a real Jupyter kernel --------------------------------------------------------------------
+
+jupyter_client = pytest.importorskip("jupyter_client")
+
+
+class Kernel:
+    def __init__(self, env):
+        from jupyter_client.manager import KernelManager
+
+        self.km = KernelManager(kernel_name="python3")
+        self.km.kernel_cmd = [sys.executable, "-m", "ipykernel_launcher", "-f",
+                              "{connection_file}"]
+        self.km.start_kernel(env=env)
+        self.kc = self.km.client()
+        self.kc.start_channels()
+        self.kc.wait_for_ready(timeout=60)
+
+    def run(self, code, timeout=120, interrupt_after=None):
+        msg_id = self.kc.execute(code)
+        started = time.monotonic()
+        interrupted = False
+        out, error = [], None
+        while True:
+            try:
+                msg = self.kc.get_iopub_msg(timeout=0.5)
+            except Exception:  # queue.Empty
+                msg = None
+            now = time.monotonic()
+            if interrupt_after is not None and not interrupted and \
+                    now - started > interrupt_after:
+                self.km.interrupt_kernel()
+                interrupted = True
+            assert now - started < timeout, f"cell hung: {code!r}; output: {''.join(out)}"
+            if msg is None or msg["parent_header"].get("msg_id") != msg_id:
+                continue
+            kind, content = msg["msg_type"], msg["content"]
+            if kind == "stream":
+                out.append(content["text"])
+            elif kind in ("execute_result", "display_data"):
+                out.append(content["data"].get("text/plain", ""))
+            elif kind == "error":
+                error = content
+            elif kind == "status" and content["execution_state"] == "idle":
+                return "".join(out), error, time.monotonic() - started
+
+    def close(self):
+        self.kc.stop_channels()
+        self.km.shutdown_kernel(now=True)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_a_notebook_kernel_drives_a_pool(layout):
+    env, n = layout_env(layout)
+    kernel = Kernel(env)
+    try:
+        def ok(code, **kw):
+            out, error, seconds = kernel.run(code, **kw)
+            assert error is None, f"{code!r} failed: {error and error['evalue']}\n{out}"
+            return out
+
+        ok("%load_ext spmdlab")
+        ok(f"from spmdlab.matlab import *\nfrom spmdlab import DataQueue\npool = parpool({n})")
+        out = ok("%%spmd\nx = spmdIndex() * 10\nprint('worker says', x)")
+        for k in range(1, n + 1):
+            assert f"Worker {k}: worker says {10 * k}" in out, out
+        assert f"[{', '.join(str(10 * k) for k in range(1, n + 1))}]" in ok("x[:]")
+        ok("scale = 3")
+        ok("%%spmd\ny = x * scale")
+        assert str(30 * n) in ok(f"y[{n}]")
+        # an error on one worker: named, with the cell's own line; the pool survives
+        out, error, _ = kernel.run(f"%%spmd\nz = 1\nif spmdIndex() == {n}:\n"
+                                   f"    raise ValueError('no good')\nspmdBarrier()")
+        assert error is not None and error["ename"] == "SpmdError", error
+        assert f"worker {n} of {n} failed: ValueError: no good" in error["evalue"]
+        assert "line 4" in error["evalue"] and "raise ValueError" in error["evalue"]
+        # the interrupt button stops a cell stuck in a collective, on every worker
+        stuck = "import time\ntime.sleep(300)" if n == 1 else \
+            "if spmdIndex() == 1:\n    spmdReceive(2)\nelse:\n    spmdBarrier()"
+        out, error, seconds = kernel.run("%%spmd\n" + stuck, interrupt_after=3)
+        assert error is not None and error["ename"] == "KeyboardInterrupt", error
+        assert seconds < 15
+        assert str(n * (n + 1) // 2) in ok("%%spmd\ns = spmdPlus(spmdIndex())\nprint(s)")
+        # progress from the workers to a listener on the client, while the cell runs
+        ok("seen = []\nq = DataQueue()\nl = q.after_each(seen.append)")
+        ok("%%spmd\nfor i in range(50):\n    q.send((spmdIndex(), i))")
+        assert str(50 * n) in ok("len(seen)")
+        ok("delete(pool)")
+        assert "None" in ok("print(gcp('nocreate'))")
+    finally:
+        kernel.close()
+
+
+def test_restarting_the_kernel_ends_the_workers():
+    env, _ = layout_env("2")
+    kernel = Kernel(env)
+    try:
+        out, error, _ = kernel.run("import spmdlab\npool = spmdlab.start_pool(2)\n"
+                                   "print(*pool.pids)")
+        assert error is None, error
+        pids = [int(p) for p in out.split()]
+        kernel.km.restart_kernel(now=True)
+        assert wait_gone(pids), f"workers {pids} outlived their kernel"
+    finally:
+        kernel.close()
+
+
+def test_the_example_notebook_runs():
+    nbformat = pytest.importorskip("nbformat")
+    nbclient = pytest.importorskip("nbclient")
+    pytest.importorskip("sklearn")  # the examples extra
+    pytest.importorskip("matplotlib")
+    env, _ = layout_env("2")
+    path = os.path.join(os.path.dirname(__file__), "..", "examples",
+                        "interactive_pool.ipynb")
+    notebook = nbformat.read(path, as_version=4)
+    old = dict(os.environ)
+    os.environ.update(env, SPMDLAB_EXAMPLE_SHORT="1", MPLBACKEND="Agg")
+    try:
+        client = nbclient.NotebookClient(notebook, timeout=300, kernel_name="python3",
+                                         resources={"metadata": {"path": os.path.dirname(
+                                             path)}})
+        client.execute()
+    finally:
+        os.environ.clear()
+        os.environ.update(old)
+    text = "".join(o.get("text", "") for cell in notebook.cells if cell.cell_type == "code"
+                   for o in cell.get("outputs", []))
+    assert "Worker 1:" in text and "accuracy" in text, text
