@@ -95,6 +95,8 @@ def test_a_script_drives_a_pool(layout):
         # a Composite used in a cell is each worker's own element there
         pool.run_cell("z = x + 1", ns)
         assert ns["z"][:] == [7 * k + 1 for k in range(1, n + 1)]
+        # and so is a Composite given to pool.spmd
+        assert pool.spmd(lambda v: v + 2, ns["x"])[:] == [7 * k + 2 for k in range(1, n + 1)]
         # variables persist on the workers from one cell to the next
         pool.run_cell("w = x * 2", {{}})
         # spmd(m): the first m workers only

@@ -58,3 +58,17 @@ def test_the_codistributed_array_snippets_run(workers, tmp_path):
             cmd = mpiexec_args(workers) + cmd
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env)
         assert out.returncode == 0, snippet + out.stderr
+
+
+def test_the_pool_snippet_runs(tmp_path):
+    # a plain python process is the client; the workers run under the launcher found
+    pytest.importorskip("cloudpickle")
+    (snippet,) = _section_snippets("The interactive pool: parpool and %%spmd")
+    script = tmp_path / "pool_snippet.py"
+    script.write_text(snippet)
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                         timeout=120, env=dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1",
+                                               OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1"))
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == ["31 [31, 32] 2", "[1, 2]", "[3.0, 12.0] 15.0"], \
+        out.stdout

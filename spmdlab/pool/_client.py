@@ -698,6 +698,11 @@ class Composite:
     def __len__(self) -> int:
         return self._pool.size
 
+    def __reduce__(self):
+        """Sent to the pool's workers (an argument of ``pool.spmd``): each worker's own
+        element there."""
+        return _shared.variable, (self._name, "Composite")
+
     def _numbers(self, call, k):
         size = self._pool.size
         if isinstance(k, slice):
@@ -804,7 +809,12 @@ class Distributed:
         self._pool, self._name = pool, name
 
     def gather(self) -> Any:
+        """The whole array on the client."""
         return self._pool._gather(self)
+
+    def __reduce__(self):
+        """Sent to the pool's workers: each worker's codistributed array."""
+        return _shared.variable, (self._name, "distributed array")
 
     def __repr__(self) -> str:
         return f"<distributed array on a pool of {self._pool.size} (gather(D) reads it)>"

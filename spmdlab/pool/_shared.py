@@ -15,6 +15,19 @@ side: Optional[str] = None  # "client" or "worker"
 client_queues: Dict[int, Any] = {}  # on the client: queue id -> the client's queue
 connection: Any = None  # on a worker: its connection to the client
 client_pool: Any = None  # on the client: the pool the workers' references go to
+namespace: Dict[str, Any] = {}  # on a worker: its variables (what the blocks assign)
+
+
+def variable(name, what):
+    """Unpickled on a worker: its own value of the pool's variable ``name`` (a client
+    Composite's element, a distributed array's codistributed self)."""
+    if side != "worker":
+        raise RuntimeError(f"a {what} of a pool can only be sent to that pool's workers")
+    if name not in namespace:
+        from ..errors import SpmdValueError
+
+        raise SpmdValueError(f"this worker holds no element of the {what} sent to it")
+    return namespace[name]
 
 
 def client_queue(qid, kind):

@@ -49,6 +49,7 @@ class _Worker:
         self.ns = {"__name__": "__main__", "__builtins__": builtins}
         self.ns.update((name, getattr(spmdlab, name)) for name in spmdlab.__all__
                        if name not in spmdlab._POOL_NAMES)
+        _shared.namespace = self.ns  # what the client's Composites refer to
         self.commands = queues_.Queue()
         self.block = None  # the id of the block running now
         self.stopped = 0  # the last block the client stopped
