@@ -65,8 +65,9 @@ def fast_header(key, nbytes, inline, aux=0):
     return _HEAD.pack(key, key, nbytes, FLAG_INLINE if inline else 0, aux)
 
 
-# Faults injected by ``spmdlab.testing.inject_fault``, and the running ``spmdlab.profile``:
-# outside them the fast paths test one flag, HOOKED.
+# Faults injected by ``spmdlab.testing.inject_fault``, the running ``spmdlab.profile``, a
+# parfor item running (``_world.PARFOR_ITEM``): outside them the fast paths test one
+# flag, HOOKED.
 FAULTS: list = []
 PROFILE: Any = None
 HOOKED = False
@@ -74,7 +75,7 @@ HOOKED = False
 
 def hooks_changed():
     global HOOKED
-    HOOKED = bool(FAULTS) or PROFILE is not None
+    HOOKED = bool(FAULTS) or PROFILE is not None or _world.PARFOR_ITEM is not None
 
 
 def _inject(call):
@@ -139,7 +140,8 @@ class Exchange:
         of each worker's record are compared."""
         self.send[:HEADER] = header
         request = self.request
-        if HOOKED:  # a fault to inject, or a profile running: the general way
+        if HOOKED:  # a fault to inject, a profile running, a parfor item: the general way
+            _world.refuse_in_parfor(call, scope)
             error = _inject(call) if FAULTS else None
             if error is not None:  # flagged: every worker raises
                 _HEAD.pack_into(self.send, 0, 0, 0, 0, FLAG_ERROR, 0)
@@ -229,6 +231,7 @@ def agree(scope, call, key, *, exact=0, nbytes=0, payload=None, error=None,
     Returns ``(exchange, same_exact, inline)``: whether every worker's exact digest is
     equal, and whether every worker's payload rode in its record.
     """
+    _world.refuse_in_parfor(call, scope)
     ex = scope.exchange
     flags = 0
     if FAULTS:

@@ -101,6 +101,20 @@ def refuse_in_listener(call):
                         f"(it runs beside the program, not in step with it)")
 
 
+# While a parfor item runs on this worker: what it is (``parfor: f(items[3])``). Its
+# items run independently, each on one worker (MATLAB's rule): a collective or a message
+# between workers inside one could never be matched, and is refused where it is called.
+PARFOR_ITEM = None
+
+
+def refuse_in_parfor(call, scope):
+    if PARFOR_ITEM is not None:
+        raise SpmdError(f"{call} ({scope.who()}): called inside {PARFOR_ITEM}: parfor "
+                        f"items run independently, one worker each, so collectives and "
+                        f"messages between workers cannot be used in them (MATLAB's "
+                        f"rule); use spmd for code that communicates")
+
+
 def current():
     """The innermost scope (a ``spmd(n)`` region, else the world). The first call on a
     worker starts spmdlab there (collective: every worker's first spmdlab call)."""

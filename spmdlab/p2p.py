@@ -81,6 +81,8 @@ def spmd_send(x: Any, destination: Union[int, Sequence[int]], tag: int = 0) -> N
     ``spmdSend(X, destination, tag)``, ``labSend(X, destination, tag)``
     """
     scope = _world.current()
+    if _world.PARFOR_ITEM is not None:
+        _world.refuse_in_parfor("spmd_send", scope)
     call = "spmd_send"
     if type(destination) is int and 0 < destination <= scope.size and type(tag) is int \
             and 0 <= tag <= _world.TAG_UB:  # the common case, checked cheaply
@@ -329,6 +331,8 @@ def spmd_receive(source: Optional[int] = None, tag: Optional[int] = None, *,
     ``labReceive('any', tag)``
     """
     scope = _world.current()
+    if _world.PARFOR_ITEM is not None:
+        _world.refuse_in_parfor("spmd_receive", scope)
     if not (source is None or (type(source) is int and 0 < source <= scope.size)) or \
             not (tag is None or (type(tag) is int and 0 <= tag <= _world.TAG_UB)):
         call = "spmd_receive"
@@ -384,6 +388,8 @@ def spmd_probe(source: Optional[int] = None, tag: Optional[int] = None, *,
     """
     call = "spmd_probe"
     scope = _world.current()
+    if _world.PARFOR_ITEM is not None:
+        _world.refuse_in_parfor("spmd_probe", scope)
     _check(call, scope, "source", source, none_ok=True)
     _check_tag(call, scope, tag, none_ok=True)
     st = MPI.Status()
@@ -427,6 +433,8 @@ def spmd_send_receive(destination: Optional[int], source: Optional[int], x: Any,
     """
     call = "spmd_send_receive"
     scope = _world.current()
+    if _world.PARFOR_ITEM is not None:
+        _world.refuse_in_parfor("spmd_send_receive", scope)
     n = scope.size
     if not ((destination is None or (type(destination) is int and 0 < destination <= n))
             and (source is None or (type(source) is int and 0 < source <= n))

@@ -29,3 +29,50 @@ def test_a_failing_item_raises_on_every_worker():
                                          r"raises_on_every_worker.<locals>.fn\(items\[3\]\)"
                                          r" on worker \d raised ValueError"):
         parfor(fn, range(5))
+
+
+def test_every_worker_must_give_as_many_items():
+    # a different count on one worker would lose items or run some twice: refused
+    # before any item runs, on every worker
+    ran = []
+    with pytest.raises(SpmdError, match=r"parfor .*does not match.*item count"
+                       if spmd_size() > 1 else r"never"):
+        parfor(ran.append, range(5 + (spmd_index() == spmd_size()) * (spmd_size() > 1)))
+        if spmd_size() == 1:
+            raise SpmdError("never")
+    assert ran == [] or spmd_size() == 1
+
+
+def test_every_worker_must_give_the_same_function():
+    if spmd_size() == 1:
+        pytest.skip("needs two workers")
+    fns = [abs, str]
+    with pytest.raises(SpmdError, match=r"parfor .*does not match.*function"):
+        parfor(fns[spmd_index() % 2], range(3))
+
+
+def test_a_collective_inside_an_item_fails_that_item_on_every_worker():
+    from spmdlab import spmd_plus, spmd_receive
+
+    def uses_a_collective(x):
+        return spmd_plus(x)
+
+    with pytest.raises(SpmdError, match=r"(?s)parfor \(worker \d of \d\): .*"
+                                         r"uses_a_collective\(items\[0\]\).*spmd_plus.*called inside parfor "
+                                         r"item"):
+        parfor(uses_a_collective, range(4))
+    with pytest.raises(SpmdError, match=r"(?s)spmd_receive .*called inside parfor item"):
+        parfor(lambda x: spmd_receive(), range(4))
+    # the workers stay in step: the next collective pairs with the same call everywhere
+    assert spmd_plus(1) == spmd_size()
+    assert spmd_plus(spmd_index()) == spmd_size() * (spmd_size() + 1) // 2
+
+
+def test_an_unsendable_result_names_parfor_and_the_item():
+    import threading
+
+    with pytest.raises(SpmdError, match=r"(?s)parfor \(worker \d of \d\): .*<lambda> at .*"
+                                         r"\(items\[2\]\) on worker \d raised "
+                                         r"SpmdTypeError.*its result, a lock, cannot be "
+                                         r"sent"):
+        parfor(lambda x: threading.Lock() if x == 2 else x, range(4))
