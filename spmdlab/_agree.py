@@ -20,6 +20,7 @@ mismatched at the MPI level, whatever the workers passed.
 """
 
 import os
+import pickle
 import struct
 import sys
 import time
@@ -30,7 +31,7 @@ from ._mpi import MPI
 
 from . import _env, _wait, _world
 from ._stall import call_site
-from .errors import SpmdMismatchError
+from .errors import SpmdError, SpmdMismatchError
 
 HEADER = 40  # int64 key, exact, nbytes, flags, aux
 # The record's room for a payload: 1 KiB while every worker's records together stay
@@ -291,22 +292,54 @@ def _differences(descriptions):
     return differ
 
 
+def _class_name(kind):
+    return f"{kind.__module__}.{kind.__qualname__}"
+
+
+def _portable(kind):
+    """The exception class itself if it can travel to the other workers (a class defined
+    inside a function cannot), else None: the others then raise SpmdError naming it."""
+    try:
+        pickle.loads(pickle.dumps(kind))
+        return kind
+    except Exception:
+        return None
+
+
+def shared_error(kind, name, text):
+    """The error the other workers raise for one worker's failure: of the same class
+    where one can be made from the message alone, else an SpmdError that names the
+    original class (never a TypeError from making it)."""
+    if kind is not None:
+        try:
+            error = kind(text)
+            if isinstance(error, kind) and text in str(error):
+                return error
+        except Exception:
+            pass
+    return SpmdError(f"{text} [a {name} there, which cannot be made again here from its "
+                     f"message]")
+
+
 def _raise_everywhere(scope, call, error, describe):
     """Every worker gets here together: gather what each saw and raise one error.
 
     Each worker reports what it passed and where (``call_site``); the message numbers
     the collective (every worker has made as many in the scope: each is checked)."""
-    mine = (None if error is None else (type(error), str(error)),
+    mine = (None if error is None else (_portable(type(error)), _class_name(type(error)),
+                                        str(error)),
             describe() if describe is not None else call, call_site())
     reports = scope.comm.allgather(mine)
     failed = [(k + 1, err, site) for k, (err, _, site) in enumerate(reports)
               if err is not None]
     if failed:
-        kind = failed[0][1][0]
+        kind, name = failed[0][1][:2]
         if error is not None:
             raise error
-        lines = "; ".join(f"worker {k}: {msg} (at {site})" for k, (_, msg), site in failed)
-        raise kind(f"{call} ({scope.who()}): failed on another worker: {lines}")
+        lines = "; ".join(f"worker {k}: {msg} (at {site})"
+                          for k, (_, _, msg), site in failed)
+        raise shared_error(kind, name, f"{call} ({scope.who()}): failed on another "
+                                       f"worker: {lines}")
     descriptions = [d if isinstance(d, Description) else
                     Description(d, call=d.split("(")[0]) for _, d, _ in reports]
     groups = {}

@@ -38,7 +38,7 @@ import sys
 import time
 from typing import Iterator, Optional
 
-from . import _agree, _world
+from . import _agree, _stall, _world
 from .errors import SpmdValueError
 
 __all__ = ["InjectedFault", "inject_fault"]
@@ -71,14 +71,16 @@ class _Fault:
         self.site, self.exception, self.status, self.seconds = site, exception, status, seconds
         self.seen = 0
         self.fired = False
+        self.calls: dict = {}  # on the faulty worker: the collectives made in the block
 
     def at_collective(self, call):
         """Called before every collective's agreement; returns the error to flag there."""
         if self.fired or _world.RANK + 1 != self.worker:
             return None
+        self.calls[call] = self.calls.get(call, 0) + 1
         if self.call is not None and call != self.call:
             return None
-        if self.site is not None and not _agree.call_site_of(
+        if self.site is not None and not _stall.call_site_of(
                 sys._getframe(1)).endswith(self.site):
             return None
         self.seen += 1
@@ -106,10 +108,15 @@ class _Fault:
 @contextlib.contextmanager
 def inject_fault(worker: int, call: Optional[str] = None, at: int = 1, action: str = "raise",
                  *, site: Optional[str] = None, exception: Optional[BaseException] = None,
-                 status: int = 1, seconds: float = 5.0) -> Iterator[_Fault]:
+                 status: int = 1, seconds: float = 5.0,
+                 optional: bool = False) -> Iterator[_Fault]:
     """Within the block, make ``worker`` (1-based, world numbering) fail at the ``at``-th
     call of collective ``call``: ``action`` is "raise", "crash", "exit", "hang" or "slow"
     (see the module's help). Every worker must enter the block; nothing happens elsewhere.
+    A fault that never fired (``at`` beyond the calls made, a misspelt ``call``, a
+    ``site`` never reached) is an error on ``worker`` when the block ends, listing the
+    collectives it made there, unless ``optional`` is true: a test that passes because
+    its fault never happened passes for the wrong reason.
 
     Examples
     --------
@@ -133,6 +140,14 @@ def inject_fault(worker: int, call: Optional[str] = None, at: int = 1, action: s
                              f"{size} (got {worker!r})")
     if isinstance(at, bool) or not isinstance(at, int) or at < 1:
         raise SpmdValueError(f"inject_fault: 'at' must be a count from 1 (got {at!r})")
+    if call is not None and (not isinstance(call, str) or not call.isidentifier() and
+                             not call.replace(".", "_").isidentifier()):
+        raise SpmdValueError(f"inject_fault: 'call' must be a collective's name such as "
+                             f"'spmd_plus' (got {call!r})")
+    if site is not None and (not isinstance(site, str) or ":" not in site or
+                             not site.rsplit(":", 1)[1].isdigit()):
+        raise SpmdValueError(f"inject_fault: 'site' must be 'file:line' such as "
+                             f"'train.py:42' (got {site!r})")
     fault = _Fault(worker, call, at, action, site, exception, status, seconds)
     _agree.FAULTS.append(fault)
     _agree.hooks_changed()
@@ -141,3 +156,12 @@ def inject_fault(worker: int, call: Optional[str] = None, at: int = 1, action: s
     finally:
         _agree.FAULTS.remove(fault)
         _agree.hooks_changed()
+    if not fault.fired and not optional and _world.RANK + 1 == worker:
+        made = ", ".join(f"{name} x{count}" for name, count in fault.calls.items()) or \
+            "none"
+        where = f" from {site}" if site else ""
+        raise SpmdValueError(
+            f"inject_fault (worker {worker}): the fault never fired: it was to {action} "
+            f"at call {at} of {call or 'any collective'}{where}, and the collectives "
+            f"worker {worker} made in the block were: {made} (optional=True allows a "
+            f"fault that may not fire)")

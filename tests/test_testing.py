@@ -46,6 +46,63 @@ def test_bad_arguments_are_refused():
     with pytest.raises(SpmdValueError, match="'worker' must be a worker number"):
         with inject_fault(0):
             pass
+    with pytest.raises(SpmdValueError, match="'site' must be 'file:line'"):
+        with inject_fault(1, site="nowhere.py"):
+            pass
+    with pytest.raises(SpmdValueError, match="'call' must be a collective's name"):
+        with inject_fault(1, call="spmd plus"):
+            pass
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("fault", [dict(call="spmd_plus", at=50), dict(call="spmd_plu"),
+                                   dict(site="nowhere.py:1")])
+def test_a_fault_that_never_fires_fails_the_test(fault):
+    # a test that passes because its fault never happened would pass for the wrong reason
+    k = spmd_size()
+    try:
+        with inject_fault(k, action="raise", **fault):
+            for _ in range(5):
+                spmd_plus(1)
+    except SpmdValueError as exc:
+        assert spmd_index() == k
+        assert re.search(r"inject_fault \(worker \d\): the fault never fired: .*the "
+                         r"collectives worker \d made in the block were: spmd_plus x5",
+                         str(exc)), str(exc)
+    else:
+        assert spmd_index() != k
+    with inject_fault(k, call="spmd_plu", optional=True):
+        spmd_plus(1)  # optional: no error
+    spmd_barrier()
+
+
+class DiskFull(Exception):
+    def __init__(self, path, code):
+        super().__init__(f"{path} is full (error {code})")
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("kind", ["two arguments", "unicode", "local class"])
+def test_an_error_the_others_cannot_make_from_its_message(kind):
+    # shared from one worker to the others: the same class where it can be made from its
+    # message, an SpmdError naming it where it cannot (never a TypeError from making it)
+    class Local(Exception):
+        pass
+
+    error = {"two arguments": DiskFull("/data", 28),
+             "unicode": UnicodeDecodeError("utf-8", b"\xff", 0, 1, "invalid start byte"),
+             "local class": Local("made in a function")}[kind]
+    k = spmd_size()
+    with inject_fault(k, call="spmd_plus", action="raise", exception=error):
+        with pytest.raises(Exception) as info:
+            spmd_plus(1)
+    if spmd_index() == k:
+        assert info.value is error
+    else:
+        assert type(info.value).__name__ == "SpmdError", repr(info.value)
+        assert f"failed on another worker: worker {k}: {error}" in str(info.value)
+        assert f"{type(error).__qualname__} there" in str(info.value)
+    assert spmd_plus(1) == spmd_size()
 
 
 
