@@ -8,15 +8,29 @@ import os
 PREFIX = "SPMDLAB_"
 
 
-def get(name, default=None, *, cast=str):
-    """The value of ``SPMDLAB_<name>`` cast by ``cast``, or ``default`` when unset or empty."""
+def get(name, default=None, *, cast=str, valid=None, meaning=None):
+    """The value of ``SPMDLAB_<name>`` cast by ``cast``, or ``default`` when unset or empty;
+    a value that ``valid`` refuses (NaN, a negative count) raises, naming the variable,
+    the value and ``meaning``: read at import, the same on every worker."""
     raw = os.environ.get(PREFIX + name, "").strip()
     if not raw:
         return default
     try:
-        return cast(raw)
+        value = cast(raw)
     except ValueError:
-        raise ValueError(f"{PREFIX}{name} must be {cast.__name__} (got {raw!r})") from None
+        raise ValueError(f"{PREFIX}{name} must be {meaning or cast.__name__} (got "
+                         f"{raw!r})") from None
+    if valid is not None and not valid(value):
+        raise ValueError(f"{PREFIX}{name} must be {meaning} (got {raw!r})")
+    return value
+
+
+def positive(value):  # False for NaN
+    return value > 0
+
+
+def at_least_zero(value):  # False for NaN
+    return value >= 0
 
 
 def tristate(raw):
@@ -35,15 +49,18 @@ tristate.__name__ = "one of auto, 1, 0"
 
 # Seconds a blocking spmdlab call may wait for other workers before it raises
 # SpmdTimeoutError; None waits as long as every worker is still running.
-TIMEOUT = get("TIMEOUT", None, cast=float)
+TIMEOUT = get("TIMEOUT", None, cast=float, valid=positive,
+              meaning="a number of seconds above 0 (unset: no time limit)")
 # Seconds after which a worker waiting on others at the end of the program says, once,
 # which workers it waits for (0: never).
-STALL_WARNING = get("STALL_WARNING", 60.0, cast=float)
+STALL_WARNING = get("STALL_WARNING", 60.0, cast=float, valid=at_least_zero,
+                    meaning="a number of seconds, 0 or more (0: never)")
 # Whether the MPI library reads GPU memory itself (None: ask the library at run time).
 CUDA_AWARE = get("CUDA_AWARE", None, cast=tristate)
 # Payloads up to this many bytes ride inside the agreement record (one MPI call in all);
 # None: as many as the record holds (1 KiB among up to 7 workers, less among more).
-INLINE_BYTES = get("INLINE_BYTES", None, cast=int)
+INLINE_BYTES = get("INLINE_BYTES", None, cast=int, valid=at_least_zero,
+                   meaning="a number of bytes, 0 or more")
 # 0 leaves uncaught exceptions to Python: the job may then hang at the next collective.
 ABORT_ON_ERROR = get("ABORT_ON_ERROR", True, cast=tristate)
 # Whether the first worker of each host starts the watcher that names a worker killed

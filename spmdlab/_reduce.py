@@ -36,7 +36,8 @@ from .errors import SpmdError, SpmdTypeError, SpmdValueError
 
 # Up to this many bytes gathered in all (value size times workers), a reduction gathers
 # every worker's value and folds it locally; above, each worker folds a slice.
-GATHER_BYTES = _env.get("GATHER_BYTES", 1 << 16, cast=int)
+GATHER_BYTES = _env.get("GATHER_BYTES", 1 << 16, cast=int, valid=_env.at_least_zero,
+                        meaning="a number of bytes, 0 or more")
 
 _INT64 = np.dtype(np.int64)
 _INT64_MIN, _INT64_MAX = -(2 ** 63), 2 ** 63 - 1

@@ -29,8 +29,10 @@ from ._ops import fold
 from ._pack import RECYCLE
 
 SLOTS = 3  # result slots per window: the previous result may still be alive, and one more
-MIN_BYTES = _env.get("SHM_MIN_BYTES", 1 << 16, cast=int)
-MAX_BYTES = _env.get("SHM_BYTES", 1 << 31, cast=int)
+MIN_BYTES = _env.get("SHM_MIN_BYTES", 1 << 16, cast=int, valid=_env.at_least_zero,
+                     meaning="a number of bytes, 0 or more")
+MAX_BYTES = _env.get("SHM_BYTES", 1 << 31, cast=int, valid=_env.at_least_zero,
+                     meaning="a number of bytes, 0 or more (0: no shared memory)")
 
 # The aux word of a worker's agreement record.
 AUX_NO = 0  # this call does not go through shared memory on this worker

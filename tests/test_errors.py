@@ -250,3 +250,4 @@ def test_a_collective_one_worker_added_is_named_with_its_line():
     here = "tests/test_errors.py"
     assert f"worker 2: spmd_barrier() at {here}:{_line_of('# site: extra')}" in msg
     assert f"spmd_plus(float64 scalar py-float) at {here}:{_line_of('# site: lone plus')}" in msg
+

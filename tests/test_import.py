@@ -46,6 +46,7 @@ def test_pool_names():
         assert hasattr(spmdlab.pool, name)
 
 
+@pytest.mark.mpi_skip
 def test_importing_spmdlab_starts_no_mpi():
     # a pool's client imports spmdlab and must never start MPI; a worker starts it on
     # its first call (or at import when launched by mpiexec, srun)
@@ -117,3 +118,20 @@ def test_core_never_imports_training():
                           "print('spmdlab.training' in sys.modules, 'torch' in sys.modules)"],
                          capture_output=True, text=True, timeout=60)
     assert out.stdout.split() == ["False", "False"], out.stderr
+
+
+@pytest.mark.mpi_skip  # a plain process of its own
+@pytest.mark.parametrize("name, value", [("TIMEOUT", "nan"), ("TIMEOUT", "-1"),
+                                         ("TIMEOUT", "0"), ("STALL_WARNING", "-1"),
+                                         ("STALL_WARNING", "nan"), ("INLINE_BYTES", "-8"),
+                                         ("SHM_BYTES", "lots"), ("TIMEOUT", "soon")])
+def test_a_setting_outside_its_range_is_refused(name, value):
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, **{f"SPMDLAB_{name}": value})
+    out = subprocess.run([sys.executable, "-c", "import spmdlab"], env=env,
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode != 0
+    assert f"SPMDLAB_{name} must be" in out.stderr and repr(value) in out.stderr, out.stderr

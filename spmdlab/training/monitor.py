@@ -113,7 +113,8 @@ class TrainingProgressMonitor:
         self._stopper = StopRequest(self._on_stop_request, self.stop_file)
         self._web = None
         if web is not None and web is not False:  # 0 is a port (any free one)
-            port = _env.get("MONITOR_PORT", 0, cast=int) if web is True else web
+            port = _env.get("MONITOR_PORT", 0, cast=int, valid=lambda p: 0 <= p < 65536,
+                            meaning="a port number from 0 to 65535") if web is True else web
             if isinstance(port, bool) or not isinstance(port, int) or \
                     not 0 <= port < 65536:  # checked on every worker: the same error
                 raise SpmdValueError(f"TrainingProgressMonitor ({scope.who()}): web must "
