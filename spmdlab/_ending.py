@@ -14,7 +14,9 @@ of each host starts the watcher (``_watchdog``) that names a worker killed witho
 
 import atexit
 import collections
+import faulthandler
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -289,6 +291,7 @@ def _start_watchdog(places):
     mine = [(k, pid) for k, (h, pid) in enumerate(places, 1) if h == host]
     folder = "/dev/shm" if os.path.isdir("/dev/shm") else tempfile.gettempdir()
     _goodbye_path = os.path.join(folder, f"spmdlab-{mine[0][1]}.bye")
+    _name_my_end()
     if mine[0][0] != _world.RANK + 1:
         return
     try:
@@ -302,6 +305,29 @@ def _start_watchdog(places):
                          start_new_session=True, env=env, close_fds=True)
     except OSError:  # no watcher: a killed worker goes unnamed, nothing else changes
         _goodbye_path = None
+
+
+_crash_file = None  # faulthandler's report of a fatal signal, read by the watcher
+
+
+def _name_my_end():
+    """Let the watcher name how this worker ends when it cannot say so itself: C-level
+    handlers (faulthandler's: they run even while the worker waits inside MPI) write the
+    Python stack to a file of this worker's, after "Fatal Python error: <signal>" for a
+    fatal signal (SIGSEGV, SIGBUS, SIGFPE, SIGABRT, SIGILL), alone for SIGTERM (what
+    ``kill`` and a batch system's time limit send), which then ends the worker as it
+    would have. A program's own faulthandler or SIGTERM handler is left alone."""
+    global _crash_file
+    if faulthandler.is_enabled():
+        return
+    try:
+        _crash_file = open(f"{_goodbye_path}.{_world.RANK + 1}", "w")
+    except OSError:
+        return
+    faulthandler.enable(file=_crash_file, all_threads=True)
+    if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+        faulthandler.register(signal.SIGTERM, file=_crash_file, all_threads=True,
+                              chain=True)
 
 
 def _say_goodbye(kind):

@@ -8,8 +8,11 @@ pids. It waits on their pidfds. Every worker that ends on purpose writes a line 
 host's goodbye file first (``k exit`` at the normal end, ``k abort`` when spmdlab ends
 the job for a failure it has named). When a worker's process ends with no goodbye, and
 no worker has yet ended the job for a named failure, the watcher prints on stderr (the
-launcher forwards it) which worker it was; deaths after that are the launcher's
-clean-up and are not reported.
+launcher forwards it) which worker it was and, where it can know, how it ended: each
+worker has faulthandler write to a file of its own on SIGTERM and on a fatal signal
+(SIGSEGV, SIGBUS, ...), with the Python stack then; nothing there means SIGKILL (which
+nothing can catch) or a crash faulthandler did not see. Deaths after the first are the
+launcher's clean-up and are not reported.
 
 Run as a script (``python .../_watchdog.py host size goodbye k:pid ...``), never as
 part of the package: importing spmdlab would import mpi4py and start MPI.
@@ -75,14 +78,41 @@ def main(argv):
             # several at once: the watcher woke after the clean-up had begun
             who = (f"worker {silent[0]} of {size}" if len(silent) == 1 else
                    f"one of workers {', '.join(map(str, silent))} of {size}")
-            os.write(2, (f"### spmdlab: {who} ({host}, pid {pids}) ended without a word: "
-                         f"killed by a signal (SIGKILL, the OOM killer) or crashed in C "
-                         f"code; the launcher ends the job\n").encode())
+            how, stack = _how_it_ended(silent, said, path)
+            os.write(2, (f"### spmdlab: {who} ({host}, pid {pids}) {how}; the launcher "
+                         f"ends the job\n{stack}").encode())
             reported = True
+    for name in [path] + [f"{path}.{k}" for k, _ in workers]:
+        try:
+            os.unlink(name)
+        except OSError:
+            pass
+
+
+def _how_it_ended(silent, said, path):
+    """``(words, stack)``: the signal that ended the first of ``silent``, as far as this
+    host can know it: faulthandler's report of SIGTERM or of a fatal signal (with the
+    Python stack then), else a SIGKILL (nothing can catch it) or a crash in C code."""
+    k = silent[0]
     try:
-        os.unlink(path)
+        with open(f"{path}.{k}") as f:
+            report = f.read()
     except OSError:
-        pass
+        report = ""
+    if report.strip() and "Fatal Python error: " not in report:  # faulthandler's SIGTERM
+        stack = "".join(f"    {line}\n" for line in report.splitlines() if line)
+        return ("ended by SIGTERM (sent by kill, by a batch system at its time limit, or "
+                "by a launcher); its Python stack then:"), stack
+    for line in report.splitlines():
+        if line.startswith("Fatal Python error: "):
+            what = line[len("Fatal Python error: "):].strip()
+            signame = {"Segmentation fault": "SIGSEGV", "Bus error": "SIGBUS",
+                       "Floating-point exception": "SIGFPE", "Aborted": "SIGABRT",
+                       "Illegal instruction": "SIGILL"}.get(what, "a fatal signal")
+            stack = "".join(f"    {line}\n" for line in report.splitlines()[1:] if line)
+            return f"crashed: {what} ({signame}); its Python stack then:", stack
+    return ("ended without a word: killed by a signal (SIGKILL, the OOM killer) or "
+            "crashed in C code"), ""
 
 
 if __name__ == "__main__":

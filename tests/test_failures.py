@@ -358,6 +358,31 @@ else:
                      r"axis=0\) at /\S+\.py:8", job.stderr), job.stderr
 
 
+@pytest.mark.parametrize("how", ["SIGTERM", "SIGSEGV"])
+def test_the_signal_that_ended_a_worker_is_named(how):
+    # SIGTERM (kill, a batch system's time limit) and a crash in C code are named, with
+    # where the worker was; a SIGTERM arrives here while the others wait inside MPI
+    job = run_job(PROLOGUE + f"""
+import ctypes, os, signal
+spmd_plus(1.0)
+def work():
+    if spmd_index() == 2:
+        time.sleep(0.3)
+        if {how!r} == "SIGTERM":
+            os.kill(os.getpid(), signal.SIGTERM)
+        ctypes.string_at(0)
+    spmd_plus(1.0)
+work()
+""", 3, timeout=40)
+    assert job.returncode != 0
+    expected = {"SIGTERM": r"ended by SIGTERM \(sent by kill",
+                "SIGSEGV": r"crashed: Segmentation fault \(SIGSEGV\)"}[how]
+    assert re.search(rf"### spmdlab: worker 2 of 3 \(\S+, pid \d+\) {expected}",
+                     job.stderr), job.stderr
+    assert re.search(r"line \d+ in work", job.stderr), job.stderr  # the stack then
+    assert job.stderr.count("### spmdlab: worker") == 1
+
+
 @pytest.mark.parametrize("nodes", [1, 2])
 def test_a_killed_worker_is_named(nodes):
     # a SIGKILL (the OOM killer) leaves the worker no chance to speak, and MPICH's
