@@ -62,6 +62,10 @@ for mpi in ${SPMDLAB_TEST_MPI:-mpich openmpi}; do
       --color=no -p no:cacheprovider tests || failed=1
   done
 done
+# The package as users install it: sdist and wheel built and checked, the wheel installed
+# (not editable) in a fresh environment outside the checkout, tested there at 2 workers.
+echo "=== the wheel, installed outside the checkout (scripts/test_wheel.sh)"
+timeout 900 bash scripts/test_wheel.sh "${PYTHON:-python3}" || failed=1
 # The core (no torch) on the newest Python here, where reference counts and threads may
 # behave differently: its in-process tests, and pytest-mpi at 3 workers, MPICH. A pyenv
 # shim that exists but cannot run is skipped.
