@@ -25,7 +25,7 @@ import threading
 import time
 import traceback
 
-from . import _env, _mpi, _stall, _world
+from . import _env, _mpi, _output, _stall, _world
 from ._mpi import MPI
 from .errors import SpmdTimeoutError
 
@@ -347,9 +347,11 @@ def _say_goodbye(kind):
 @_world.at_start
 def _started(places):
     _install_hooks()
+    _output.install()
     if _world.SIZE > 1 and _env.WATCHDOG is not False:
         _start_watchdog(places)
 
 
 atexit.register(_at_exit)
 _install_hooks()  # a launched worker knows the number of workers now (see _world)
+_output.install()  # and writes whole lines from the start

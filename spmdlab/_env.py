@@ -63,6 +63,9 @@ INLINE_BYTES = get("INLINE_BYTES", None, cast=int, valid=at_least_zero,
                    meaning="a number of bytes, 0 or more")
 # 0 leaves uncaught exceptions to Python: the job may then hang at the next collective.
 ABORT_ON_ERROR = get("ABORT_ON_ERROR", True, cast=tristate)
+# Each line a worker prints starts "Worker k: " (MATLAB's display); lines are whole
+# either way (see _output).
+LABEL_OUTPUT = get("LABEL_OUTPUT", False, cast=tristate)
 # Whether the first worker of each host starts the watcher that names a worker killed
 # without a word (see _watchdog): on unless SPMDLAB_WATCHDOG=0.
 WATCHDOG = get("WATCHDOG", True, cast=tristate)

@@ -14,7 +14,7 @@ job is ``_ending``'s.
 """
 
 import os
-from typing import Any
+from typing import Any, Optional
 import socket
 import sys
 import threading
@@ -104,7 +104,7 @@ def refuse_in_listener(call):
 # While a parfor item runs on this worker: what it is (``parfor: f(items[3])``). Its
 # items run independently, each on one worker (MATLAB's rule): a collective or a message
 # between workers inside one could never be matched, and is refused where it is called.
-PARFOR_ITEM = None
+PARFOR_ITEM: Optional[str] = None
 
 
 def refuse_in_parfor(call, scope):

@@ -158,7 +158,10 @@ class Composite:
             # the same on every worker that runs this line: each raises, none waits
             raise SpmdValueError(
                 f"{call} ({scope.who()}): this Composite was made with "
-                f"{self._scope.size} workers in another spmd region; index it there")
+                f"{self._scope.size} workers in another spmd region; index it there. "
+                f"MATLAB's `spmd(n) S = ...; end; S{{i}}` is, in a script (where workers "
+                f"outside the region never run its lines): `S = Composite()` before the "
+                f"region, `S.mine = ...` inside it, `S[i]` after it")
         return scope
 
     def _numbers(self, call, scope, k):

@@ -24,18 +24,23 @@ __all__ = ["spmd"]
 R = TypeVar("R")
 
 
-def spmd(n: Optional[int] = None) -> Region:
+def spmd(n: Optional[int] = None, most: Optional[int] = None, *extra: Any) -> Region:
     """Run the body of a ``for _ in spmd(n):`` loop once on workers 1..n, never elsewhere.
 
     Collective on entry: every worker of the current scope must reach the same
     ``spmd(n)`` (the others then skip the body at once). ``n`` None means every worker.
+    ``spmd(m, n)`` (MATLAB's form) runs on at least ``m`` and at most ``n`` workers: as
+    many as the scope has, up to ``n``, and an error if that is fewer than ``m``.
     ``spmd(n).run(fn, *args)`` calls ``fn`` inside the region and returns its result
     (None on workers outside it).
 
     Parameters
     ----------
     n
-        The number of workers that run the block (the first n); None: every worker.
+        The number of workers that run the block (the first n); None: every worker. With
+        ``most``: the least number of workers.
+    most
+        With ``n``: the most workers the block runs on (MATLAB's ``spmd(m, n)``).
 
     Examples
     --------
@@ -47,12 +52,20 @@ def spmd(n: Optional[int] = None) -> Region:
 
     MATLAB
     ------
-    ``spmd(n) ... end``, ``spmd ... end``
+    ``spmd(n) ... end``, ``spmd ... end``, ``spmd(m, n) ... end``
     """
     scope = _world.current()
     call = "spmd"
     error: Optional[Exception] = None
-    if n is None:
+    if extra:
+        error = SpmdTypeError(f"{call} ({scope.who()}): takes spmd(), spmd(n) or "
+                              f"spmd(m, n), as MATLAB does (got {2 + len(extra)} "
+                              f"arguments)")
+    elif most is not None:
+        n, error = _at_least_at_most(scope, n, most)
+    if error is not None:
+        pass
+    elif n is None:
         n = scope.size
     elif isinstance(n, bool) or not isinstance(n, (int, np.integer)):
         error = SpmdTypeError(f"{call} ({scope.who()}): 'n' must be an int from 1 to "
@@ -60,8 +73,10 @@ def spmd(n: Optional[int] = None) -> Region:
     elif not 1 <= n <= scope.size:
         error = SpmdValueError(f"{call} ({scope.who()}): 'n' must be from 1 to "
                                f"{scope.size}, the number of workers (got {n})")
-    agree(scope, call, digest((call, int(n) if error is None else None)), error=error,
-          describe=lambda: f"spmd({n!r})")
+    agree(scope, call, digest((call, int(n) if error is None and n is not None else None)),
+          error=error,
+          describe=lambda: f"spmd({n!r})" if most is None else f"spmd({n!r}, {most!r})")
+    assert n is not None  # every worker has raised otherwise
     n = int(n)
     if n not in scope.regions:
         if n == scope.size:
@@ -75,6 +90,25 @@ def spmd(n: Optional[int] = None) -> Region:
                 scope.regions[n] = _world.Scope(comm, scope.world_ranks[:n])
                 _world.SCOPES.append(scope.regions[n])
     return Region(scope.regions[n])
+
+
+def _at_least_at_most(scope, least, most):
+    """``(n, error)`` for MATLAB's ``spmd(m, n)``: every worker up to ``most``, at least
+    ``least`` of them."""
+    call = "spmd"
+    for name, value in (("m", least), ("n", most)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+            return least, SpmdTypeError(
+                f"{call}(m, n) ({scope.who()}): {name!r} must be an int (got {value!r} "
+                f"that is a {type(value).__name__})")
+    if not 1 <= least <= most:
+        return least, SpmdValueError(
+            f"{call}(m, n) ({scope.who()}): needs 1 <= m <= n (got m={least}, n={most})")
+    if least > scope.size:
+        return least, SpmdValueError(
+            f"{call}({least}, {most}) ({scope.who()}): needs at least {least} workers, "
+            f"and there are {scope.size}")
+    return min(int(most), scope.size), None
 
 
 class Region:

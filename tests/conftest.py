@@ -110,7 +110,8 @@ def run_job(source, n, *, timeout=60, env=None, nodes=1):
     with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as f:
         f.write(textwrap.dedent(source))
         path = f.name
-    full_env = dict(os.environ, PYTHONUNBUFFERED="1", **(env or {}))
+    full_env = dict(os.environ, PYTHONUNBUFFERED="1")
+    full_env.update(env or {})
     full_env.setdefault("OMPI_ALLOW_RUN_AS_ROOT", "1")
     full_env.setdefault("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
     start = time.monotonic()

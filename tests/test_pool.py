@@ -391,6 +391,9 @@ def test_a_notebook_kernel_drives_a_pool(layout):
         for k in range(1, n + 1):
             assert f"Worker {k}: worker says {10 * k}" in out, out
         assert f"[{', '.join(str(10 * k) for k in range(1, n + 1))}]" in ok("x[:]")
+        ok("%%spmd 1 2\nv = spmdSize()")  # spmd(m, n): every worker up to n
+        assert f"<Composite 'v' on a pool of {n}: elements on worker" in ok("v")
+        assert str(min(2, n)) in ok("v[1]")
         ok("scale = 3")
         ok("%%spmd\ny = x * scale")
         assert str(30 * n) in ok(f"y[{n}]")

@@ -56,3 +56,48 @@ def test_region_too_large_fails_everywhere():
     with pytest.raises(SpmdValueError, match="'n' must be from 1 to"):
         for _ in spmd(spmd_size() + 1):
             pass
+
+
+def test_at_least_m_at_most_n_workers():
+    # MATLAB's spmd(m, n): every worker up to n, and at least m of them
+    size = spmd_size()
+    for _ in spmd(1, 2):
+        assert spmd_size() == min(2, size)
+    ran = spmd(1, 100).run(spmd_size)
+    assert ran == size
+    with pytest.raises(SpmdValueError, match=rf"spmd\({size + 1}, {size + 2}\) \(worker "
+                                             rf"\d of \d\): needs at least {size + 1} "
+                                             rf"workers, and there are {size}"):
+        for _ in spmd(size + 1, size + 2):
+            pass
+    with pytest.raises(SpmdValueError, match=r"needs 1 <= m <= n \(got m=3, n=2\)"):
+        spmd(3, 2)
+    from spmdlab import SpmdTypeError
+    with pytest.raises(SpmdTypeError, match=r"takes spmd\(\), spmd\(n\) or spmd\(m, n\), "
+                                            r"as MATLAB does \(got 3 arguments\)"):
+        spmd(1, 2, 3)
+    with pytest.raises(SpmdTypeError, match=r"'n' must be an int"):
+        spmd(1, "2")
+    assert spmd_plus(1) == size  # still in step
+
+
+def test_a_composite_filled_in_a_region_is_read_after_it():
+    # MATLAB: spmd(2) S = spmdIndex * 10; end; S{1}, exist(S, 3): the script's spelling
+    from spmdlab import Composite
+
+    S = Composite()
+    for _ in spmd(min(2, spmd_size())):
+        S.mine = spmd_index() * 10
+    n = min(2, spmd_size())
+    assert S[1] == 10
+    assert S.exist() == [k <= n for k in range(1, spmd_size() + 1)]
+    # made inside a region of fewer workers instead: indexing it after says how to
+    # write it (a region of every worker is the world itself)
+    if spmd_size() == 1:
+        return
+    for _ in spmd(1):
+        T = Composite(spmd_index())
+    if spmd_index() == 1:
+        with pytest.raises(SpmdValueError, match=r"`S = Composite\(\)` before the region, "
+                                                 r"`S.mine = ...` inside it, `S\[i\]` after"):
+            T[1]

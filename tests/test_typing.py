@@ -90,3 +90,22 @@ def test_the_package_says_it_is_typed():
     import spmdlab
 
     assert os.path.isfile(os.path.join(os.path.dirname(spmdlab.__file__), "py.typed"))
+
+
+def test_mypy_sees_spmdlab_from_a_users_folder(tmp_path):
+    # as a user runs it after the README's install: mypy on a script of their own, in a
+    # folder outside the checkout (an editable install must leave a path mypy can follow)
+    pytest.importorskip("mypy")
+    script = tmp_path / "script.py"
+    script.write_text("import numpy as np\n"
+                      "import spmdlab.training\n"
+                      "from spmdlab import spmd_plus\n"
+                      "from spmdlab.matlab import codistributed\n"
+                      "total: np.ndarray = spmd_plus(np.ones(3))\n"
+                      "wrong: str = spmd_plus(1.0)\n")
+    out = subprocess.run([sys.executable, "-m", "mypy", "--no-color-output",
+                          "--no-error-summary", "--follow-imports=silent", str(script)],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert "Cannot find implementation or library stub" not in out.stdout, out.stdout
+    assert "script.py:6: error: Incompatible types in assignment" in out.stdout, out.stdout
+    assert out.stdout.count("error:") == 1, out.stdout

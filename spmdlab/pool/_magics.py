@@ -13,17 +13,25 @@ from IPython.core.magic import Magics, cell_magic, magics_class
 class SpmdMagics(Magics):
     @cell_magic
     def spmd(self, line, cell):
-        """``%%spmd [n]``: run this cell on the pool's workers (MATLAB ``spmd(n) ...
-        end``); assigned variables come back as Composites."""
+        """``%%spmd [n]`` or ``%%spmd m n``: run this cell on the pool's workers (MATLAB
+        ``spmd(n) ... end``, ``spmd(m, n) ... end``); assigned variables come back as
+        Composites."""
         from . import _client
 
-        words = line.split()
+        words = line.replace(",", " ").split()
         n = None
-        if len(words) > 1 or words and not words[0].isdigit():
-            raise ValueError(f"%%spmd: give at most one number of workers (got {line!r})")
-        if words:
-            n = int(words[0])
+        if len(words) > 2 or not all(w.isdigit() for w in words):
+            raise ValueError(f"%%spmd: give nothing, n or m n, as MATLAB's spmd(n) and "
+                             f"spmd(m, n) (got {line!r})")
         pool = _client.current_pool()
+        if len(words) == 1:
+            n = int(words[0])
+        elif len(words) == 2:  # at least m, at most n workers
+            least, most = int(words[0]), int(words[1])
+            if not 1 <= least <= most or least > pool.size:
+                raise ValueError(f"%%spmd {least} {most}: needs 1 <= m <= n and at least "
+                                 f"m workers in the pool, which has {pool.size}")
+            n = min(most, pool.size)
         cell_number = self.shell.execution_count
         # a blank first line: the cell's line numbers as the notebook shows them
         pool.run_cell("\n" + cell, self.shell.user_ns, n=n,

@@ -1,0 +1,50 @@
+"""A worker's printed lines reach the terminal whole, whatever PYTHONUNBUFFERED says,
+and labelled with the worker number on request (MATLAB's display)."""
+
+import pytest
+
+from conftest import run_job
+
+pytestmark = pytest.mark.mpi_skip  # jobs of their own
+
+SOURCE = """
+import sys
+from spmdlab import spmd_barrier, spmd_index
+spmd_barrier()
+k = spmd_index()
+for i in range(300):
+    print(f"worker {k} line {i} " + str(k) * 2000)
+    print(f"err {k} {i} " + "e" * 500, file=sys.stderr)
+print(f"worker {k} no newline yet", end="", flush=True)
+print(" and now one")
+"""
+
+
+@pytest.mark.parametrize("unbuffered", ["1", ""])
+def test_lines_are_never_split_between_workers(unbuffered):
+    job = run_job(SOURCE, 4, env={"PYTHONUNBUFFERED": unbuffered}, timeout=120)
+    assert job.returncode == 0, job.stderr
+    lines = job.stdout.splitlines()
+    assert len(lines) == 4 * 301, len(lines)
+    for line in lines:
+        words = line.split()
+        k = words[1]
+        if words[2] == "no":
+            assert line == f"worker {k} no newline yet and now one"
+        else:
+            assert line == f"worker {k} line {words[3]} " + k * 2000, line[:80]
+    errors = [line for line in job.stderr.splitlines() if line.startswith("err")]
+    assert len(errors) == 4 * 300
+    assert all(line.endswith(" " + "e" * 500) for line in errors)
+
+
+def test_lines_can_be_labelled_with_the_worker_number():
+    job = run_job("""
+from spmdlab import spmd_index
+print("hello", "from", spmd_index())
+print("two\\nlines")
+""", 3, env={"SPMDLAB_LABEL_OUTPUT": "1", "PYTHONUNBUFFERED": "1"})
+    assert job.returncode == 0, job.stderr
+    for k in (1, 2, 3):
+        assert f"Worker {k}: hello from {k}" in job.stdout.splitlines()
+        assert job.stdout.count(f"Worker {k}: two\nWorker {k}: lines\n") == 1
