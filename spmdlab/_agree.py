@@ -126,7 +126,7 @@ class Exchange:
         else:
             _wait.wait_body(self.comm.Iallgather(self.send, self.recv), scope, call)
         if PROFILE is not None:
-            PROFILE.collective((_world.SCOPES.index(scope), self.calls), call, call_site(),
+            PROFILE.collective((getattr(scope, "path", ()), self.calls), call, call_site(),
                                time.perf_counter() - start,
                                int.from_bytes(self.send[16:24], "little", signed=True))
 
