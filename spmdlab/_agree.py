@@ -126,7 +126,7 @@ class Exchange:
         else:
             _wait.wait_body(self.comm.Iallgather(self.send, self.recv), scope, call)
         if PROFILE is not None:
-            PROFILE.collective((_world.SCOPES.index(scope), self.calls), call, call_site(),
+            PROFILE.collective((getattr(scope, "path", ()), self.calls), call, call_site(),
                                time.perf_counter() - start,
                                int.from_bytes(self.send[16:24], "little", signed=True))
 
@@ -292,7 +292,7 @@ def _differences(descriptions):
     return differ
 
 
-def _class_name(kind):
+def class_name(kind):
     return f"{kind.__module__}.{kind.__qualname__}"
 
 
@@ -326,20 +326,22 @@ def _raise_everywhere(scope, call, error, describe):
 
     Each worker reports what it passed and where (``call_site``); the message numbers
     the collective (every worker has made as many in the scope: each is checked)."""
-    mine = (None if error is None else (_portable(type(error)), _class_name(type(error)),
-                                        str(error)),
+    mine = (None if error is None else (_portable(type(error)), class_name(type(error)),
+                                        str(error), call),
             describe() if describe is not None else call, call_site())
     reports = scope.comm.allgather(mine)
     failed = [(k + 1, err, site) for k, (err, _, site) in enumerate(reports)
               if err is not None]
     if failed:
-        kind, name = failed[0][1][:2]
+        kind, name, _, theirs = failed[0][1]
         if error is not None:
             raise error
         lines = "; ".join(f"worker {k}: {msg} (at {site})"
-                          for k, (_, _, msg), site in failed)
-        raise shared_error(kind, name, f"{call} ({scope.who()}): failed on another "
-                                       f"worker: {lines}")
+                          for k, (_, _, msg, _), site in failed)
+        # named after the failed call (trainnet, parfor), and where this worker waited
+        who = scope.who() if theirs == call else f"{scope.who()}, waiting in {call}"
+        raise shared_error(kind, name, f"{theirs} ({who}): failed on another worker: "
+                                       f"{lines}")
     descriptions = [d if isinstance(d, Description) else
                     Description(d, call=d.split("(")[0]) for _, d, _ in reports]
     groups = {}

@@ -5,7 +5,7 @@ import contextlib
 import numpy as np
 
 from . import _world
-from ._agree import agree
+from ._agree import agree, class_name, shared_error
 from .errors import SpmdError, SpmdTypeError, SpmdValueError
 
 
@@ -30,18 +30,27 @@ def fail_together(call, error):
 
 
 @contextlib.contextmanager
-def local_work(call, where):
-    """This worker's own work before a collective (reading data, a forward pass): an
-    exception here is re-raised, and every other worker gets an error naming ``call``,
-    this worker, ``where`` and the exception, instead of waiting for it in the next
-    collective."""
+def local_work(call, where, together=True):
+    """This worker's own work before a collective (reading data, a forward pass).
+
+    An exception here is raised again led by ``call``, this worker and ``where``
+    ("trainnet (worker 1 of 2), iteration 6 (epoch 1): OSError: ..."), of its own class
+    where one can be made from that message (else the original, unchanged). With
+    ``together`` every other worker raises it too (the same class where it can be
+    rebuilt there, else an SpmdError naming it) instead of waiting for this worker in
+    the next collective."""
     try:
         yield
     except Exception as exc:
-        kind = SpmdTypeError if isinstance(exc, TypeError) else SpmdValueError
-        try:
-            fail_together(call, kind(f"{call} ({_world.current().who()}), {where}: "
-                                     f"{type(exc).__name__}: {exc}"))
-        except SpmdError:
-            pass
+        scope = _world.current()
+        text = f"{call} ({scope.who()}), {where}: {type(exc).__name__}: {exc}"
+        error = shared_error(type(exc), class_name(type(exc)), text)
+        error.__cause__ = exc
+        if together:
+            try:
+                fail_together(call, error)
+            except Exception:  # the error just made, raised by the agreement
+                pass
+        if type(error) is type(exc):
+            raise error
         raise

@@ -7,6 +7,7 @@ who has not arrived and where each of them is; a SPMDLAB_TIMEOUT error carries t
 report (``_wait``). The questions and answers travel on ``_world.CTL``.
 """
 
+import contextlib
 import os
 import sys
 import threading
@@ -34,7 +35,9 @@ def call_site():
 
 def call_site_of(frame):
     """``call_site`` from ``frame`` outwards (the top frame of another thread, say)."""
-    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE):
+    # spmdlab's frames, and contextlib's that its context managers run in
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE) or \
+            frame is not None and frame.f_code.co_filename == contextlib.__file__:
         frame = frame.f_back
     if frame is None:
         return "?"

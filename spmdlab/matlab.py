@@ -571,6 +571,8 @@ def mpiprofile(action: str = "on", path: str = "mpiprofile") -> Any:
     global _profile
     action = str(action).lower()
     if action == "on":
+        if _profile is not None:  # mpiprofile's one profile starts again from zero
+            _profile.stop()
         _profile = Profile().start()
         return None
     if action == "resume":

@@ -32,6 +32,25 @@ from . import _agree, _wait, _world
 __all__ = ["Profile", "profile"]
 
 _LATE = 0.001  # a collective counts as one a worker made the others wait when they waited longer
+_running: List["Profile"] = []  # the profiles recording now, outermost first
+
+
+class _Recorder:
+    """What the collectives call while any profile runs: it records in every running
+    profile, so a profile started inside another leaves the outer one recording."""
+
+    @staticmethod
+    def collective(sequence, call, site, wait, nbytes):
+        for prof in _running:
+            prof.collective(sequence, call, site, wait, nbytes)
+
+    @staticmethod
+    def data(seconds):
+        for prof in _running:
+            prof.data(seconds)
+
+
+_RECORDER = _Recorder()
 
 
 class Profile:
@@ -60,24 +79,25 @@ class Profile:
     # -- recording (called by the collectives while this profile is active) ------------
 
     def start(self) -> Profile:
-        """Start recording this worker's collectives (from here on; stops another
-        running profile)."""
-        if _agree.PROFILE is not None and _agree.PROFILE is not self:
-            _agree.PROFILE.stop()
+        """Start recording this worker's collectives (from here on). Profiles nest: one
+        started inside another records what runs while it does, and the outer one
+        records everything."""
         self._scope = _world.current()
         self.started = time.perf_counter()
         self.stopped = None
-        _agree.PROFILE = self
-        _wait.PROFILE = self
+        if self not in _running:
+            _running.append(self)
+        _agree.PROFILE = _wait.PROFILE = _RECORDER
         _agree.hooks_changed()
         return self
 
     def stop(self) -> Profile:
-        """Stop recording; what was recorded stays."""
-        if _agree.PROFILE is self:
-            _agree.PROFILE = None
-            _wait.PROFILE = None
-            _agree.hooks_changed()
+        """Stop recording; what was recorded stays. Other running profiles go on."""
+        if self in _running:
+            _running.remove(self)
+            if not _running:
+                _agree.PROFILE = _wait.PROFILE = None
+                _agree.hooks_changed()
         self.stopped = time.perf_counter()
         return self
 

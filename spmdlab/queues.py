@@ -17,9 +17,13 @@ the owner's listeners in arrival order, so a training loop needs to call nothing
 progress listener to run; the thread polls MPI (it sleeps 10 ms when idle, 50 µs while
 items keep coming), sends held items and tests the sends in flight (MPI moves a message
 only inside an MPI call of its sender), and holds the GIL only while it handles an item.
-At the end of the program every worker sends an end-of-queues marker to every worker
-(itself included) behind its last item and waits for everyone's marker, so no item is
-still in flight when a worker exits.
+At the end of the program the workers find together when the queues are quiet: every
+worker counts the messages it has sent to each worker and received from each (the
+receiver thread counts between deliveries, after sending what its listeners sent), and
+worker 1 gathers everyone's counts, round after round, until two rounds in a row give the
+same counts and every message counted as sent was counted as received. A listener that
+sends while its worker's program has ended (a relay from one queue to another) only adds
+rounds: no worker stops receiving while an item may still be on its way to it.
 """
 
 from __future__ import annotations
@@ -44,7 +48,9 @@ __all__ = ["DataQueue", "PollableDataQueue", "QueueSet"]
 
 Q = TypeVar("Q", bound="_Queue")
 
-_CTRL = 0  # tag of control messages: ("close", tag) and ("end",)
+_CTRL = 0  # tag of control messages: ("close", tag)
+# On _world.CTL (its tags 1-4 are _world's): the end-of-program counts and decisions
+_COUNTS_TAG = 5
 _IDLE_SLEEP = 0.01  # an idle thread wakes 100 times a second (see README for the cost)
 _BUSY_SLEEP = 0.00005  # while items keep coming (and for 50 ms after the last one)
 _SPIN = 0.0005  # for this long after an item the thread polls without sleeping
@@ -54,7 +60,7 @@ _BATCH_BYTES = 1 << 18  # held items leave at once when they reach this size
 
 
 class _Channel:
-    """The queue traffic of one scope: its communicator, queues and end markers."""
+    """The queue traffic of one scope: its communicator and queues."""
 
     def __init__(self, scope):
         self.scope = scope
@@ -70,7 +76,6 @@ class _Channel:
         self.early = {}  # tag -> [items]
         self.early_closed = set()
         self.lock = threading.Lock()  # delivery and registration, in order
-        self.ended = set()  # scope ranks whose end marker has arrived
 
 
 class _Out:
@@ -101,6 +106,13 @@ class _Hub:
         self.wake = threading.Event()  # set when items are held: the thread sends them
         self.thread = None
         self.stop = False
+        # Messages sent to and received from each world rank (queue items and notices),
+        # for the end of the program (_finish). The receiver thread holds ``busy`` while
+        # it takes messages and hands them to listeners, so counts read under it never
+        # catch a message received but not yet handed over.
+        self.busy = threading.Lock()
+        self.sent = collections.Counter()
+        self.received = collections.Counter()
 
     def channel(self, scope):
         chan = self.channels.get(id(scope))
@@ -113,7 +125,6 @@ class _Hub:
             self.thread = threading.Thread(target=self._run, name="spmdlab-queues",
                                            daemon=True)
             self.thread.start()
-            _ending.at_exit(_finish)
 
     def send(self, chan, dest, tag, message):
         """Send ``message`` to scope rank ``dest``.
@@ -126,7 +137,9 @@ class _Hub:
         messages instead of one per item.
         """
         if dest == chan.scope.rank:  # the owner's own items skip MPI: the thread takes them
-            self.local.append((chan, tag, message))
+            with self.lock:
+                self.sent[_world.RANK] += 1
+                self.local.append((chan, tag, message))
             self.wake.set()
             return
         key = (id(chan), dest, tag)
@@ -156,6 +169,7 @@ class _Hub:
         message = out.items[0] if len(out.items) == 1 else _pack.batch(out.items)
         out.last = out.comm.Isend([message, MPI.BYTE], out.dest, out.tag)
         _ending.SENDS.track(out.last, message, out.world_rank)
+        self.sent[out.world_rank] += 1
         out.items = []
         out.nbytes = 0
         self.held.discard(out)
@@ -173,6 +187,37 @@ class _Hub:
                 self._post(out)
         return bool(ready)
 
+    def _take(self, status):
+        """Take every message that has arrived, hand its items over and send the held
+        items that are due; returns whether anything happened. Under ``busy``."""
+        got = False
+        while self.local:
+            chan, tag, message = self.local.popleft()
+            self.received[_world.RANK] += 1
+            self._deliver(chan, chan.scope.rank, tag, message)
+            got = True
+        for chan in list(self.channels.values()):
+            while True:
+                message = chan.comm.Improbe(MPI.ANY_SOURCE, MPI.ANY_TAG, status)
+                if message is None:
+                    break
+                buf = bytearray(status.Get_count(MPI.BYTE))
+                message.Recv([buf, MPI.BYTE])
+                source = status.Get_source()
+                self.received[chan.scope.world_ranks[source]] += 1
+                self._deliver(chan, source, status.Get_tag(), buf)
+                got = True
+        return self.post_ready() or got
+
+    def counts(self):
+        """(sent, received) per world rank, read between two deliveries and after
+        sending every held item: what a listener sent because of an item received is
+        counted as sent with it."""
+        with self.busy:
+            self.post_ready(everything=True)
+            with self.lock:
+                return dict(self.sent), dict(self.received)
+
     def _run(self):
         _world.LISTENER = threading.get_ident()
         status = MPI.Status()
@@ -181,21 +226,8 @@ class _Hub:
         in_flight = 0
         try:
             while not self.stop:
-                got = False
-                while self.local:
-                    chan, tag, message = self.local.popleft()
-                    self._deliver(chan, chan.scope.rank, tag, message)
-                    got = True
-                for chan in list(self.channels.values()):
-                    while True:
-                        message = chan.comm.Improbe(MPI.ANY_SOURCE, MPI.ANY_TAG, status)
-                        if message is None:
-                            break
-                        buf = bytearray(status.Get_count(MPI.BYTE))
-                        message.Recv([buf, MPI.BYTE])
-                        self._deliver(chan, status.Get_source(), status.Get_tag(), buf)
-                        got = True
-                got = self.post_ready() or got
+                with self.busy:
+                    got = self._take(status)
                 # keep the sends in flight moving; stay at the busy rate while they do
                 was, in_flight = in_flight, _ending.SENDS.in_flight()
                 got = got or in_flight < was
@@ -220,9 +252,7 @@ class _Hub:
         with chan.lock:
             if tag == _CTRL:
                 for item in items:
-                    if item[0] == "end":
-                        chan.ended.add(source)
-                    elif item[0] == "close":
+                    if item[0] == "close":
                         queue = chan.queues.get(item[1])
                         if queue is not None:
                             queue._closed_by_owner = True
@@ -273,33 +303,102 @@ def _thread_error(call, scope):
 
 
 def _control(chan, rank, notice):
-    """Send a control notice (``("end",)``, ``("close", tag)``) to scope rank ``rank``."""
+    """Send a control notice (``("close", tag)``) to scope rank ``rank``."""
     buf = _pack.encode(notice, "DataQueue")
     if rank == chan.scope.rank:
-        _hub.local.append((chan, _CTRL, buf))
+        with _hub.lock:
+            _hub.sent[_world.RANK] += 1
+            _hub.local.append((chan, _CTRL, buf))
         _hub.wake.set()
     else:
-        _ending.SENDS.track(chan.comm.Isend([buf, MPI.BYTE], rank, _CTRL), buf,
-                           chan.scope.world_ranks[rank])
+        world_rank = chan.scope.world_ranks[rank]
+        with _hub.lock:
+            _hub.sent[world_rank] += 1
+            _ending.SENDS.track(chan.comm.Isend([buf, MPI.BYTE], rank, _CTRL), buf,
+                               world_rank)
+
+
+def _report():
+    """This worker's counts as one int64 row: sent to each world rank, then received."""
+    sent, received = _hub.counts()
+    row = np.zeros(2 * _world.SIZE, dtype=np.int64)
+    for rank, n in sent.items():
+        row[rank] = n
+    for rank, n in received.items():
+        row[_world.SIZE + rank] = n
+    return row
+
+
+def _quiet(rows, previous):
+    """Whether the queues have ended: every message counted as sent was counted as
+    received, and nobody sent or received anything since the previous round.
+
+    Why that suffices: a worker whose program has ended sends only from a listener, for
+    an item it has received. A message still on its way after these counts would have
+    been sent after its sender's count (else it is counted as received); the sender sent
+    it for an item received after its count, since nothing changed between its last two
+    counts; that item was sent after its own sender's count, and so on back, without a
+    first one."""
+    n = _world.SIZE
+    return np.array_equal(rows, previous) and np.array_equal(rows[:, :n], rows[:, n:].T)
 
 
 def _finish():
-    """At exit: mark the end of this worker's items and wait for everyone's markers."""
-    _hub.post_ready(everything=True)  # the end marker follows every item
-    for chan in list(_hub.channels.values()):
-        for rank in range(chan.scope.size):  # itself too: behind the items it sent itself
-            _control(chan, rank, ("end",))
-    for chan in list(_hub.channels.values()):
-        scope = chan.scope
-        _world.wait_for_workers(
-            "DataQueue (at exit): waiting for the last items of the other workers",
-            lambda: [scope.world_ranks[r] for r in range(scope.size) if r not in chan.ended],
-            _ending.SENDS.in_flight)
+    """At exit: wait until no queue item is on its way anywhere, then stop the thread.
+
+    Rounds of counts (see ``_quiet``), gathered by worker 1, which sends each round's
+    verdict back. Every worker takes part, with or without queues (a queue made in a
+    region has no channel elsewhere; its counts are zeros)."""
+    rank, size = _world.RANK, _world.SIZE
+    previous = np.zeros((size, 2 * size), dtype=np.int64)  # before any message
+    what = "DataQueue (at exit): waiting until no worker's items are still on their way"
+    while True:
+        _hub.wake.set()  # the receiver thread takes what has arrived now
+        row = _report()
+        if size == 1:
+            rows = row[None, :]
+            done = _quiet(rows, previous)
+        elif rank == 0:
+            rows = np.empty((size, 2 * size), dtype=np.int64)
+            rows[0] = row
+            requests = {r: _world.CTL.Irecv([rows[r], MPI.INT64_T], r, _COUNTS_TAG)
+                        for r in range(1, size)}
+            _world.wait_for_workers(what, lambda: [r for r, q in requests.items()
+                                                   if not q.Test()])
+            done = _quiet(rows, previous)
+            verdict = bytearray([done])
+            MPI.Request.Waitall([_world.CTL.Isend(verdict, r, _COUNTS_TAG)
+                                 for r in range(1, size)])
+        else:
+            rows = None
+            sending = _world.CTL.Isend([row, MPI.INT64_T], 0, _COUNTS_TAG)
+            verdict = bytearray(1)
+            receiving = _world.CTL.Irecv(verdict, 0, _COUNTS_TAG)
+            _world.wait_for_workers(what, lambda: [] if receiving.Test() else _late())
+            sending.Wait()
+            done = bool(verdict[0])
+        if done:
+            break
+        if rows is not None:
+            previous = rows
+        time.sleep(0.001)  # let the receiver threads take what is on its way
     _world.wait_for_workers("DataQueue (at exit): waiting until the other workers have "
                             "received this worker's last items", _ending.SENDS.awaited)
     _hub.stop = True
     if _hub.thread is not None and _hub.thread is not threading.current_thread():
+        _hub.wake.set()
         _hub.thread.join()
+
+
+def _late():
+    """Who a worker waiting for worker 1's verdict waits for in truth: the workers whose
+    programs have not ended (worker 1 waits for their counts), else worker 1."""
+    _world.poll_exits()
+    late = [r for r in range(_world.SIZE) if r != _world.RANK and r not in _world.exited]
+    return late or [0]
+
+
+_ending.at_exit(_finish)
 
 
 class _Queue:

@@ -87,8 +87,11 @@ def spmd(n: Optional[int] = None, most: Optional[int] = None, *extra: Any) -> Re
             if comm == MPI.COMM_NULL:
                 scope.regions[n] = None
             else:
-                scope.regions[n] = _world.Scope(comm, scope.world_ranks[:n])
-                _world.SCOPES.append(scope.regions[n])
+                region = scope.regions[n] = _world.Scope(comm, scope.world_ranks[:n])
+                # the region's name on every worker: the sizes of the regions it is in
+                # (the profiler matches collectives across workers by it)
+                region.path = path(scope) + (n,)
+                _world.SCOPES.append(region)
     return Region(scope.regions[n])
 
 
@@ -109,6 +112,14 @@ def _at_least_at_most(scope, least, most):
             f"{call}({least}, {most}) ({scope.who()}): needs at least {least} workers, "
             f"and there are {scope.size}")
     return min(int(most), scope.size), None
+
+
+def path(scope: Any) -> tuple:
+    """The same name for a scope on each of its workers: ``()`` for the world, then the
+    size of each ``spmd(n)`` region entered to reach it (``(3, 2)``: ``spmd(2)`` inside
+    ``spmd(3)``). Its place in a worker's list of scopes is no name: a worker outside a
+    region makes fewer scopes than its members."""
+    return getattr(scope, "path", ())
 
 
 class Region:

@@ -11,6 +11,7 @@ from spmdlab import SpmdValueError, spmd_cat, spmd_index, spmd_size
 from spmdlab.training import (ArrayDatastore, AugmentedImageDatastore, ImageDatastore,
                               MiniBatchQueue, count_each_label, partition, read_all,
                               split_each_label)
+from spmdlab.training.datastores import TransformedDatastore
 
 torch = pytest.importorskip("torch")
 
@@ -126,6 +127,41 @@ def test_mini_batch_queue(background):
     assert [len(x) for x, _ in part] == [2, 1]
     with pytest.raises(SpmdValueError, match="'mini_batch_size' must be a positive int"):
         MiniBatchQueue(ds, 0)
+
+
+@pytest.mark.mpi_skip
+@pytest.mark.parametrize("background", [False, True], ids=["foreground", "background"])
+def test_a_bad_observation_fails_the_next_that_would_return_its_mini_batch(background):
+    """Mini-batches are read one ahead: the error reading the third used to come out of
+    the second next(), so trainnet blamed the iteration before the bad data's."""
+    def read(observation):
+        if observation[0].flat[0] == 20:  # the sixth observation
+            raise OSError("observation 5 is unreadable")
+        return observation
+
+    ds = TransformedDatastore(digits_ds(10), read)
+    mbq = MiniBatchQueue(ds, 2, dispatch_in_background=background)
+    mbq.next()
+    mbq.next()
+    assert mbq.has_data()
+    with pytest.raises(OSError, match="observation 5 is unreadable"):
+        mbq.next()
+    assert not mbq.has_data()
+    mbq.close()
+
+
+@pytest.mark.mpi_skip
+def test_an_unreadable_image_names_its_file(tmp_path):
+    from PIL import Image
+
+    os.makedirs(tmp_path / "a")
+    Image.new("RGB", (4, 4)).save(tmp_path / "a" / "1.png")
+    data = (tmp_path / "a" / "1.png").read_bytes()
+    (tmp_path / "a" / "1.png").write_bytes(data[:len(data) // 2])
+    ds = ImageDatastore(str(tmp_path))
+    with pytest.raises(OSError,
+                       match=r"ImageDatastore: cannot read '.*1\.png': \w+Error: "):
+        ds[0]
 
 
 @pytest.mark.mpi_skip

@@ -86,3 +86,47 @@ def test_mpiprofile_on_off_info_viewer(tmp_path):
     assert not _agree.HOOKED
     with pytest.raises(spmdlab.SpmdValueError, match="mpiprofile: the action must be"):
         mpiprofile("sideways")
+
+
+def test_blame_in_a_region_goes_to_the_late_worker():
+    """Worker 3 arrives late in spmd(3) after an spmd(2) it was not in: the blame is its.
+
+    Collectives were matched across workers by the scope's place in each worker's own
+    list of scopes, which differs where a worker is outside a region; worker 2 got the
+    blame. At 4 workers the late one is a member of both regions, so the spmd(3)
+    collective is matched with the right one only by a key every worker agrees on."""
+    if spmd_size() < 3:
+        pytest.skip("needs a region that leaves a worker out")
+    spmd_barrier()
+    with spmdlab.profile() as prof:
+        for _ in spmdlab.spmd(2):
+            spmd_plus(1.0)
+        for _ in spmdlab.spmd(3):
+            if spmd_index() == 3:
+                time.sleep(0.3)
+            spmd_plus(1.0)
+    summary = prof.summary()
+    if spmd_index() == 1:
+        blame = summary["made_others_wait"]
+        assert blame[2] > 0.2, blame
+        assert blame[1] < 0.1, blame
+
+
+def test_a_profile_inside_another_leaves_the_outer_one_recording():
+    spmd_barrier()
+    with spmdlab.profile() as outer:
+        for _ in range(3):
+            spmd_plus(1.0)
+        with spmdlab.profile() as inner:
+            for _ in range(3):
+                spmd_plus(1.0)
+        assert _agree.HOOKED  # the outer one still records
+        for _ in range(3):
+            spmd_plus(1.0)
+    assert not _agree.HOOKED
+    assert len(inner.records) == 3 and len(outer.records) == 9
+    spmd_plus(1.0)  # neither records this
+    inner_summary, outer_summary = inner.summary(), outer.summary()
+    if spmd_index() == 1:
+        assert inner_summary["collectives"] == [3] * spmd_size()
+        assert outer_summary["collectives"] == [9] * spmd_size()

@@ -114,3 +114,33 @@ time.sleep(3)
 """, 2, timeout=30)
     assert job.returncode != 0
     assert "called from a listener" in job.stderr
+
+
+@pytest.mark.parametrize("n, nodes", [(3, 1), (4, 1), (4, 2)])
+def test_a_listener_relaying_during_the_owners_exit_loses_nothing(n, nodes):
+    """Worker 1's listener on queue A forwards every item to queue B owned by the last
+    worker, while worker 1's program has already ended and the others keep sending to A.
+
+    Items were lost (986-3,306 of 4,000 reached B) and the job often hung: worker 1's end
+    markers went out before its listener's last relays, so the last worker stopped
+    receiving while relays were still on their way. The end of the queues is now found by
+    counting, over several rounds, what every worker has sent and received."""
+    job = run_job("""
+import time
+from spmdlab import *
+a = DataQueue()
+b = DataQueue(owner=spmd_size())
+got = []
+def arrived(item):
+    got.append(item)
+    if len(got) == 2000 * (spmd_size() - 2):
+        print("B received", len(got), flush=True)
+b.after_each(arrived)
+a.after_each(b.send)
+if 1 < spmd_index() < spmd_size():
+    time.sleep(0.2)  # worker 1's program has ended by now
+    for i in range(2000):
+        a.send((spmd_index(), i))
+""", n, nodes=nodes, timeout=60)
+    assert job.returncode == 0, job.stderr
+    assert f"B received {2000 * (n - 2)}" in job.stdout, job.stdout + job.stderr

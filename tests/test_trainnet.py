@@ -411,7 +411,8 @@ def test_workers_with_different_data_all_raise():
 
 def test_an_error_on_one_worker_is_raised_on_every_worker():
     """A loss that fails on the last worker only, mid-training: that worker gets its own
-    exception, every other worker an error naming it; nobody waits forever."""
+    exception, led by trainnet, the iteration and the epoch; every other worker an error
+    of the same class naming it; nobody waits forever."""
     last = spmd_size()
 
     def loss(scores, targets):
@@ -422,14 +423,50 @@ def test_an_error_on_one_worker_is_raised_on_every_worker():
     calls = []
     opts = training_options("sgdm", max_epochs=2, mini_batch_size=10, verbose=False,
                             execution_environment="parallel-cpu")
+    failed = (f"trainnet \\(worker {last} of {last}\\), iteration 3 \\(epoch 1\\): "
+              f"RuntimeError: boom in the loss")
     if spmd_index() == last:
-        with pytest.raises(RuntimeError, match="boom in the loss"):
+        with pytest.raises(RuntimeError, match=f"^{failed}$") as info:
             trainnet(_data(), _mlp(), loss, opts)
+        assert str(info.value.__cause__) == "boom in the loss"
     else:
-        with pytest.raises(SpmdValueError, match=f"worker {last}: trainnet \\(worker {last} "
-                           f"of {last}\\), iteration 3: RuntimeError: boom in the loss"):
+        with pytest.raises(RuntimeError, match=f"^trainnet \\(worker .*, waiting in "
+                           f".*\\): failed on another worker: worker {last}: {failed}"):
             trainnet(_data(), _mlp(), loss, opts)
     _train("parallel-cpu", max_epochs=1)  # the next call still works
+
+
+def test_an_unreadable_image_names_trainnet_the_iteration_epoch_and_file(tmp_path):
+    """A truncated PNG in iteration 6's mini-batch: every worker's error says trainnet,
+    iteration 6 (epoch 1) and the file (it said OSError: image file is truncated, without
+    the file, on the reading worker, and "spmd_plus ... iteration 5 ... (at
+    contextlib.py:158)" on the others: mini-batches are read one ahead)."""
+    from PIL import Image
+
+    from spmdlab.training import ImageDatastore
+
+    rng = np.random.default_rng(0)
+    for label in ("a", "b"):  # every worker writes its own copy: /tmp need not be shared
+        os.makedirs(tmp_path / label)
+        for i in range(16):
+            Image.fromarray(rng.integers(0, 255, (8, 8, 3), dtype=np.uint8)).save(
+                tmp_path / label / f"{i:02d}.png")
+    bad = tmp_path / "b" / "05.png"  # observation 21: iteration 6 of 4 observations each
+    bad.write_bytes(bad.read_bytes()[:150])
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(8 * 8 * 3, 2))
+    opts = training_options("sgdm", max_epochs=2, mini_batch_size=4, shuffle="never",
+                            verbose=False, execution_environment="parallel-cpu")
+    sizes = [4 // spmd_size() + (k < 4 % spmd_size()) for k in range(spmd_size())]
+    reader = next(k + 1 for k in range(spmd_size()) if sum(sizes[:k + 1]) > 21 % 4)
+    with pytest.raises(OSError) as info:
+        trainnet(ImageDatastore(str(tmp_path)), net, "crossentropy", opts)
+    message = str(info.value)
+    assert message.startswith("trainnet (worker"), message
+    assert f"trainnet (worker {reader} of {spmd_size()}), iteration 6 (epoch 1): OSError: " \
+           f"ImageDatastore: cannot read '" in message, message
+    assert "b/05.png" in message and "contextlib" not in message, message
+    assert (spmd_index() == reader) == ("failed on another worker" not in message), message
 
 
 # -- checkpoints ---------------------------------------------------------------------------

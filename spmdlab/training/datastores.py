@@ -176,9 +176,27 @@ class ImageDatastore(Datastore):
     def _read(self, k):
         from PIL import Image
 
-        with Image.open(self.files[k]) as image:
-            return np.asarray(image.convert("RGB") if image.mode not in ("L", "RGB")
-                              else image)
+        path = self.files[k]
+        try:
+            with Image.open(path) as image:
+                return np.asarray(image.convert("RGB") if image.mode not in ("L", "RGB")
+                                  else image)
+        except Exception as exc:  # a truncated or corrupt file: say which
+            raise _naming(exc, f"ImageDatastore: cannot read {path!r}") from exc
+
+
+def _naming(exc, text):
+    """``exc`` again, its message led by ``text`` (where it happened): of the same class
+    where one can be made from a message (``except OSError`` still catches a truncated
+    image), else SpmdValueError."""
+    message = f"{text}: {type(exc).__name__}: {exc}"
+    try:
+        error = type(exc)(message)
+        if isinstance(error, type(exc)) and str(error) == message:
+            return error
+    except Exception:
+        pass
+    return SpmdValueError(message)
 
 
 class TransformedDatastore(Datastore):

@@ -162,6 +162,7 @@ class MiniBatchQueue:
         self._iter = self._batches()
         self._next = None
         self._done = False
+        self._failed = None  # the error reading the next mini-batch, raised by next()
         if self.dispatch_in_background:
             self._start_prefetch()
         else:
@@ -183,10 +184,14 @@ class MiniBatchQueue:
                               dispatch_in_background=self.dispatch_in_background)
 
     def _advance(self):
+        # the next mini-batch is read ahead; an error reading it is raised by the next()
+        # that would have returned it, so that it is that mini-batch's error
         try:
             self._next = next(self._iter)
         except StopIteration:
             self._next, self._done = None, True
+        except Exception as exc:
+            self._next, self._failed = None, exc
 
     # background dispatch: one thread keeps up to two mini-batches ready
     def _start_prefetch(self):
@@ -221,8 +226,9 @@ class MiniBatchQueue:
 
     def _take(self):
         kind, value = self._ready.get()
-        if kind == "error":
-            raise value
+        if kind == "error":  # raised by the next() that would have returned the batch
+            self._next, self._failed = None, value
+            return
         self._next, self._done = (value, False) if kind == "batch" else (None, True)
 
     def _stop_prefetch(self):
@@ -248,6 +254,9 @@ class MiniBatchQueue:
         if self._done:
             raise SpmdValueError("MiniBatchQueue.next: no more mini-batches; call reset() "
                                  "or shuffle() to start a new epoch")
+        if self._failed is not None:
+            failed, self._failed, self._done = self._failed, None, True
+            raise failed
         batch = self._next
         if self.dispatch_in_background:
             self._take()

@@ -11,7 +11,6 @@ drift. "auto" / "cpu" / "gpu" train in-process, on the whole mini-batch.
 
 from __future__ import annotations
 
-import contextlib
 import math
 import sys
 import time
@@ -127,7 +126,7 @@ class _Group:
     def local(self, where):
         """This worker's own work before a collective: its exception reaches every
         worker (``_checks.local_work``)."""
-        return local_work("trainnet", where) if self.parallel else contextlib.nullcontext()
+        return local_work("trainnet", where, together=self.parallel)
 
 
 def _device(environment, group):
@@ -555,7 +554,7 @@ class _Run:
     def _iteration(self, mbq, epoch, learn_rate):
         """One iteration on every worker; returns whether training stops after it."""
         o, group, net = self.o, self.group, self.net
-        with group.local(f"iteration {self.done + 1}"):
+        with group.local(f"iteration {self.done + 1} (epoch {epoch})"):
             x, y = mbq.next()
             x, y = x.to(self.device, non_blocking=True), y.to(self.device, non_blocking=True)
             scores = net(x)
@@ -626,7 +625,8 @@ class _Run:
         sums = np.zeros(2 + len(self.metrics))  # loss sum, metric sums, observations
         mine = partition(self.validation.ds, group.size, group.index) if group.parallel \
             else self.validation.ds
-        with group.local(f"validation at iteration {self.done}"), torch.no_grad():
+        with group.local(f"validation at iteration {self.done} (epoch {epoch})"), \
+                torch.no_grad():
             net.eval()
             for x, y in MiniBatchQueue(mine, self.batch,
                                        mini_batch_fcn=self.validation.make) \
