@@ -35,6 +35,9 @@ class Scope:
 
     # the agreement exchange of a scope, made on first use (``_agree`` puts its class here)
     exchange_class: Any = None
+    # its name on every worker: the sizes of the spmd(n) regions entered to reach it
+    # (``()``: the world; set by ``region``)
+    path: tuple = ()
 
     def __init__(self, comm, world_ranks):
         self.comm = comm
