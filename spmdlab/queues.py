@@ -73,7 +73,7 @@ class _Channel:
         # Items (and close notices) can arrive before this worker has made the queue:
         # another worker may be past the creating agreement and sending while this one
         # is still on its way out of it. They wait here, in order, for the queue.
-        self.early = {}  # tag -> [items]
+        self.early = {}  # tag -> [(source, items)]: for a queue not made here yet
         self.early_closed = set()
         self.lock = threading.Lock()  # delivery and registration, in order
 
@@ -262,10 +262,10 @@ class _Hub:
             queue = chan.queues.get(tag)
             if queue is None:
                 if tag >= chan.registered:  # not made here yet: they wait for the queue
-                    chan.early.setdefault(tag, []).extend(items)
+                    chan.early.setdefault(tag, []).append((source, items))
                 # else the program dropped the queue: nobody can receive the items
             else:
-                queue._arrive(items, own=source == chan.scope.rank)
+                queue._arrive(items, own=source == chan.scope.rank, source=source)
 
 
 _hub = _Hub()
@@ -432,13 +432,17 @@ class _Queue:
         self._cond = threading.Condition(threading.RLock())
         self._pollers = 0  # threads waiting in poll: only then is arrival notified
         self._own_sent = self._own_handled = 0  # items the owner sent to itself
+        self._sent = 0  # items this worker sent to the queue (flush_all)
+        # on the owner: items arrived from each scope rank (flush_all)
+        self._arrived: collections.Counter = collections.Counter()
         self._closed = False
         self._closed_by_owner = False
         with chan.lock:
             chan.queues[_tag] = self
             chan.registered = max(chan.registered, _tag + 1)
             self._closed_by_owner = _tag in chan.early_closed
-            self._arrive(chan.early.pop(_tag, ()))  # early items come from other workers
+            for source, items in chan.early.pop(_tag, ()):  # from other workers
+                self._arrive(items, source=source)
         _hub.start()
 
     @property
@@ -477,6 +481,7 @@ class _Queue:
         if self.is_owner:
             self._own_sent += 1
         _hub.send(self._chan, self.owner - 1, self._tag, message)
+        self._sent += 1
 
     def close(self) -> None:
         """Refuse further sends; items already sent can still be received.
@@ -495,8 +500,9 @@ class _Queue:
         """Whether sends are refused (closed here, or by the owner)."""
         return self._closed or self._closed_by_owner
 
-    def _arrive(self, items, own=False):
+    def _arrive(self, items, own=False, source=None):
         with self._cond:
+            self._arrived[source] += len(items)
             self._items.extend(items)
             self._dispatch()
             if own:
@@ -531,6 +537,51 @@ class _Queue:
                     if left is not None and left <= 0:
                         return False
                     self._cond.wait(left if left is not None else 0.05)
+            finally:
+                self._pollers -= 1
+        return True
+
+    def flush_all(self, timeout: Optional[float] = None) -> bool:
+        """Collective: on the owner, wait until every item that any worker sent to the
+        queue before its call has arrived (and been handed to the listeners); returns
+        whether they all did within ``timeout``. The other workers count what they sent
+        and go on at once (True).
+
+        For an owner that must use every item of a phase (a listener collecting results)
+        before it goes on: what MATLAB's client gets when it waits for the end of an
+        ``spmd`` block. Every worker of the queue's scope calls it; items sent after a
+        worker's call are not waited for. Raises, on every worker, in another scope than
+        the queue's, and on a DataQueue without a listener and without a timeout.
+        """
+        call = f"{self._kind}.flush_all"
+        scope = _world.current()
+        error = None
+        if scope is not self._scope:
+            error = SpmdValueError(f"{call} ({scope.who()}): the queue was made in another "
+                                   f"spmd region; call it there")
+        elif self.is_owner and isinstance(self, DataQueue) and not self._listeners and \
+                timeout is None:
+            error = SpmdValueError(f"{self._who('flush_all')}: the queue has no listener, "
+                                   f"so its items are never handed over and flush_all "
+                                   f"would wait for ever; register one with after_each")
+        agree(scope, call, digest((call, self._tag)), error=error,
+              describe=lambda: f"{call}()")
+        from .collectives import spmd_cat
+
+        sent = spmd_cat(self._sent, destination=self.owner)  # each worker's count
+        if not self.is_owner:
+            return True
+        deadline = None if timeout is None else time.monotonic() + timeout
+        arrived = self._arrived
+        with self._cond:
+            self._pollers += 1
+            try:  # a worker's items arrive in the order sent: counts per worker suffice
+                while any(arrived[k] < n for k, n in enumerate(sent.tolist())) or \
+                        self._waiting():
+                    left = None if deadline is None else deadline - time.monotonic()
+                    if left is not None and left <= 0:
+                        return False
+                    self._cond.wait(0.05 if left is None else min(left, 0.05))
             finally:
                 self._pollers -= 1
         return True

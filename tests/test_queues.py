@@ -346,3 +346,47 @@ def test_sends_of_messages_and_queues_are_tracked_together():
     spmd_receive(spmd_index(), tag=9)
     wait_for(lambda: _ending.SENDS.in_flight() == 0)
     spmd_barrier()
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("kind", ["DataQueue", "PollableDataQueue"])
+def test_flush_all_waits_for_every_workers_items(kind):
+    # the owner uses every item of a phase before it goes on: no polling with a deadline
+    import time
+
+    from spmdlab import DataQueue, PollableDataQueue, spmd_index, spmd_size
+
+    owner = spmd_size()
+    q = (DataQueue if kind == "DataQueue" else PollableDataQueue)(owner=owner)
+    got = []
+    if kind == "DataQueue" and spmd_index() == owner:
+        q.after_each(lambda item: (time.sleep(0.0005), got.append(item)))
+    for i in range(200):
+        q.send((spmd_index(), i))
+    assert q.flush_all() is True
+    if spmd_index() == owner:
+        if kind == "PollableDataQueue":
+            got = [q.poll() for _ in range(q.queue_length)]
+        # (the others went on at once: items of their next phase may be here already)
+        first = [item for item in got if item[0] != "again"]
+        assert sorted(first) == sorted((k, i) for k in range(1, spmd_size() + 1)
+                                       for i in range(200))
+        got = [item for item in got if item[0] == "again"]
+    # a second phase counts only what was sent since
+    q.send(("again", spmd_index()))
+    assert q.flush_all(timeout=30) is True
+    if spmd_index() == owner:
+        if kind == "PollableDataQueue":
+            got += [q.poll() for _ in range(q.queue_length)]
+            assert sorted(got) == [("again", k) for k in range(1, spmd_size() + 1)]
+        else:
+            assert sum(1 for item in got if item[0] == "again") == spmd_size()
+
+
+@pytest.mark.mpi
+def test_flush_all_without_a_listener_is_refused_on_every_worker():
+    from spmdlab import DataQueue, SpmdValueError, spmd_size
+
+    q = DataQueue(owner=spmd_size())
+    with pytest.raises(SpmdValueError, match="no listener"):
+        q.flush_all()
