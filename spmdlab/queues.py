@@ -352,6 +352,9 @@ def _finish():
     rank, size = _world.RANK, _world.SIZE
     previous = np.zeros((size, 2 * size), dtype=np.int64)  # before any message
     what = "DataQueue (at exit): waiting until no worker's items are still on their way"
+    # meanwhile receive the messages the program never received: a worker may wait in
+    # its first exit step until they are (see _ending._flush_sends)
+    drain = _ending._drain_unreceived
     while True:
         _hub.wake.set()  # the receiver thread takes what has arrived now
         row = _report()
@@ -364,7 +367,7 @@ def _finish():
             requests = {r: _world.CTL.Irecv([rows[r], MPI.INT64_T], r, _COUNTS_TAG)
                         for r in range(1, size)}
             _world.wait_for_workers(what, lambda: [r for r, q in requests.items()
-                                                   if not q.Test()])
+                                                   if not q.Test()], drain)
             done = _quiet(rows, previous)
             verdict = bytearray([done])
             MPI.Request.Waitall([_world.CTL.Isend(verdict, r, _COUNTS_TAG)
@@ -374,7 +377,8 @@ def _finish():
             sending = _world.CTL.Isend([row, MPI.INT64_T], 0, _COUNTS_TAG)
             verdict = bytearray(1)
             receiving = _world.CTL.Irecv(verdict, 0, _COUNTS_TAG)
-            _world.wait_for_workers(what, lambda: [] if receiving.Test() else _late())
+            _world.wait_for_workers(what, lambda: [] if receiving.Test() else _late(),
+                                    drain)
             sending.Wait()
             done = bool(verdict[0])
         if done:
