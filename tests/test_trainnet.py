@@ -436,6 +436,30 @@ def test_an_error_on_one_worker_is_raised_on_every_worker():
     _train("parallel-cpu", max_epochs=1)  # the next call still works
 
 
+@pytest.mark.parametrize("environment", ["cpu", "parallel-cpu"])
+def test_a_nan_loss_stops_training_and_keeps_the_last_finite_network(environment):
+    """One NaN observation in iteration 4's mini-batch: training stops there with
+    MATLAB's "Training loss is NaN", and the network is the one from before that step
+    (finite parameters and batch-norm statistics; the population statistics, which
+    would include the NaN observation, are not taken). It used to train on, report "Max
+    epochs completed" and return a network whose validation loss was NaN."""
+    x, y = _data()
+    x[35] = float("nan")  # mini-batches of 10, no shuffle: iteration 4
+    torch.manual_seed(1)
+    net = torch.nn.Sequential(torch.nn.Linear(6, 16), torch.nn.BatchNorm1d(16),
+                              torch.nn.Tanh(), torch.nn.Linear(16, 3))
+    net, info = _train(environment, data=(x, y), net=net, shuffle="never",
+                       validation_data=_data(n=30, seed=5), validation_frequency=100)
+    assert info.stop_reason == "Training loss is NaN"
+    assert [r["iteration"] for r in info.training_history] == [1, 2, 3, 4]
+    assert math.isnan(info.training_history[-1]["loss"])
+    assert np.isfinite(_flat(net)).all()
+    assert all(torch.isfinite(b).all() for b in net.buffers() if b.is_floating_point())
+    assert math.isfinite(info.final_validation["loss"])
+    if environment == "parallel-cpu":
+        _same_everywhere(_flat(net))
+
+
 def test_an_unreadable_image_names_trainnet_the_iteration_epoch_and_file(tmp_path):
     """A truncated PNG in iteration 6's mini-batch: every worker's error says trainnet,
     iteration 6 (epoch 1) and the file (it said OSError: image file is truncated, without

@@ -38,7 +38,8 @@ from .updates import adam_update, rmsprop_update, sgdm_update
 __all__ = ["TrainingInfo", "trainnet"]
 
 STOP_REASONS = {"max-epochs": "Max epochs completed", "stopped": "Stopped manually",
-                "patience": "Met validation criterion"}
+                "patience": "Met validation criterion", "nan-loss": "Training loss is NaN",
+                "inf-loss": "Training loss is infinite"}
 
 
 N = TypeVar("N")  # the network: a torch.nn.Module
@@ -555,6 +556,9 @@ class _Run:
         """One iteration on every worker; returns whether training stops after it."""
         o, group, net = self.o, self.group, self.net
         with group.local(f"iteration {self.done + 1} (epoch {epoch})"):
+            # batch-norm statistics before this mini-batch: put back if its loss is NaN
+            kept = [b.detach().clone() for b in net.buffers() if b.is_floating_point()] \
+                if self.has_state else None
             x, y = mbq.next()
             x, y = x.to(self.device, non_blocking=True), y.to(self.device, non_blocking=True)
             scores = net(x)
@@ -569,19 +573,26 @@ class _Run:
             if self.has_state:
                 aggregate_state(net, weight)
         self.done += 1
-        self.solver.step(learn_rate, self.done)
         stop = self.stopper.check() if self.stopper is not None else self.monitor.stop
         sums = np.array(values + [0.0]) * (self.mine / self.batch)
         sums[-1] = float(bool(stop))  # anyone's stop request reaches everyone
-        summed = group.plus(sums)
+        summed = group.plus(sums)  # the same bits on every worker: one decision
+        finite = math.isfinite(summed[0])
+        if finite:
+            self.solver.step(learn_rate, self.done)
+        else:  # MATLAB stops ("Training loss is NaN"); the network stays as it was
+            if kept is not None:
+                for b, old in zip([b for b in net.buffers() if b.is_floating_point()], kept):
+                    b.copy_(old)
+            self.reason = "nan-loss" if math.isnan(summed[0]) else "inf-loss"
         record = {"iteration": self.done, "epoch": epoch, "time_elapsed":
                   self.elapsed_before + time.monotonic() - self.start,
                   "learn_rate": learn_rate, "loss": float(summed[0])}
         for i, m in enumerate(self.metrics):
             record[m.name] = m.finish(float(summed[1 + i]))
         self.info.training_history.append(record)
-        stopping = summed[-1] > 0
-        if stopping:
+        stopping = summed[-1] > 0 or not finite
+        if summed[-1] > 0 and finite:
             self.reason = "stopped"
         validation = None
         if self.validation is not None and (self.done in (1, self.total) or stopping or
@@ -685,9 +696,13 @@ class _Run:
                 self.best[2] is not None:
             net.load_state_dict(self.best[2])
             info.output_network_iteration = self.best[1]
-        if self.o.batch_normalization_statistics == "population" and self.done > 0:
-            _population_statistics(net, self.train_data, self.group, self.count, self.batch,
-                                   self.offset, self.mine, self.device)
+        kept_running = ""
+        if self.o.batch_normalization_statistics == "population" and self.done > 0 and \
+                not _population_statistics(net, self.train_data, self.group, self.count,
+                                           self.batch, self.offset, self.mine, self.device):
+            kept_running = ("; the population batch-norm statistics are not finite (NaN or "
+                            "infinite values in the training data?): the network keeps its "
+                            "running statistics")
         epoch = max(1, -(-self.done // self.per_epoch))
         final = ""
         if self.validation is not None and self.done > 0:
@@ -700,14 +715,16 @@ class _Run:
                 f", {m.name} {record[m.name]:.4g}" for m in self.metrics)
         self.display.line(f"trainnet: {info.stop_reason} after iteration {self.done} (epoch "
                           f"{epoch}); network of iteration "
-                          f"{info.output_network_iteration}{final}")
+                          f"{info.output_network_iteration}{final}{kept_running}")
         net.eval()
         return net, info
 
 
 def _population_statistics(net, train, group, count, batch, offset, mine, device):
     """MATLAB's "population" batch-norm statistics over the training data: one pass over
-    this worker's part of every full global mini-batch, summed over the group."""
+    this worker's part of every full global mini-batch, summed over the group. Returns
+    False, the network unchanged, where they are not finite (NaN or infinite data)."""
+    kept = [b.detach().clone() for b in net.buffers() if b.is_floating_point()]
     per_epoch = count // batch
     positions = np.arange(per_epoch * batch).reshape(per_epoch, batch)[:, offset:offset + mine]
     mbq = train.queue(positions.reshape(-1), mine)
@@ -716,4 +733,11 @@ def _population_statistics(net, train, group, count, batch, offset, mine, device
             sums = batch_norm_moments(net, (b[0].to(device) for b in mbq))
     finally:
         mbq.close()
-    set_batch_norm_moments(net, group.plus(sums))
+    sums = group.plus(sums)
+    if not np.isfinite(sums).all():  # the same on every worker: the sums are
+        with _torch().no_grad():  # the pass ran the layers in training mode
+            for b, old in zip([b for b in net.buffers() if b.is_floating_point()], kept):
+                b.copy_(old)
+        return False
+    set_batch_norm_moments(net, sums)
+    return True
