@@ -28,6 +28,7 @@ EXIT_TAG = 1  # on CTL: "this worker has finished the program" (its exit status)
 ASK_TAG = 2  # "which call are you waiting in?", sent when a wait times out
 HERE_TAG = 3  # the answer: the call this worker waits in
 CTS_TAG = 4  # "clear to send": a receiver is ready for a large array (see p2p)
+COUNTS_TAG = 5  # the queues' end-of-program counts and verdicts (see queues)
 
 
 class Scope:

@@ -49,8 +49,6 @@ __all__ = ["DataQueue", "PollableDataQueue", "QueueSet"]
 Q = TypeVar("Q", bound="_Queue")
 
 _CTRL = 0  # tag of control messages: ("close", tag)
-# On _world.CTL (its tags 1-4 are _world's): the end-of-program counts and decisions
-_COUNTS_TAG = 5
 _IDLE_SLEEP = 0.01  # an idle thread wakes 100 times a second (see README for the cost)
 _BUSY_SLEEP = 0.00005  # while items keep coming (and for 50 ms after the last one)
 _SPIN = 0.0005  # for this long after an item the thread polls without sleeping
@@ -364,19 +362,19 @@ def _finish():
         elif rank == 0:
             rows = np.empty((size, 2 * size), dtype=np.int64)
             rows[0] = row
-            requests = {r: _world.CTL.Irecv([rows[r], MPI.INT64_T], r, _COUNTS_TAG)
+            requests = {r: _world.CTL.Irecv([rows[r], MPI.INT64_T], r, _world.COUNTS_TAG)
                         for r in range(1, size)}
             _world.wait_for_workers(what, lambda: [r for r, q in requests.items()
                                                    if not q.Test()], drain)
             done = _quiet(rows, previous)
             verdict = bytearray([done])
-            MPI.Request.Waitall([_world.CTL.Isend(verdict, r, _COUNTS_TAG)
+            MPI.Request.Waitall([_world.CTL.Isend(verdict, r, _world.COUNTS_TAG)
                                  for r in range(1, size)])
         else:
             rows = None
-            sending = _world.CTL.Isend([row, MPI.INT64_T], 0, _COUNTS_TAG)
+            sending = _world.CTL.Isend([row, MPI.INT64_T], 0, _world.COUNTS_TAG)
             verdict = bytearray(1)
-            receiving = _world.CTL.Irecv(verdict, 0, _COUNTS_TAG)
+            receiving = _world.CTL.Irecv(verdict, 0, _world.COUNTS_TAG)
             _world.wait_for_workers(what, lambda: [] if receiving.Test() else _late(),
                                     drain)
             sending.Wait()
