@@ -1,5 +1,7 @@
-"""Moving codistributed data: every redistribution is one all-to-all, a gather is one
-Allgatherv, with MPI derived datatypes describing the blocks (no packing by hand).
+"""Moving codistributed data: every redistribution is one all-to-all, with MPI derived
+datatypes describing the blocks (no packing by hand); a gather is one Allgatherv,
+straight into place when the blocks follow each other in the result, else end to end
+and then one strided copy per block (faster than vector datatypes in MPICH).
 
 A redistribution is planned from where each worker's block lies before and after
 (intervals along an axis of the global array): the piece one worker sends another is
@@ -137,11 +139,14 @@ def gather(scope, call, local, shape, axis, partition, destination=None):
         if scope.size == 1:
             out[...] = host
             return family.like(out, local)
-        request = _start_gather(scope.comm, host, out, shape, axis, partition, destination)
+        request, finish = _start_gather(scope.comm, host, out, shape, axis, partition,
+                                        destination)
     except Exception:
         _ending.end_committed(scope, call)
     if request is not None:
         _wait.wait(request, scope, call)
+    if finish is not None and wanted:
+        finish()
     return family.like(out, local) if wanted else None
 
 
@@ -150,7 +155,7 @@ def _start_gather(comm, host, out, shape, axis, partition, destination):
     outer = int(np.prod(shape[:axis], dtype=np.int64))
     inner = int(np.prod(shape[axis + 1:], dtype=np.int64)) * itemsize
     if outer * inner * shape[axis] == 0:
-        return None  # nothing to move: every worker knows it from the shape
+        return None, None  # nothing to move: every worker knows it from the shape
     starts = [0]
     for count in partition[:-1]:
         starts.append(starts[-1] + count)
@@ -162,27 +167,25 @@ def _start_gather(comm, host, out, shape, axis, partition, destination):
         recv = None if out is None else [out.reshape(-1).view(np.uint8), (counts, displs),
                                          MPI.BYTE]
         if root is None:
-            return comm.Iallgatherv(send, recv)
-        return comm.Igatherv(send, recv, root=root)
-    # One slab of the result (a fixed index along the axis) is a vector type whose extent
-    # is the slab stride: worker k's block is partition[k] of them from starts[k]. The
-    # sender lists its block slab by slab in the same order.
-    mine = host.shape[axis]
-    slab = MPI.BYTE.Create_vector(outer, inner, shape[axis] * inner)
-    whole = slab.Create_resized(0, inner)
-    whole.Commit()
-    local_slab = MPI.BYTE.Create_vector(outer, inner, max(mine, 1) * inner)
-    local_whole = local_slab.Create_resized(0, inner)
-    local_whole.Commit()
-    try:
-        send_spec = [send, mine, local_whole]
-        recv = None if out is None else [out.reshape(-1).view(np.uint8),
-                                         (list(partition), starts), whole]
-        if root is None:
-            request = comm.Iallgatherv(send_spec, recv)
-        else:
-            request = comm.Igatherv(send_spec, recv, root=root)
-    finally:  # MPI keeps what a pending operation needs after Free
-        for datatype in (slab, whole, local_slab, local_whole):
-            datatype.Free()
-    return request
+            return comm.Iallgatherv(send, recv), None
+        return comm.Igatherv(send, recv, root=root), None
+    # Blocks interleave in the result (a split along a later axis): gather them end to
+    # end, then put each in place with one strided copy. MPI's vector datatypes would
+    # write them in place, but MPICH moves them 9-17x slower than contiguous bytes.
+    counts = [outer * count * inner for count in partition]
+    displs = [outer * s * inner for s in starts]
+    stage = None if out is None else np.empty(sum(counts), dtype=np.uint8)
+    recv = None if out is None else [stage, (counts, displs), MPI.BYTE]
+    if root is None:
+        request = comm.Iallgatherv(send, recv)
+    else:
+        request = comm.Igatherv(send, recv, root=root)
+
+    def finish():
+        before, after = shape[:axis], shape[axis + 1:]
+        for k, count in enumerate(partition):
+            if count:
+                block = stage[displs[k]:displs[k] + counts[k]].view(host.dtype)
+                index = (slice(None),) * axis + (slice(starts[k], starts[k] + count),)
+                out[index] = block.reshape(before + (count,) + after)
+    return request, finish
