@@ -21,6 +21,7 @@ part of the package: importing spmdlab would import mpi4py and start MPI.
 import os
 import select
 import sys
+import time
 
 
 def _goodbyes(path):
@@ -73,6 +74,19 @@ def main(argv):
             reported = True  # a failure spmdlab has named: the rest is clean-up
             continue
         silent = sorted(k for k, _ in dead if k not in said)
+        if silent and not any(_report(path, k) for k in silent):
+            # woken late on a loaded machine, the first death seen may be the launcher's
+            # clean-up: a worker that ends within moments with a report of how (SIGTERM,
+            # a crash) is the cause
+            deadline = time.monotonic() + 0.5
+            while fds and time.monotonic() < deadline:
+                for fd, _ in poller.poll(50):
+                    k, pid = fds.pop(fd)
+                    poller.unregister(fd)
+                    os.close(fd)
+                    dead.append((k, pid))
+                    if k not in said and _report(path, k):
+                        silent, deadline = [k], 0.0
         if silent:
             pids = ", ".join(str(pid) for k, pid in sorted(dead) if k in silent)
             # several at once: the watcher woke after the clean-up had begun
@@ -89,17 +103,22 @@ def main(argv):
             pass
 
 
+def _report(path, k):
+    """What faulthandler wrote for worker ``k`` (empty: nothing)."""
+    try:
+        with open(f"{path}.{k}") as f:
+            return f.read().strip()
+    except OSError:
+        return ""
+
+
 def _how_it_ended(silent, said, path):
     """``(words, stack)``: the signal that ended the first of ``silent``, as far as this
     host can know it: faulthandler's report of SIGTERM or of a fatal signal (with the
     Python stack then), else a SIGKILL (nothing can catch it) or a crash in C code."""
     k = silent[0]
-    try:
-        with open(f"{path}.{k}") as f:
-            report = f.read()
-    except OSError:
-        report = ""
-    if report.strip() and "Fatal Python error: " not in report:  # faulthandler's SIGTERM
+    report = _report(path, k)
+    if report and "Fatal Python error: " not in report:  # faulthandler's SIGTERM
         stack = "".join(f"    {line}\n" for line in report.splitlines() if line)
         return ("ended by SIGTERM (sent by kill, by a batch system at its time limit, or "
                 "by a launcher); its Python stack then:"), stack
