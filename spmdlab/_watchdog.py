@@ -21,7 +21,6 @@ part of the package: importing spmdlab would import mpi4py and start MPI.
 import os
 import select
 import sys
-import time
 
 
 def _goodbyes(path):
@@ -74,19 +73,6 @@ def main(argv):
             reported = True  # a failure spmdlab has named: the rest is clean-up
             continue
         silent = sorted(k for k, _ in dead if k not in said)
-        if silent and not any(_report(path, k) for k in silent):
-            # woken late on a loaded machine, the first death seen may be the launcher's
-            # clean-up: a worker that ends within moments with a report of how (SIGTERM,
-            # a crash) is the cause
-            deadline = time.monotonic() + 0.5
-            while fds and time.monotonic() < deadline:
-                for fd, _ in poller.poll(50):
-                    k, pid = fds.pop(fd)
-                    poller.unregister(fd)
-                    os.close(fd)
-                    dead.append((k, pid))
-                    if k not in said and _report(path, k):
-                        silent, deadline = [k], 0.0
         if silent:
             pids = ", ".join(str(pid) for k, pid in sorted(dead) if k in silent)
             # several at once: the watcher woke after the clean-up had begun
