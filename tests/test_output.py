@@ -46,6 +46,10 @@ print("two\\nlines")
 """, 3, env={"SPMDLAB_LABEL_OUTPUT": "1", "PYTHONUNBUFFERED": "1"})
     assert job.returncode == 0, job.stderr
     out = job.stdout.replace("\r\n", "\n")  # Open MPI may give workers a terminal
+    # each line whole and labelled, each worker's lines in order (two workers' lines
+    # may interleave: a line, not a print, is the unit)
     for k in (1, 2, 3):
-        assert f"Worker {k}: hello from {k}" in out.splitlines()
-        assert out.count(f"Worker {k}: two\nWorker {k}: lines\n") == 1, out
+        mine = [line for line in out.splitlines() if line.startswith(f"Worker {k}: ")]
+        assert mine == [f"Worker {k}: hello from {k}", f"Worker {k}: two",
+                        f"Worker {k}: lines"], out
+    assert len(out.splitlines()) == 9, out
