@@ -174,6 +174,6 @@ def test_a_composite_filled_in_a_region_is_read_after_it():
     for _ in spmd(1):
         T = Composite(spmd_index())
     if spmd_index() == 1:
-        with pytest.raises(SpmdValueError, match=r"`S = Composite\(\)` before the region, "
-                                                 r"`S.mine = ...` inside it, `S\[i\]` after"):
+        with pytest.raises(SpmdValueError, match=r"S = Composite\(\) before the block, "
+                                                 r"S.mine = value inside it, S\[k\] after"):
             T[1]
