@@ -16,7 +16,7 @@ make_venv() {
   if [[ ",$extras," == *",torch,"* ]]; then
     "${pip[@]}" "torch==2.13.0"
   fi
-  # compat: a plain path in site-packages, which type checkers (mypy) follow; the default
-  # editable mode installs an import hook they cannot see
-  "${pip[@]}" -e ".[${mpi},${extras}]" --config-settings editable_mode=compat
+  # a plain path in site-packages, which type checkers (mypy) follow (setup.cfg's
+  # package_dir makes it so; see tests/test_typing.py)
+  "${pip[@]}" -e ".[${mpi},${extras}]"
 }

@@ -51,6 +51,17 @@ class Composite:
     >>> x[:], x.mine, x.exist()
     ([-1], -1, [True])
 
+    MATLAB's ``spmd(2), S = spmdIndex; end; S{1}`` in a script, where the workers outside
+    the block never run its lines: the Composite is made on every worker before the
+    block, filled inside, read after it (here at one worker; at four, ``S.exist()`` is
+    ``[True, True, False, False]``, as MATLAB's ``exist(S, k)``):
+
+    >>> S = Composite()
+    >>> for _ in spmd(1):
+    ...     S.mine = spmd_index() * 10
+    >>> S[1], S.exist()
+    (10, [True])
+
     MATLAB
     ------
     ``X{k}``, ``X{k} = v``, ``length(X)``, ``exist(X, k)``, ``Composite()``
@@ -154,15 +165,22 @@ class Composite:
 
     def _in_scope(self, call):
         scope = _world.current()
-        if scope is not self._scope:
-            # the same on every worker that runs this line: each raises, none waits
+        if scope is self._scope:
+            return scope
+        # the same on every worker that runs this line: each raises, none waits
+        made = self._scope.size
+        if made > scope.size:  # regions nest on fewer workers: made outside this block
             raise SpmdValueError(
-                f"{call} ({scope.who()}): this Composite was made with "
-                f"{self._scope.size} workers in another spmd region; index it there. "
-                f"MATLAB's `spmd(n) S = ...; end; S{{i}}` is, in a script (where workers "
-                f"outside the region never run its lines): `S = Composite()` before the "
-                f"region, `S.mine = ...` inside it, `S[i]` after it")
-        return scope
+                f"{call} ({scope.who()}): this Composite was made outside this spmd "
+                f"block, with {made} workers; inside the block set this worker's element "
+                f"with c.mine = value, and index it after the block")
+        raise SpmdValueError(
+            f"{call} ({scope.who()}): this Composite was made inside an spmd block of "
+            f"{made} workers, which has ended, and the other workers never ran the line "
+            f"that made it. Make it on every worker before the block and fill it inside: "
+            f"S = Composite() before the block, S.mine = value inside it, S[k] after it "
+            f"(MATLAB's spmd({made}), S = value; end, S{{k}}); or index it in the next "
+            f"spmd({made}) block")
 
     def _numbers(self, call, scope, k):
         if isinstance(k, slice):

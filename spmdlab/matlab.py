@@ -34,7 +34,7 @@ from typing import Any, Callable, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from . import _checks, collectives, composite, p2p
+from . import _checks, collectives, composite, p2p, region
 from ._backends import classify
 from .darray._matlab import (codistributed, codistributor, codistributor1d, distributed,
                              drange, eye, gather, getCodistributor, getLocalPart,
@@ -49,8 +49,8 @@ __all__ = [
     "labProbe", "labProbeStatus", "labReceive", "labReceiveStatus", "labSend",
     "labSendReceive", "labindex", "mpiprofile", "numlabs", "ones", "parpool", "rand", "randn",
     "redistribute", "spmdBarrier", "spmdBroadcast", "spmdCat", "spmdIndex", "spmdPlus",
-    "spmdProbe", "spmdProbeStatus", "spmdReceive", "spmdReceiveStatus", "spmdReduce",
-    "spmdSend", "spmdSendReceive", "spmdSize", "zeros",
+    "spmd", "spmdProbe", "spmdProbeStatus", "spmdReceive", "spmdReceiveStatus",
+    "spmdReduce", "spmdSend", "spmdSendReceive", "spmdSize", "zeros",
 ]
 
 # A worker number as MATLAB code gives it: an int, an integral float (every MATLAB number
@@ -443,6 +443,36 @@ def spmdProbe(source: Union[Worker, str] = None, tag: Union[Worker, str] = None,
     ``tf = spmdProbe``, ``spmdProbe(source)``, ``spmdProbe('any', tag)``, ``labProbe``
     """
     return p2p.spmd_probe(_any(source), _any(tag), status=status)
+
+
+def _count(value: Any) -> Any:
+    """A number of workers as MATLAB code gives it: a double (``2.0``, ``Inf``)."""
+    if isinstance(value, np.ndarray) and value.size == 1 and value.dtype.kind in "fiu":
+        value = value.reshape(()).item()
+    if isinstance(value, (float, np.floating)) and float(value).is_integer():
+        return int(value)
+    if isinstance(value, np.floating):
+        return float(value)
+    return value
+
+
+def spmd(*counts: Union[int, float, np.integer, np.floating, np.ndarray]) -> region.Region:
+    """MATLAB's ``spmd``, ``spmd(n)`` and ``spmd(m, n)``: ``for _ in spmd(m, n):`` runs
+    its body on at least m and at most n workers (as many as there are, up to n; ``n``
+    may be ``Inf``), ``spmd(n)`` on exactly n, ``spmd(0)`` on the client (worker 1 in a
+    script). Counts as MATLAB gives them (doubles: ``2.0``); see ``spmdlab.spmd``.
+
+    Examples
+    --------
+    >>> for _ in spmd(0.0, float("inf")):   # spmd(0, Inf) ... end
+    ...     print(spmdSize())
+    1
+
+    MATLAB
+    ------
+    ``spmd ... end``, ``spmd(n) ... end``, ``spmd(m, n) ... end``
+    """
+    return region.enter("spmd", counts, {}, _count)
 
 
 class Composite(composite.Composite):

@@ -38,11 +38,11 @@ from typing import Any, Callable, Generic, Iterator, List, Optional, Type, TypeV
 import numpy as np
 from ._mpi import MPI
 
-from . import _ending, _pack, _world
+from . import _ending, _env, _pack, _wait, _world
 from ._agree import agree
 from ._pack import digest
 from ._checks import check_worker
-from .errors import SpmdError, SpmdTypeError, SpmdValueError
+from .errors import SpmdError, SpmdTimeoutError, SpmdTypeError, SpmdValueError
 
 __all__ = ["DataQueue", "PollableDataQueue", "QueueSet"]
 
@@ -435,6 +435,11 @@ class _Queue:
         self._pollers = 0  # threads waiting in poll: only then is arrival notified
         self._own_sent = self._own_handled = 0  # items the owner sent to itself
         self._sent = 0  # items this worker sent to the queue (flush_all)
+        self._sent_lock = threading.Lock()  # a listener may send beside the program
+        # flush_all waits on this, not on _cond, which a slow listener holds: its reports
+        # and SPMDLAB_TIMEOUT come on time whatever the listeners do
+        self._progress = threading.Event()
+        self._flushing = 0
         # on the owner: items arrived from each scope rank (flush_all)
         self._arrived: collections.Counter = collections.Counter()
         self._closed = False
@@ -483,7 +488,8 @@ class _Queue:
         if self.is_owner:
             self._own_sent += 1
         _hub.send(self._chan, self.owner - 1, self._tag, message)
-        self._sent += 1
+        with self._sent_lock:
+            self._sent += 1
 
     def close(self) -> None:
         """Refuse further sends; items already sent can still be received.
@@ -504,13 +510,15 @@ class _Queue:
 
     def _arrive(self, items, own=False, source=None):
         with self._cond:
-            self._arrived[source] += len(items)
             self._items.extend(items)
             self._dispatch()
             if own:
                 self._own_handled += len(items)
+            self._arrived[source] += len(items)  # counted once handed over (flush_all)
             if self._pollers:
                 self._cond.notify_all()
+            if self._flushing:
+                self._progress.set()
 
     def flush(self, timeout: Optional[float] = None) -> bool:
         """On the owner: wait until the items it sent to its own queue have arrived (and
@@ -553,40 +561,77 @@ class _Queue:
         before it goes on: what MATLAB's client gets when it waits for the end of an
         ``spmd`` block. Every worker of the queue's scope calls it; items sent after a
         worker's call are not waited for. Raises, on every worker, in another scope than
-        the queue's, and on a DataQueue without a listener and without a timeout.
+        the queue's, for a bad ``timeout``, and on a DataQueue without a listener and
+        without a timeout. A wait that lasts says once, after SPMDLAB_STALL_WARNING
+        seconds, whose items are missing, and raises SpmdTimeoutError naming them after
+        SPMDLAB_TIMEOUT; SpmdError from a listener (the thread that delivers the items).
         """
         call = f"{self._kind}.flush_all"
         scope = _world.current()
+        _world.refuse_in_listener(call)
         error = None
         if scope is not self._scope:
             error = SpmdValueError(f"{call} ({scope.who()}): the queue was made in another "
                                    f"spmd region; call it there")
+        elif timeout is not None and (isinstance(timeout, bool) or not isinstance(
+                timeout, (int, float, np.integer, np.floating)) or not timeout >= 0):
+            error = SpmdValueError(f"{self._who('flush_all')}: 'timeout' must be None or "
+                                   f"seconds, 0 or more (got {timeout!r})")
         elif self.is_owner and isinstance(self, DataQueue) and not self._listeners and \
                 timeout is None:
             error = SpmdValueError(f"{self._who('flush_all')}: the queue has no listener, "
                                    f"so its items are never handed over and flush_all "
                                    f"would wait for ever; register one with after_each")
-        agree(scope, call, digest((call, self._tag)), error=error,
-              describe=lambda: f"{call}()")
-        from .collectives import spmd_cat
-
-        sent = spmd_cat(self._sent, destination=self.owner)  # each worker's count
+        _hub.post_ready(everything=True)  # this worker's held items leave now
+        with self._sent_lock:
+            sent = self._sent
+        # one exchange: the agreement record carries each worker's count (its free word)
+        ex, _, _ = agree(scope, call, digest((call, self._tag)), error=error, aux=sent,
+                         describe=lambda: f"{call}() of the queue owned by worker "
+                                          f"{self.owner}")
         if not self.is_owner:
             return True
-        deadline = None if timeout is None else time.monotonic() + timeout
+        needed = [ex.field(k, 4) for k in range(scope.size)] if scope.size > 1 else [sent]
+        return self._wait_for(needed, timeout)
+
+    def _wait_for(self, needed, timeout):
+        """On the owner: wait until ``needed[k]`` items of scope rank k have arrived (a
+        worker's items arrive in the order sent: counts per worker suffice). Says once,
+        after SPMDLAB_STALL_WARNING seconds, whose items it waits for, and raises
+        SpmdTimeoutError naming them after SPMDLAB_TIMEOUT; a pool's stop ends it."""
+        call = self._who("flush_all")
+        started = time.monotonic()
+        deadline = None if timeout is None else started + timeout
+        warned = False
         arrived = self._arrived
-        with self._cond:
-            self._pollers += 1
-            try:  # a worker's items arrive in the order sent: counts per worker suffice
-                while any(arrived[k] < n for k, n in enumerate(sent.tolist())) or \
-                        self._waiting():
-                    left = None if deadline is None else deadline - time.monotonic()
-                    if left is not None and left <= 0:
-                        return False
-                    self._cond.wait(0.05 if left is None else min(left, 0.05))
-            finally:
-                self._pollers -= 1
-        return True
+        self._flushing += 1
+        try:
+            while True:
+                self._progress.clear()  # then look: an arrival after this sets it again
+                late = [k for k, n in enumerate(needed) if arrived[k] < n]
+                if not late and not self._waiting():
+                    return True
+                now = time.monotonic()
+                if deadline is not None and now >= deadline:
+                    return False
+                elapsed = now - started
+                if late and not warned and _env.STALL_WARNING and \
+                        elapsed > _env.STALL_WARNING:
+                    warned = True
+                    sys.stderr.write(f"spmdlab: {call}: still waiting for the items of "
+                                     f"{_missing(late, arrived, needed)} after "
+                                     f"{elapsed:.0f} s\n")
+                    sys.stderr.flush()
+                if late and _env.TIMEOUT is not None and elapsed > _env.TIMEOUT:
+                    raise SpmdTimeoutError(
+                        f"{call}: the items of {_missing(late, arrived, needed)} have not "
+                        f"all arrived; gave up after SPMDLAB_TIMEOUT={_env.TIMEOUT:g} s")
+                if _wait.interrupted is not None:  # a pool's block being stopped
+                    _wait.interrupted()
+                self._progress.wait(0.05 if deadline is None else
+                                    min(0.05, deadline - now))
+        finally:
+            self._flushing -= 1
 
     def _dispatch(self):
         pass
@@ -610,6 +655,11 @@ class _Queue:
         scope.next_queue_tag += scope.size
         queues = [cls(k, _scope=scope, _tag=first + k - 1) for k in range(1, scope.size + 1)]
         return QueueSet(queues, scope.index)
+
+
+def _missing(late, arrived, needed):
+    """'worker 2 (3 of 5 items), worker 4 (0 of 1 items)' for flush_all's reports."""
+    return ", ".join(f"worker {k + 1} ({arrived[k]} of {needed[k]} items)" for k in late)
 
 
 class _Listener:

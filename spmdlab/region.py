@@ -1,15 +1,18 @@
-"""``spmd(n)``: a block that runs on the first n workers only (MATLAB ``spmd(n) ... end``).
+"""``spmd``: a block on the first workers only (MATLAB ``spmd(n) ... end``, ``spmd(m, n)``).
 
     for _ in spmd(2):                      # MATLAB:  spmd(2)
         total = spmd_plus(spmd_index())    #              total = spmdPlus(spmdIndex);
                                            #          end
 Inside the block ``spmd_index()``, ``spmd_size()`` and every collective and message are
-scoped to those n workers; the other workers skip the block without waiting for it.
+scoped to its workers; the other workers skip the block without waiting for it. As at
+MATLAB's ``end``, the block's workers leave it together: worker 1, the client, goes on
+only once every worker of the block has finished it.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterator, Optional, TypeVar
+import math
+from typing import Any, Callable, Iterator, Optional, Tuple, TypeVar, Union, overload
 
 import numpy as np
 from ._mpi import MPI
@@ -24,23 +27,29 @@ __all__ = ["spmd"]
 R = TypeVar("R")
 
 
-def spmd(n: Optional[int] = None, most: Optional[int] = None, *extra: Any) -> Region:
+@overload
+def spmd(n: Optional[int] = None, /) -> Region: ...
+@overload
+def spmd(m: int, n: Union[int, float], /) -> Region: ...
+
+
+def spmd(*counts: Any, **named: Any) -> Region:
     """Run the body of a ``for _ in spmd(n):`` loop once on workers 1..n, never elsewhere.
 
     Collective on entry: every worker of the current scope must reach the same
-    ``spmd(n)`` (the others then skip the body at once). ``n`` None means every worker.
-    ``spmd(m, n)`` (MATLAB's form) runs on at least ``m`` and at most ``n`` workers: as
-    many as the scope has, up to ``n``, and an error if that is fewer than ``m``.
+    ``spmd(...)`` (the others then skip the body at once). The block's workers leave it
+    together, as at MATLAB's ``end``: the loop ends on each of them once all of them
+    have run the body to its end (a ``break`` or ``return`` inside it skips that wait).
     ``spmd(n).run(fn, *args)`` calls ``fn`` inside the region and returns its result
     (None on workers outside it).
 
     Parameters
     ----------
-    n
-        The number of workers that run the block (the first n); None: every worker. With
-        ``most``: the least number of workers.
-    most
-        With ``n``: the most workers the block runs on (MATLAB's ``spmd(m, n)``).
+    m, n
+        ``spmd()``: every worker. ``spmd(n)``: exactly n workers (the first n); ``0`` is
+        MATLAB's "on the client", which in a script is worker 1 alone. ``spmd(m, n)``: at
+        least m and at most n workers (``n`` may be ``math.inf``): as many as the scope
+        has, up to n; SpmdValueError on every worker when it has fewer than m.
 
     Examples
     --------
@@ -49,69 +58,57 @@ def spmd(n: Optional[int] = None, most: Optional[int] = None, *extra: Any) -> Re
     1 1
     >>> spmd(1).run(lambda: spmd_index() * 10)  # the function form
     10
+    >>> spmd(1, 8).run(spmd_size)               # spmd(1, 8): one worker here
+    1
 
     MATLAB
     ------
-    ``spmd(n) ... end``, ``spmd ... end``, ``spmd(m, n) ... end``
+    ``spmd ... end``, ``spmd(n) ... end``, ``spmd(m, n) ... end``
     """
+    return enter("spmd", counts, named, _plain)
+
+
+def _plain(value: Any) -> Any:
+    return value
+
+
+def enter(call: str, counts: Tuple[Any, ...], named: dict,
+          number: Callable[[Any], Any]) -> Region:
+    """``spmd(*counts)`` (``spmdlab.matlab.spmd`` passes ``number``, which reads MATLAB's
+    numbers): agree on the number of workers, make or reuse the region's scope."""
     scope = _world.current()
-    call = "spmd"
     error: Optional[Exception] = None
-    if extra:
-        error = SpmdTypeError(f"{call} ({scope.who()}): takes spmd(), spmd(n) or "
-                              f"spmd(m, n), as MATLAB does (got {2 + len(extra)} "
-                              f"arguments)")
-    elif most is not None:
-        n, error = _at_least_at_most(scope, n, most)
-    if error is not None:
-        pass
-    elif n is None:
-        n = scope.size
-    elif isinstance(n, bool) or not isinstance(n, (int, np.integer)):
-        error = SpmdTypeError(f"{call} ({scope.who()}): 'n' must be an int from 1 to "
-                              f"{scope.size} (got {n!r} that is a {type(n).__name__})")
-    elif not 1 <= n <= scope.size:
-        error = SpmdValueError(f"{call} ({scope.who()}): 'n' must be from 1 to "
-                               f"{scope.size}, the number of workers (got {n})")
-    agree(scope, call, digest((call, int(n) if error is None and n is not None else None)),
-          error=error,
-          describe=lambda: f"spmd({n!r})" if most is None else f"spmd({n!r}, {most!r})")
-    assert n is not None  # every worker has raised otherwise
-    n = int(n)
-    if n not in scope.regions:
-        if n == scope.size:
-            scope.regions[n] = scope
+    k = 0
+    shown = ", ".join(map(repr, counts))
+    if named:
+        if set(named) == {"n"} and not counts:  # spmd(n=2): the one-argument form
+            counts = (named["n"],)
+            shown = f"n={named['n']!r}"
         else:
-            color = 0 if scope.rank < n else MPI.UNDEFINED
+            shown = ", ".join([shown] * bool(counts) +
+                              [f"{k}={v!r}" for k, v in named.items()])
+            error = SpmdTypeError(f"{call}({shown}) ({scope.who()}): MATLAB's forms are "
+                                  f"{call}(), {call}(n) and {call}(m, n); worker counts "
+                                  f"are positional")
+    if error is None:
+        k, error = _workers(call, shown, scope, tuple(number(c) for c in counts))
+    agree(scope, call, digest((call, k if error is None else None)), error=error,
+          describe=lambda: f"{call}({shown})")
+    if k not in scope.regions:
+        if k == scope.size:
+            scope.regions[k] = scope
+        else:
+            color = 0 if scope.rank < k else MPI.UNDEFINED
             comm = scope.comm.Split(color, scope.rank)
             if comm == MPI.COMM_NULL:
-                scope.regions[n] = None
+                scope.regions[k] = None
             else:
-                region = scope.regions[n] = _world.Scope(comm, scope.world_ranks[:n])
+                region = scope.regions[k] = _world.Scope(comm, scope.world_ranks[:k])
                 # the region's name on every worker: the sizes of the regions it is in
                 # (the profiler matches collectives across workers by it)
-                region.path = path(scope) + (n,)
+                region.path = path(scope) + (k,)
                 _world.SCOPES.append(region)
-    return Region(scope.regions[n])
-
-
-def _at_least_at_most(scope, least, most):
-    """``(n, error)`` for MATLAB's ``spmd(m, n)``: every worker up to ``most``, at least
-    ``least`` of them."""
-    call = "spmd"
-    for name, value in (("m", least), ("n", most)):
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-            return least, SpmdTypeError(
-                f"{call}(m, n) ({scope.who()}): {name!r} must be an int (got {value!r} "
-                f"that is a {type(value).__name__})")
-    if not 1 <= least <= most:
-        return least, SpmdValueError(
-            f"{call}(m, n) ({scope.who()}): needs 1 <= m <= n (got m={least}, n={most})")
-    if least > scope.size:
-        return least, SpmdValueError(
-            f"{call}({least}, {most}) ({scope.who()}): needs at least {least} workers, "
-            f"and there are {scope.size}")
-    return min(int(most), scope.size), None
+    return Region(scope.regions[k])
 
 
 def path(scope: Any) -> tuple:
@@ -120,6 +117,44 @@ def path(scope: Any) -> tuple:
     ``spmd(3)``). Its place in a worker's list of scopes is no name: a worker outside a
     region makes fewer scopes than its members."""
     return getattr(scope, "path", ())
+
+
+def _workers(call, shown, scope, counts):
+    """The number of workers ``spmd(*counts)`` runs on here, or the error to raise."""
+    where = f"{call}({shown}) ({scope.who()})"
+    if len(counts) > 2:
+        return 0, SpmdTypeError(f"{where}: MATLAB's forms are {call}(), {call}(n) and "
+                                f"{call}(m, n) (got {len(counts)} arguments)")
+    if not counts or (len(counts) == 1 and counts[0] is None):
+        return scope.size, None
+    names = ("n",) if len(counts) == 1 else ("m", "n")
+    for name, value in zip(names, counts):
+        infinite = name == "n" and len(counts) == 2 and isinstance(value, float) and \
+            value == math.inf
+        if not infinite and (isinstance(value, bool) or
+                             not isinstance(value, (int, np.integer))):
+            also = ", or math.inf" if name == "n" and len(counts) == 2 else ""
+            return 0, SpmdTypeError(f"{where}: '{name}' must be a number of workers, an "
+                                    f"int from 0{also} (got {value!r} that is a "
+                                    f"{type(value).__name__})")
+        if value < 0:
+            return 0, SpmdValueError(f"{where}: '{name}' must be a number of workers, "
+                                     f"0 or more (got {value})")
+    if len(counts) == 1:
+        n = int(counts[0])
+        if n > scope.size:
+            return 0, SpmdValueError(f"{where}: 'n' must be from 0 to {scope.size}, the "
+                                     f"number of workers (got {n}); {call}(1, {n}) runs "
+                                     f"on as many as there are, up to {n}")
+        return max(n, 1), None  # spmd(0): on the client, worker 1 in a script
+    m, n = counts
+    if m > n:
+        return 0, SpmdValueError(f"{where}: the least number of workers, m = {m}, is more "
+                                 f"than the most, n = {n}")
+    if m > scope.size:
+        return 0, SpmdValueError(f"{where}: needs at least {m} workers, and there are "
+                                 f"{scope.size}")
+    return max(int(min(n, scope.size)), 1), None
 
 
 class Region:
@@ -145,16 +180,24 @@ class Region:
         return self.scope is not None
 
     def __iter__(self) -> Iterator[int]:
-        if self.scope is None:
+        scope = self.scope
+        if scope is None:
             return
-        _world.push(self.scope)
+        _world.push(scope)
         try:
-            yield self.scope.index
+            yield scope.index
+            # The body ran to its end (an exception, a break or a return closes the
+            # loop without coming back here): MATLAB's end, which the client passes
+            # once every worker of the block has finished it.
+            if scope.size > 1:
+                agree(scope, "the end of spmd", digest(("the end of spmd",)),
+                      describe=lambda: "the end of an spmd block")
         finally:
-            _world.pop(self.scope)
+            _world.pop(scope)
 
     def run(self, fn: Callable[..., R], *args: Any, **kwargs: Any) -> Optional[R]:
         """``fn(*args, **kwargs)`` inside the region; None on workers outside it."""
+        result = None
         for _ in self:
-            return fn(*args, **kwargs)
-        return None
+            result = fn(*args, **kwargs)
+        return result

@@ -136,11 +136,52 @@ def test_region_composites_belong_to_their_region():
         inner = Composite("only")
         assert len(inner) == 1 and inner[1] == "only"
         if n > 1:  # spmd(n) on all n workers is the world itself
-            with pytest.raises(SpmdValueError, match="made with .* in another spmd region"):
+            with pytest.raises(SpmdValueError, match=r"Composite\[1\] \(worker 1 of 1\): "
+                               r"this Composite was made outside this spmd block, with "
+                               rf"{n} workers; inside the block set this worker's element "
+                               r"with c.mine = value"):
                 world[1]
-            with pytest.raises(SpmdValueError, match="in another spmd region"):
+            with pytest.raises(SpmdValueError, match="made outside this spmd block"):
                 world.exist()
     assert world[n] == n
+
+
+def test_made_inside_a_block_read_after_it_shows_the_spelling():
+    n, k = spmd_size(), spmd_index()
+    inner = None
+    for _ in spmd(1):
+        inner = Composite("only")
+    if n > 1 and k == 1:  # only worker 1 has it: the others never ran the line
+        with pytest.raises(SpmdValueError, match=(
+                r"Composite\[1\] \(worker 1 of \d\): this Composite was made inside an "
+                r"spmd block of 1 workers, which has ended.*S = Composite\(\) before the "
+                r"block, S.mine = value inside it, S\[k\] after it \(MATLAB's spmd\(1\), "
+                r"S = value; end, S\{k\}\)")):
+            inner[1]
+    for _ in spmd(1):  # the next block of the same workers reads it
+        assert inner[1] == "only"
+    spmd_barrier()
+
+
+@pytest.mark.parametrize("m", [1, 2, 3])
+def test_matlab_composite_of_a_block_of_fewer_workers(m):
+    # MATLAB: spmd(m), S = spmdIndex * 10; end; S{1}, exist(S, k)
+    n, k = spmd_size(), spmd_index()
+    m = min(m, n)
+    S = Composite()
+    for _ in spmd(m):
+        S.mine = spmd_index() * 10
+    assert S.exist() == [w <= m for w in range(1, n + 1)]
+    assert [S.exist(w) for w in range(1, n + 1)] == [w <= m for w in range(1, n + 1)]
+    assert S[1] == 10 and S[range(1, m + 1)] == [10 * w for w in range(1, m + 1)]
+    assert len(S) == n
+    if m < n:
+        with pytest.raises(SpmdValueError, match=rf"worker {m + 1} holds no value"):
+            S[m + 1]
+    S2 = matlab.Composite()
+    for _ in matlab.spmd(float(m)):
+        S2.mine = matlab.spmdIndex()
+    assert S2[float(m)] == m and S2.exist(float(n)) is (m == n)
 
 
 def test_matlab_composite_takes_matlab_worker_numbers():

@@ -30,7 +30,7 @@ def test_matlab_names():
                 "labReceiveStatus", "labProbeStatus", "codistributed", "codistributor",
                 "codistributor1d", "distributed", "drange", "eye", "gather",
                 "getCodistributor", "getLocalPart", "globalIndices", "iscodistributed",
-                "isdistributed", "ones", "rand", "randn", "redistribute", "zeros",
+                "isdistributed", "ones", "rand", "randn", "redistribute", "spmd", "zeros",
                 "parpool", "gcp", "delete"}
     assert set(spmdlab.matlab.__all__) == expected
     for name in expected:

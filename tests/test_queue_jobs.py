@@ -1,5 +1,7 @@
 """DataQueue behaviour that shows only in whole jobs: exit-time delivery, misuse."""
 
+import re
+
 import pytest
 
 from conftest import run_job
@@ -144,3 +146,40 @@ if 1 < spmd_index() < spmd_size():
 """, n, nodes=nodes, timeout=60)
     assert job.returncode == 0, job.stderr
     assert f"B received {2000 * (n - 2)}" in job.stdout, job.stdout + job.stderr
+
+
+@pytest.mark.parametrize("nodes", [1, 2])
+def test_flush_all_that_lasts_is_reported_and_ends_at_spmdlab_timeout(nodes):
+    # the owner's listener holds every item until it is told to go on: flush_all says
+    # once whose items it still waits for, then raises SpmdTimeoutError naming them (it
+    # never waits in silence, and a listener that holds the queue does not delay that)
+    job = run_job("""
+import threading, time
+from spmdlab import *
+go = threading.Event()
+q = DataQueue()
+q.after_each(lambda item: go.wait(30))
+spmd_barrier()  # no item comes before the listener (after_each would run it here)
+q.send(spmd_index())
+started = time.monotonic()
+try:
+    print("flushed", q.flush_all(), flush=True)
+except SpmdTimeoutError as exc:
+    print("TIMEOUT", exc, f"after {time.monotonic() - started:.1f} s", flush=True)
+go.set()
+# the owner raises after 1 s; the others reach the end of the program about then, so
+# that its waits (SPMDLAB_TIMEOUT too) stay short
+time.sleep(0.0 if spmd_index() == 1 else 1.2)
+""", 4 if nodes == 2 else 2, nodes=nodes, timeout=120,
+                  env={"SPMDLAB_TIMEOUT": "1", "SPMDLAB_STALL_WARNING": "0.5"})
+    assert job.returncode == 0, job.stderr
+    lines = job.stdout.splitlines()
+    timeouts = [line for line in lines if line.startswith("TIMEOUT")]
+    assert len(timeouts) == 1, job.stdout
+    assert re.match(r"TIMEOUT DataQueue.flush_all \(worker 1 of \d\): the items of "
+                    r"worker \d \(0 of 1 items\).* have not all arrived; gave up after "
+                    r"SPMDLAB_TIMEOUT=1 s after (\d+\.\d) s$", timeouts[0]), timeouts[0]
+    assert float(timeouts[0].split()[-2]) >= 1.0
+    assert sum(line == "flushed True" for line in lines) == len(lines) - 1, job.stdout
+    assert re.search(r"spmdlab: DataQueue.flush_all \(worker 1 of \d\): still waiting for "
+                     r"the items of worker \d \(0 of 1 items\)", job.stderr), job.stderr

@@ -390,3 +390,33 @@ def test_flush_all_without_a_listener_is_refused_on_every_worker():
     q = DataQueue(owner=spmd_size())
     with pytest.raises(SpmdValueError, match="no listener"):
         q.flush_all()
+
+
+@pytest.mark.mpi
+def test_flush_all_with_a_timeout_says_false_while_a_listener_holds_items():
+    import threading
+
+    from spmdlab import DataQueue, spmd_barrier, spmd_index
+
+    go = threading.Event()
+    q = DataQueue()
+    q.after_each(lambda item: go.wait(30))
+    spmd_barrier()  # no item comes before the listener (after_each would run it here)
+    q.send(spmd_index())
+    assert q.flush_all(timeout=0.2) is (spmd_index() != 1)  # the owner: not handed over
+    go.set()
+    assert q.flush_all() is True
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("timeout", [-1, "soon", float("nan")])
+def test_flush_all_bad_timeout_fails_on_every_worker(timeout):
+    from spmdlab import DataQueue, SpmdValueError, spmd_size
+
+    q = DataQueue(owner=spmd_size())
+    q.after_each(lambda item: None)
+    with pytest.raises(SpmdValueError, match=r"'timeout' must be None or seconds, 0 or "
+                                             r"more \(got "):
+        q.flush_all(timeout=timeout)
+    q.send(1)
+    assert q.flush_all() is True

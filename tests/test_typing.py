@@ -109,3 +109,24 @@ def test_mypy_sees_spmdlab_from_a_users_folder(tmp_path):
     assert "Cannot find implementation or library stub" not in out.stdout, out.stdout
     assert "script.py:6: error: Incompatible types in assignment" in out.stdout, out.stdout
     assert out.stdout.count("error:") == 1, out.stdout
+
+
+def test_a_plain_editable_install_is_a_path(tmp_path):
+    # `pip install -e .` without options (setuptools' default editable mode) must leave a
+    # plain path in a .pth file, not setuptools' import hook, which mypy cannot follow:
+    # build the editable wheel pip would install and read its .pth
+    import zipfile
+
+    build_meta = pytest.importorskip("setuptools.build_meta")
+    here = os.getcwd()
+    os.chdir(ROOT)
+    try:
+        name = build_meta.build_editable(str(tmp_path))
+    finally:
+        os.chdir(here)
+    with zipfile.ZipFile(tmp_path / name) as wheel:
+        pths = [n for n in wheel.namelist() if n.endswith(".pth")]
+        assert len(pths) == 1, wheel.namelist()
+        lines = wheel.read(pths[0]).decode().split()
+        hooks = [n for n in wheel.namelist() if n.endswith("_finder.py")]
+    assert not hooks and lines == [ROOT], (hooks, lines)

@@ -64,4 +64,5 @@ trainnet(ds, net, "crossentropy", "sgdm")  # mypy: arg-type
 c.exist(1) + "x"  # mypy: operator
 total.upper()  # mypy: attr-defined
 TrainingProgressMonitor(metrics=["loss"], web="yes")  # mypy: arg-type
-spmd("2")  # mypy: arg-type
+spmd("2")  # mypy: call-overload
+spmd(1, 2, 3)  # mypy: call-overload
