@@ -44,9 +44,10 @@ def layout_name():
     return f"{world.Get_size() // per}x{per}"
 
 
-def run_at(script, workers, worker_args, report, env=None):
+def run_at(script, workers, worker_args, report, env=None, timed=True):
     """``script --worker *worker_args`` under ``mpiexec`` for each entry of ``workers``
-    (see ``layout``), with ``env``'s variables added to the environment."""
+    (see ``layout``), with ``env``'s variables added to the environment; ``timed``: say
+    that times taken with more workers than cores include scheduling."""
     from mpi4py import MPI
 
     mpiexec = os.path.join(os.path.dirname(sys.executable), "mpiexec")
@@ -54,7 +55,7 @@ def run_at(script, workers, worker_args, report, env=None):
         mpiexec = "mpiexec"
     extra = ["--oversubscribe"] if MPI.Get_library_version().startswith("Open MPI") else []
     layouts = [layout(w) for w in workers]
-    if any(n > (os.cpu_count() or 1) for n, _ in layouts):
+    if timed and any(n > (os.cpu_count() or 1) for n, _ in layouts):
         print("note: more workers than cores is oversubscribed; times include scheduling")
     if any(nodes > 1 for _, nodes in layouts):
         print("note: CxP layouts are nodes simulated on this machine (MPICH's "

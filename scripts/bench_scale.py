@@ -179,7 +179,7 @@ def main():
             runs[mode][result["workers"]] = result["results"]
             print(f"  {mode} exchange at {result['workers']} workers: counted", flush=True)
         run_at(__file__, args.workers, ["--reps", args.reps], keep,
-               env=dict(env, SPMDLAB_COUNT="1", SPMDLAB_SHM_BYTES="0"))
+               env=dict(env, SPMDLAB_COUNT="1", SPMDLAB_SHM_BYTES="0"), timed=False)
     print("\nper call and per worker (the largest over the workers); k: the fitted "
           "exponent of a N^k over N >= 8\n")
     table(runs)
