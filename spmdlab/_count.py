@@ -39,12 +39,16 @@ def collective(sent, received, messages=1):
     COUNTS["received_messages"] += messages
 
 
-def waited():
-    """A wait that did not end at once: it watches its own request and, for the exit
-    notices of the others (``_wait``), one posted receive per other worker."""
+def waited(needed=None):
+    """A wait that did not end at once: it watches its own request and the exit notice
+    (a posted receive, ``_wait``) of each worker it needs that has not left (``needed``,
+    world ranks; None: every other worker)."""
     from . import _world
     COUNTS["waits"] += 1
-    COUNTS["requests_tested"] += 1 + max(_world.SIZE - 1 - len(_world.exited), 0)
+    if needed is None:
+        COUNTS["requests_tested"] += 1 + max(_world.SIZE - 1 - len(_world.exited), 0)
+    else:
+        COUNTS["requests_tested"] += 1 + sum(1 for r in needed if r not in _world.exited)
 
 
 def p2p(sent=0, received=0):

@@ -119,21 +119,22 @@ def tree_pass(scope, call, comm, acc, other, merge):
 def _exchange(scope, call, comm, acc, other, peer):
     receive = comm.Irecv(other, peer, _TAG)
     send = comm.Isend(acc, peer, _TAG)
-    _wait.wait_body(receive, scope, call)
-    _wait.wait_body(send, scope, call)
+    needed = [scope.world_ranks[peer]]  # a step waits on its partner alone
+    _wait.wait_body(receive, scope, call, needed)
+    _wait.wait_body(send, scope, call, needed)
     if _count.ON:
         _count.add(sent_bytes=len(acc), received_bytes=len(acc), sent_messages=1,
                    received_messages=1, records_examined=1)
 
 
 def _send(scope, call, comm, buf, peer):
-    _wait.wait_body(comm.Isend(buf, peer, _TAG), scope, call)
+    _wait.wait_body(comm.Isend(buf, peer, _TAG), scope, call, [scope.world_ranks[peer]])
     if _count.ON:
         _count.add(sent_bytes=len(buf), sent_messages=1)
 
 
 def _recv(scope, call, comm, buf, peer, size):
-    _wait.wait_body(comm.Irecv(buf, peer, _TAG), scope, call)
+    _wait.wait_body(comm.Irecv(buf, peer, _TAG), scope, call, [scope.world_ranks[peer]])
     if _count.ON:  # as many bytes as this worker's record (a matching call's)
         _count.add(received_bytes=size, received_messages=1, records_examined=1)
 

@@ -41,39 +41,43 @@ def wait(request, scope, call):
     wait_body(request, scope, call)
 
 
-def wait_body(request, scope, call):
-    """``wait`` itself (the agreement step calls it: its wait is not data)."""
+def wait_body(request, scope, call, needed=None):
+    """``wait`` itself (the agreement step calls it: its wait is not data). ``needed``:
+    the world ranks whose exit would leave the request incomplete (default: the rest of
+    the scope; a step of the tree needs its partner alone, and watches one exit notice,
+    not one per worker: a worker that left elsewhere is named by the worker whose
+    partner it was, whose error ends the job)."""
     test = request.Test
     for _ in range(16):  # most collectives finish within a few microseconds
         if test():
             return
+    if needed is None:
+        needed = [r for r in scope.world_ranks if r != _world.RANK]
     if _count.ON:
-        _count.waited()
+        _count.waited(needed)
     if _env.TIMEOUT is not None or _world.OVERSUBSCRIBED or interrupted is not None:
-        spin(test, scope, call, collective=True)
+        spin(test, scope, call, needed, collective=True)
         return
     _stall.waiting_in = (call, scope, time.monotonic())  # for the stall report
     try:
-        _wait_in_mpi(request, scope, call)
+        _wait_in_mpi(request, scope, call, needed)
     finally:
         _stall.waiting_in = None
 
 
-def _wait_in_mpi(request, scope, call):
-    # Let MPI wait (it spins and yields the core as it sees fit), waking on an exit notice.
-    needed = [r for r in scope.world_ranks if r != _world.RANK]
+def _wait_in_mpi(request, scope, call, needed):
+    # Let MPI wait (it spins and yields the core as it sees fit), waking on the exit
+    # notice of a worker it needs.
     exited = _world.exited
-    while not _world.all_exited():
-        index = MPI.Request.Waitany([request] + _world.exit_requests())
+    notices = _world.exit_requests()
+    watched = [r for r in needed if r not in exited]
+    if watched:
+        index = MPI.Request.Waitany([request] + [notices[r] for r in watched])
         if index == 0:
             return
-        exited.add(index - 1)
-        if any(r in exited for r in needed):
-            if _settles(request.Test):
-                return
-            _check(scope, call, needed, 0.0, False)
-    # Every other worker's exit notice has arrived (perhaps during an earlier wait): the
-    # call completes now or never.
+        exited.add(watched[index - 1])
+    # A worker it needs has left (perhaps before this wait): the call completes now (it
+    # sent just before leaving) or never.
     if not _settles(request.Test):
         _check(scope, call, needed, 0.0, False)
 
@@ -88,7 +92,7 @@ def spin(done, scope, call, needed=None, any_of=False, collective=False):
     """
     started = time.monotonic()
     if _count.ON and not collective:  # (a collective's wait was counted in wait_body)
-        _count.waited()
+        _count.waited(needed)
     _stall.waiting_in = (call, scope, started)  # for the stall report (another thread)
     try:
         return _spin(done, scope, call, needed, any_of, collective, started)
@@ -147,7 +151,7 @@ def _settles(done):
 
 
 def _check(scope, call, needed, started, any_of, collective=False):
-    _world.poll_exits()
+    _world.poll_exits(needed)
     gone = [r for r in needed if r in _world.exited]
     if gone and (not any_of or len(gone) == len(needed)):
         workers = ", ".join(str(scope.world_ranks.index(r) + 1) for r in gone)

@@ -297,12 +297,19 @@ def all_exited():
     return len(exited) >= SIZE - 1
 
 
-def poll_exits():
-    """Take the exit notices that have arrived."""
-    if not all_exited():
-        done = MPI.Request.Testsome(_exit_reqs)
+def poll_exits(ranks=None):
+    """Take the exit notices that have arrived (of the world ranks ``ranks``, or of all)."""
+    if ranks is None:
+        if not all_exited():
+            done = MPI.Request.Testsome(_exit_reqs)
+            if done:
+                exited.update(done)
+        return
+    ranks = [r for r in ranks if r not in exited and r != RANK]
+    if ranks:
+        done = MPI.Request.Testsome([_exit_reqs[r] for r in ranks])
         if done:
-            exited.update(done)
+            exited.update(ranks[i] for i in done)
 
 
 def exit_requests():
