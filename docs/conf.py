@@ -26,6 +26,10 @@ extensions = [
 source_suffix = {".rst": "restructuredtext", ".md": "markdown"}
 myst_heading_anchors = 3
 myst_enable_extensions = ["colon_fence"]
+# A fence without a language is output or a shell line: shown as it is, not coloured as
+# Python; straight quotes stay straight (option values are copied from these pages)
+highlight_language = "text"
+smartquotes = False
 # {src}`examples/digits_spmd.py`: a file of the repository, on its host
 extlinks = {"src": ("https://github.com/spmdlab/spmdlab/blob/main/%s", "%s")}
 
