@@ -19,7 +19,12 @@ chown -R munge:munge /etc/munge /run/munge
 chmod 400 /etc/munge/munge.key
 pgrep -x munged >/dev/null || munged --force
 host=$(hostname)
-node=$(slurmd -C | head -1 | sed 's/ UpTime.*//; s/RealMemory=[0-9]*/RealMemory=1000/')
+# at least 8 CPUs whatever this machine has (SlurmdParameters=config_overrides), so that
+# `salloc -n 4` is granted as on a cluster node; Slurm's own MpiDefault (none), so that a
+# test shows which --mpi plugin a command needs
+cpus=$(nproc)
+if [ "$cpus" -lt 8 ]; then cpus=8; fi
+node="NodeName=$host CPUs=$cpus Boards=1 SocketsPerBoard=1 CoresPerSocket=$cpus ThreadsPerCore=1 RealMemory=1000"
 cat > /etc/slurm/slurm.conf <<CONF
 ClusterName=local
 SlurmctldHost=$host
@@ -35,7 +40,8 @@ SlurmdLogFile=/var/log/slurm/slurmd.log
 SchedulerType=sched/backfill
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core
-MpiDefault=pmi2
+MpiDefault=none
+SlurmdParameters=config_overrides
 ReturnToService=2
 $node State=UNKNOWN
 PartitionName=debug Nodes=$host Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE:4

@@ -187,6 +187,7 @@ def abort(status):
     """End the whole job with ``status``. MPICH's MPI_Abort can return to its caller
     (the launcher kills the job a moment later): this never does."""
     _say_goodbye("abort")
+    _output.release()
     try:
         _mpi.module().COMM_WORLD.Abort(status)
     finally:
@@ -213,6 +214,7 @@ def excepthook(etype, value, tb, header=""):
             sys.stderr.write(header + text)
             sys.stderr.flush()
         sys.stdout.flush()
+        _output.release()
         # mpiexec forwards output asynchronously and stops forwarding once the job is
         # aborted: give it a moment, or this traceback may never reach the terminal
         time.sleep(0.2)

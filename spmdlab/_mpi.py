@@ -20,9 +20,17 @@ _LAUNCHED = ("PMI_RANK", "PMI_SIZE", "PMIX_RANK", "OMPI_COMM_WORLD_SIZE", "PMI_F
              "MPI_LOCALNRANKS", "SLURM_STEP_ID")
 
 
+# salloc's shell on a compute node (LaunchParameters=use_interactive_step) is a Slurm step
+# of this id (SLURM_INTERACTIVE_STEP): a prompt, not an MPI launch, where a pool's client
+# runs
+_SLURM_INTERACTIVE_STEP = "4294967290"
+
+
 def launched():
     """Whether this process was started by an MPI launcher (it is then a worker)."""
-    return any(name in os.environ for name in _LAUNCHED)
+    return any(name in os.environ for name in _LAUNCHED
+               if not (name == "SLURM_STEP_ID" and
+                       os.environ.get(name) == _SLURM_INTERACTIVE_STEP))
 
 
 _module = None

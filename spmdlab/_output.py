@@ -7,6 +7,7 @@ Installed on every launched worker of a job of two or more; a stream the program
 replaced already (pytest's capture, a pool worker's pipes) is left alone.
 """
 
+import atexit
 import io
 import os
 import sys
@@ -17,8 +18,12 @@ from . import _env, _world
 
 class WholeLines(io.TextIOBase):
     """A text stream over a file descriptor that writes complete lines, each in one
-    ``os.write``; a partial line waits for its newline or for ``flush()`` (a progress
-    bar's ``\\r`` redraws flush)."""
+    ``os.write``. A partial line waits for its newline: ``flush()`` writes it at once only
+    if it redraws a line (a progress bar's ``\\r``), else after ``HOLD`` seconds without
+    its newline (a prompt shows), or at exit; a ``print(..., end="", flush=True)``
+    finished soon after therefore reaches the terminal whole."""
+
+    HOLD = 1.0
 
     def __init__(self, stream, label=""):
         super().__init__()
@@ -28,6 +33,8 @@ class WholeLines(io.TextIOBase):
         self._pending = ""
         self._lock = threading.Lock()
         self._at_line_start = True
+        self._timer = None  # at most one: writes a held partial line after HOLD seconds
+        atexit.register(self.close)
 
     @property
     def encoding(self):
@@ -59,9 +66,32 @@ class WholeLines(io.TextIOBase):
 
     def flush(self):
         with self._lock:
+            if not self._pending:
+                return
+            if "\r" in self._pending:
+                self._emit_pending()
+                return
+            if self._timer is not None:
+                return
+            self._timer = threading.Timer(self.HOLD, self._write_held)
+            self._timer.daemon = True
+            self._timer.start()
+
+    def _write_held(self):
+        with self._lock:
+            self._timer = None
             if self._pending:
-                text, self._pending = self._pending, ""
-                self._emit(text)
+                self._emit_pending()
+
+    def close(self):
+        """Writes what is pending (at exit: a last line without its newline)."""
+        with self._lock:
+            if self._pending:
+                self._emit_pending()
+
+    def _emit_pending(self):
+        text, self._pending = self._pending, ""
+        self._emit(text)
 
     def _emit(self, text):
         if self._label:
@@ -99,3 +129,11 @@ def install():
         except (OSError, ValueError, AttributeError):
             continue
         setattr(sys, name, WholeLines(stream, label))
+
+
+def release():
+    """Writes every held partial line now (a job about to end: no atexit will run)."""
+    for name in ("stdout", "stderr"):
+        stream = getattr(sys, name, None)
+        if isinstance(stream, WholeLines):
+            stream.close()

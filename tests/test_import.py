@@ -47,7 +47,15 @@ def test_pool_names():
 
 
 @pytest.mark.mpi_skip
-def test_importing_spmdlab_starts_no_mpi():
+@pytest.mark.parametrize("slurm, started", [
+    ({}, False),  # a prompt, a notebook, a script run with plain python
+    # salloc's shell on a node (LaunchParameters=use_interactive_step), as Slurm 22.05
+    # sets it: a prompt where a pool's client runs
+    ({"SLURM_JOB_ID": "7", "SLURM_STEP_ID": "4294967290", "SLURM_PROCID": "0",
+      "SLURM_MPI_TYPE": "none"}, False),
+    ({"SLURM_JOB_ID": "7", "SLURM_STEP_ID": "0", "SLURM_PROCID": "0"}, True),  # srun's task
+])
+def test_importing_spmdlab_starts_no_mpi(slurm, started):
     # a pool's client imports spmdlab and must never start MPI; a worker starts it on
     # its first call (or at import when launched by mpiexec, srun)
     import subprocess
@@ -57,9 +65,10 @@ def test_importing_spmdlab_starts_no_mpi():
             "print('mpi4py.MPI' in sys.modules)")
     env = {k: v for k, v in __import__("os").environ.items()
            if not k.startswith(("PMI_", "PMIX_", "OMPI_", "SLURM_", "MPI_LOCAL"))}
+    env.update(slurm)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          env=env, timeout=120)
-    assert out.stdout.strip() == "False", out.stdout + out.stderr
+    assert out.stdout.strip() == str(started), out.stdout + out.stderr
 
 
 def test_darray_names():

@@ -53,3 +53,50 @@ print("two\\nlines")
         assert mine == [f"Worker {k}: hello from {k}", f"Worker {k}: two",
                         f"Worker {k}: lines"], out
     assert len(out.splitlines()) == 9, out
+
+
+def _pipe_stream():
+    import io
+    import os
+
+    from spmdlab._output import WholeLines
+    r, w = os.pipe()
+    os.set_blocking(r, False)
+    stream = WholeLines(io.TextIOWrapper(io.FileIO(w, "w"), write_through=True))
+
+    def read():
+        try:
+            return os.read(r, 1 << 16).decode()
+        except BlockingIOError:
+            return ""
+    return stream, read
+
+
+def test_a_flushed_partial_line_waits_a_moment_for_its_newline():
+    import time
+    stream, read = _pipe_stream()
+    stream.write("a prompt> ")
+    stream.flush()
+    assert read() == ""  # another worker's line cannot splice in
+    stream.write("finished\n")
+    assert read() == "a prompt> finished\n"
+    stream.write("no newline coming")
+    stream.flush()
+    time.sleep(stream.HOLD + 0.5)
+    assert read() == "no newline coming"  # a prompt shows
+    stream.write("\r 40% |####      |")
+    stream.flush()
+    assert read() == "\r 40% |####      |"  # a progress bar's redraw goes out at once
+    stream.write("last words")
+    stream.close()
+    assert read() == "last words"
+
+
+def test_a_last_partial_line_reaches_the_terminal_at_exit():
+    job = run_job("""
+from spmdlab import spmd_index
+print(f"worker {spmd_index()} ends without a newline", end="")
+""", 2)
+    assert job.returncode == 0, job.stderr
+    for k in (1, 2):
+        assert f"worker {k} ends without a newline" in job.stdout, job.stdout

@@ -248,6 +248,54 @@ def test_a_pool_that_cannot_start_says_why():
     assert "Its output:" in proc.stdout
 
 
+def test_the_srun_command_line(monkeypatch):
+    # what the pool asks of srun, on any machine: the PMI its MPI speaks (a cluster's
+    # default is often none: every worker a job of one), the client's environment passed
+    # on, --overlap when the client is itself a step's task, the user's --mpi kept
+    from spmdlab.pool import _launchers
+
+    for name in ("SLURM_STEP_ID", "SLURM_JOB_NODELIST", "SLURM_NODELIST"):
+        monkeypatch.delenv(name, raising=False)
+    plugin = "--mpi=pmix" if is_open_mpi() else "--mpi=pmi2"
+    worker = [sys.executable, "-m", "spmdlab.pool._worker"]
+    assert _launchers.command("srun", "/s/srun", 3) == [
+        "/s/srun", "-n", "3", "--kill-on-bad-exit=1", "--export=ALL", plugin] + worker
+    monkeypatch.setenv("SLURM_STEP_ID", "0")
+    assert _launchers.command("srun", "srun", 2, ["--mpi=cray_shasta", "-N", "2"]) == [
+        "srun", "-n", "2", "--kill-on-bad-exit=1", "--export=ALL", "--overlap",
+        "--mpi=cray_shasta", "-N", "2"] + worker
+    # loopback only when the allocation is this host alone
+    host = __import__("socket").gethostname()
+    assert _launchers.spans_hosts("srun")  # srun outside an allocation: anywhere
+    monkeypatch.setenv("SLURM_JOB_NODELIST", host.split(".")[0])
+    assert not _launchers.spans_hosts("srun")
+    monkeypatch.setenv("SLURM_JOB_NODELIST", f"{host}-other")  # a login node's client
+    assert _launchers.spans_hosts("srun")
+    monkeypatch.setenv("SLURM_JOB_NODELIST", f"{host},{host}-other")
+    assert _launchers.spans_hosts("srun")
+    assert not _launchers.spans_hosts("mpich")
+
+
+def test_srun_where_there_is_none_says_so():
+    env, _ = layout_env("1")
+    env["PATH"] = os.path.dirname(sys.executable)  # this Python's mpiexec, no srun
+    proc = run_client("""
+        import spmdlab
+        try:
+            spmdlab.start_pool(1, launcher="srun")
+        except FileNotFoundError as exc:
+            print("ERROR:", exc)
+        try:
+            spmdlab.start_pool(1, launcher="slurm")
+        except ValueError as exc:
+            print("ERROR:", exc)
+    """, env)
+    assert "ERROR: launcher='srun': srun is not on PATH" in proc.stdout, \
+        proc.stdout + proc.stderr
+    assert ("ERROR: launcher must be one of 'auto', 'mpich', 'openmpi', 'srun' (got "
+            "'slurm')") in proc.stdout, proc.stdout + proc.stderr
+
+
 def test_bad_calls_say_what_is_wrong():
     env, _ = layout_env("1")
     proc = run_client("""

@@ -233,8 +233,12 @@ class Pool:
                 continue
             if hello[0] != "hello" or hello[2] != self.size or hello[1] in hellos:
                 conn.close()
-                raise self._start_failed(f"a worker said {hello!r}: is another MPI's "
-                                         f"launcher starting this Python's workers?")
+                hint = ("is srun's --mpi plugin the one this Python's MPI speaks (`srun "
+                        "--mpi=list`; give it with launcher_args=['--mpi=...'])?"
+                        if self.launcher == "srun" else
+                        "is another MPI's launcher starting this Python's workers?")
+                raise self._start_failed(f"a worker said {hello!r}, not one of "
+                                         f"{self.size} workers: {hint}")
             sock.settimeout(None)
             hellos[hello[1]] = hello
             self._conns[hello[1]] = conn

@@ -337,8 +337,13 @@ def _connect(address, secret):
 
 
 def main():
-    address = os.environ.pop(_wire.ADDRESS_VARIABLE)
-    secret = os.environ.pop(_wire.SECRET_VARIABLE)
+    address = os.environ.pop(_wire.ADDRESS_VARIABLE, None)
+    secret = os.environ.pop(_wire.SECRET_VARIABLE, None)
+    if address is None or secret is None:
+        sys.exit(f"spmdlab.pool._worker: {_wire.ADDRESS_VARIABLE} and "
+                 f"{_wire.SECRET_VARIABLE} are not in this worker's environment: a pool's "
+                 f"workers are started by its client (spmdlab.start_pool), whose launcher "
+                 f"must pass the client's environment on (not srun --export=NONE)")
     signal.signal(signal.SIGINT, signal.default_int_handler)
     conn = _connect(address, secret)
     from .. import _world
