@@ -94,7 +94,19 @@ def web_page(work):
         cwd=ROOT, env=dict(ENV, SPMDLAB_SCREENSHOT=fresh), capture_output=True, text=True)
     if out.returncode != 0 or not os.path.exists(fresh):
         sys.exit("screenshots: the browser test took no screenshot:\n" + out.stdout[-3000:])
-    shutil.copy(fresh, target)
+    _crop_blank_bottom(fresh, target)
+
+
+def _crop_blank_bottom(source, target, margin=24):
+    """Copy the page's picture without the empty window below its last chart."""
+    from PIL import Image, ImageChops
+
+    with Image.open(source) as page:
+        rgb = page.convert("RGB")
+        blank = Image.new("RGB", rgb.size, rgb.getpixel((rgb.width - 1, rgb.height - 1)))
+        box = ImageChops.difference(rgb, blank).getbbox()
+        bottom = rgb.height if box is None else min(rgb.height, box[3] + margin)
+        rgb.crop((0, 0, rgb.width, bottom)).save(target)
 
 
 def profile_chart(work):
