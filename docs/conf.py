@@ -152,6 +152,35 @@ def _unresolved(app, env, node, contnode):
             location=node)
 
 
+def _resolve_alias(app, env, node, contnode):
+    """``spmdlab.Pool`` and the other names spmdlab re-exports from a submodule have a
+    page of their own (reference/generated/spmdlab.Pool) that describes no object (the
+    submodule's page does, and one object described twice is a warning): a link to the
+    name leads to that page."""
+    if node.get("refdomain") != "py":
+        return None
+    target = node.get("reftarget", "")
+    doc = f"reference/generated/{target}"
+    if target.startswith("spmdlab.") and doc in env.all_docs:
+        from sphinx.util.nodes import make_refnode
+
+        return make_refnode(app.builder, node["refdoc"], doc, None, contnode, target)
+    return None
+
+
+def _first_overload(mangle):
+    """autosummary's tables give a function one short signature; for an overloaded
+    function it gets every overload, one a line, and makes nonsense of them
+    (``spmd_plus(-> ~T)``): the table shows the first, the page shows them all."""
+    def first(sig, max_chars=30):
+        return mangle(sig.split("\n", 1)[0], max_chars=max_chars)
+    return first
+
+
 def setup(app):
+    import sphinx.ext.autosummary as autosummary
+
+    autosummary.mangle_signature = _first_overload(autosummary.mangle_signature)
+    app.connect("missing-reference", _resolve_alias, priority=400)  # before _unresolved
     app.connect("autodoc-process-docstring", _arguments, priority=400)  # before napoleon
     app.connect("missing-reference", _unresolved)
