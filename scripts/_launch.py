@@ -44,9 +44,10 @@ def layout_name():
     return f"{world.Get_size() // per}x{per}"
 
 
-def run_at(script, workers, worker_args, report):
+def run_at(script, workers, worker_args, report, env=None, timed=True):
     """``script --worker *worker_args`` under ``mpiexec`` for each entry of ``workers``
-    (see ``layout``)."""
+    (see ``layout``), with ``env``'s variables added to the environment; ``timed``: say
+    that times taken with more workers than cores include scheduling."""
     from mpi4py import MPI
 
     mpiexec = os.path.join(os.path.dirname(sys.executable), "mpiexec")
@@ -54,7 +55,7 @@ def run_at(script, workers, worker_args, report):
         mpiexec = "mpiexec"
     extra = ["--oversubscribe"] if MPI.Get_library_version().startswith("Open MPI") else []
     layouts = [layout(w) for w in workers]
-    if any(n > (os.cpu_count() or 1) for n, _ in layouts):
+    if timed and any(n > (os.cpu_count() or 1) for n, _ in layouts):
         print("note: more workers than cores is oversubscribed; times include scheduling")
     if any(nodes > 1 for _, nodes in layouts):
         print("note: CxP layouts are nodes simulated on this machine (MPICH's "
@@ -62,12 +63,13 @@ def run_at(script, workers, worker_args, report):
     for n, nodes in layouts:
         if nodes > 1 and extra:
             sys.exit("simulated nodes (CxP) need MPICH's mpiexec")
-        env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+        env_n = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1",
+                     OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", **(env or {}))
         if nodes > 1:
-            env["MPIR_CVAR_NUM_CLIQUES"] = str(nodes)
+            env_n["MPIR_CVAR_NUM_CLIQUES"] = str(nodes)
         cmd = [mpiexec, *extra, "-n", str(n), sys.executable, os.path.abspath(script),
                "--worker", *map(str, worker_args)]
-        out = subprocess.run(cmd, capture_output=True, text=True, timeout=1800, env=env)
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=1800, env=env_n)
         lines = [l for l in out.stdout.splitlines() if l.startswith("RESULT ")]
         if out.returncode != 0 or not lines:
             sys.exit(f"benchmark at {n} workers failed:\n{out.stdout}\n{out.stderr}")

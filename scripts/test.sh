@@ -11,11 +11,14 @@
 #     examples that use the core directly, at 4 workers (the other three go through the
 #     training toolkit's same calls; one worker is plain python, the same under both);
 #   - pytest-mpi at 1, 2, 3 and 4 workers on one node;
+#   - MPICH only: the core's tests at 16 workers (oversubscribed), where agreement and
+#     small reductions go along a tree (spmdlab/_tree.py);
 #   - MPICH only: pytest-mpi at 2x2, two nodes of two workers simulated on this machine
 #     (MPIR_CVAR_NUM_CLIQUES=2: workers 1, 3 on one node, 2, 4 on the other; traffic
 #     between them leaves shared memory). Open MPI has no way to split one machine into
 #     nodes, so its runs are all single-node.
-# Then the core on the newest Python found (3.13 or 3.12), MPICH, without torch.
+# Then the core on the newest Python found (3.13 or 3.12), MPICH, without torch, and
+# pytest-mpi at 3 workers there with the tree forced (SPMDLAB_TREE_ABOVE=0).
 # Every mpiexec is bounded by a timeout. SPMDLAB_TEST_MPI=mpich (or openmpi) tests one MPI
 # only. 16-18 minutes on this 2-core VM (15.7 to 18.2 in four fresh-clone runs
 # on 2026-11-23, nothing else running), more on a busy host.
@@ -38,6 +41,10 @@ if [ "${SPMDLAB_TEST_BROWSER:-1}" != 0 ] && ! command -v chromedriver >/dev/null
       timeout 900 apt-get install -y -q chromium chromium-driver >/dev/null 2>&1; }; } ||
     echo "=== Chromium could not be installed: the browser test will be skipped"
 fi
+# the core: what every collective, message and queue goes through
+core=(tests/test_collectives.py tests/test_order.py tests/test_shared_memory.py
+      tests/test_errors.py tests/test_p2p.py tests/test_queues.py tests/test_region.py
+      tests/test_matlab.py tests/test_import.py tests/test_files.py)
 for mpi in ${SPMDLAB_TEST_MPI:-mpich openmpi}; do
   venv=.venv-test-$mpi
   echo "=== $mpi: installing into $venv"
@@ -63,6 +70,11 @@ for mpi in ${SPMDLAB_TEST_MPI:-mpich openmpi}; do
     timeout 600 "${cliques[@]}" "${mpiexec[@]}" -n "$n" "$py" -m pytest --with-mpi -q \
       --color=no -p no:cacheprovider tests || failed=1
   done
+  if [ "$mpi" = mpich ]; then
+    echo "=== mpich: the core at 16 workers (oversubscribed; agreement and small reductions along the tree)"
+    timeout 900 "${mpiexec[@]}" -n 16 "$py" -m pytest --with-mpi -q --color=no \
+      -p no:cacheprovider "${core[@]}" || failed=1
+  fi
 done
 # The package as users install it: sdist and wheel built and checked, the wheel installed
 # (not editable) in a fresh environment outside the checkout, tested there at 2 workers.
@@ -83,13 +95,12 @@ if [ -n "$newest" ]; then
   venv=.venv-test-newest
   echo "=== $("$newest" --version): installing into $venv"
   PYTHON=$newest make_venv "$venv" "test" mpich
-  core=(tests/test_collectives.py tests/test_order.py tests/test_shared_memory.py
-        tests/test_errors.py tests/test_p2p.py tests/test_queues.py tests/test_region.py
-        tests/test_matlab.py tests/test_import.py tests/test_files.py)
   timeout 600 "$venv/bin/python" -m pytest -q --color=no -p no:cacheprovider "${core[@]}" \
     || failed=1
-  timeout 600 "$venv/bin/mpiexec" -n 3 "$venv/bin/python" -m pytest --with-mpi -q \
-    --color=no -p no:cacheprovider tests || failed=1
+  # at 3 workers with the tree forced (SPMDLAB_TREE_ABOVE=0: its pre-pairing, as at
+  # any worker count that is not a power of two)
+  SPMDLAB_TREE_ABOVE=0 timeout 600 "$venv/bin/mpiexec" -n 3 "$venv/bin/python" -m pytest \
+    --with-mpi -q --color=no -p no:cacheprovider tests || failed=1
 else
   echo "=== no Python 3.12 or 3.13 here: the newest-Python run is skipped"
 fi

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 from ._mpi import MPI
 
-from . import _env, _wait, _world
+from . import _count, _env, _wait, _world
 from ._stall import call_site
 from .errors import SpmdError, SpmdMismatchError
 
@@ -76,7 +76,11 @@ HOOKED = False
 
 def hooks_changed():
     global HOOKED
-    HOOKED = bool(FAULTS) or PROFILE is not None or _world.PARFOR_ITEM is not None
+    HOOKED = bool(FAULTS) or PROFILE is not None or _world.PARFOR_ITEM is not None \
+        or _count.ON
+
+
+hooks_changed()  # counting (SPMDLAB_COUNT=1) sends the fast paths the general way
 
 
 def _inject(call):
@@ -88,7 +92,10 @@ def _inject(call):
 
 
 class Exchange:
-    """Persistent ``Allgather`` of one record per worker on a scope's communicator."""
+    """Persistent ``Allgather`` of one record per worker on a scope's communicator
+    (among a few workers; among more, ``_tree.TreeExchange``)."""
+
+    tree = False
 
     def __init__(self, comm):
         self.size = comm.Get_size()
@@ -125,6 +132,10 @@ class Exchange:
             _wait.wait_body(self.request, scope, call)
         else:
             _wait.wait_body(self.comm.Iallgather(self.send, self.recv), scope, call)
+        if _count.ON:  # then every worker's record is examined
+            others = self.record * (self.size - 1)
+            _count.collective(others, others, _count.steps(self.size))
+            _count.add(records_examined=self.size)
         if PROFILE is not None:
             PROFILE.collective((getattr(scope, "path", ()), self.calls), call, call_site(),
                                time.perf_counter() - start,
@@ -240,7 +251,7 @@ def agree(scope, call, key, *, exact=0, nbytes=0, payload=None, error=None,
     if error is not None:
         flags = FLAG_ERROR
         key = exact = nbytes = 0
-    elif payload is not None:
+    elif payload is not None and not ex.tree:
         flags = FLAG_INLINE
         ex.send[HEADER:HEADER + len(payload)] = payload
     _HEAD.pack_into(ex.send, 0, key, exact, nbytes, flags, aux)
@@ -366,4 +377,14 @@ def _workers(ks):
     return "workers " + ", ".join(map(str, ks))
 
 
-_world.Scope.exchange_class = Exchange  # a scope makes its exchange on first use
+def exchange_for(comm):
+    """The agreement exchange of a scope on ``comm``: gathering among a few workers,
+    the tree among more (``SPMDLAB_TREE_ABOVE``)."""
+    size = comm.Get_size()
+    if size > 1 and size > _env.TREE_ABOVE:
+        from ._tree import TreeExchange
+        return TreeExchange(comm)
+    return Exchange(comm)
+
+
+_world.Scope.exchange_class = staticmethod(exchange_for)  # a scope makes its exchange on first use

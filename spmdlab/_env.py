@@ -62,6 +62,14 @@ CUDA_AWARE = get("CUDA_AWARE", None, cast=tristate)
 # None: as many as the record holds (1 KiB among up to 7 workers, less among more).
 INLINE_BYTES = get("INLINE_BYTES", None, cast=int, valid=at_least_zero,
                    meaning="a number of bytes, 0 or more")
+# Scopes of more workers than this agree (and reduce small values) through a fixed tree
+# of messages over worker numbers, O(log N) per call, instead of gathering one record
+# from every worker (see _tree); 0: always the tree.
+TREE_ABOVE = get("TREE_ABOVE", 4, cast=int, valid=at_least_zero,
+                 meaning="a number of workers, 0 or more")
+# 1: count every worker's messages, bytes, waits and records examined (scripts/
+# bench_scale.py reads them; see _count). Off by default: the counting costs time.
+COUNT = get("COUNT", False, cast=tristate)
 # 0 leaves uncaught exceptions to Python: the job may then hang at the next collective.
 ABORT_ON_ERROR = get("ABORT_ON_ERROR", True, cast=tristate)
 # Each line a worker prints starts "Worker k: " (MATLAB's display); lines are whole

@@ -1,8 +1,13 @@
 """Reductions: ``spmd_plus`` and ``spmd_reduce`` with a known operation, end to end.
 
-Every reduction folds the workers' values in worker order, ``x1 op x2 op ... op xN``
-(``_ops.fold``), and every worker gets the same bits, whatever the node layout. After
-the agreement record exchange (``_agree``) the data moves by one of four strategies:
+Among a few workers (``SPMDLAB_TREE_ABOVE``, 4 by default) every reduction folds the
+workers' values in worker order, ``x1 op x2 op ... op xN`` (``_ops.fold``). Among more,
+a value under 64 KiB folds along the agreement's fixed tree instead (``_tree``:
+O(log N) messages): neighbours first, then blocks of 2, 4, ..., always lower op upper,
+so a float sum may differ in its last bits from the left fold, yet is the same at every
+node layout; larger values still fold left in worker order. Either way every worker
+gets the same bits, whatever the node layout. After the agreement record exchange
+(``_agree``) the data moves by one of four strategies (or the tree's merges):
 
 - inline: every value (up to 1 KiB among a few workers, ``_agree.capacity_for``) rode
   in the record; each
@@ -26,7 +31,7 @@ import struct
 import numpy as np
 from ._mpi import MPI
 
-from . import _agree, _backends, _ending, _env, _pack, _shm, _wait, _world
+from . import _agree, _backends, _count, _ending, _env, _pack, _shm, _tree, _wait, _world
 from ._agree import FLAG_INLINE, HEADER, agree, describe_call, fast_header
 from ._backends import Leaf
 from ._checks import check_worker
@@ -38,6 +43,17 @@ from .errors import SpmdError, SpmdTypeError, SpmdValueError
 # every worker's value and folds it locally; above, each worker folds a slice.
 GATHER_BYTES = _env.get("GATHER_BYTES", 1 << 16, cast=int, valid=_env.at_least_zero,
                         meaning="a number of bytes, 0 or more")
+
+
+
+def along_tree(ex, nbytes):
+    """Whether a reduction of ``nbytes`` (each worker's value; the same on every worker
+    of a matching call) folds along the exchange's tree: among more than
+    SPMDLAB_TREE_ABOVE workers, below the shared-memory size. Larger values fold left in
+    worker order (shared memory on a node, slices across nodes), whatever the layout;
+    so does everything among a few workers."""
+    return ex.tree and nbytes <= GATHER_BYTES and nbytes < _shm.MIN_BYTES
+
 
 _INT64 = np.dtype(np.int64)
 _INT64_MIN, _INT64_MAX = -(2 ** 63), 2 ** 63 - 1
@@ -118,6 +134,18 @@ def reduce_op(call, x, op, destination):
         except Exception as exc:
             error = SpmdError(f"{call} ({scope.who()}): copying the value to host memory "
                               f"failed: {type(exc).__name__}: {exc}")
+    ex = scope.exchange
+    if error is None and len(leaves) == 1 and total <= _tree.ROOM and along_tree(ex, total):
+        leaf = leaves[0]  # the fast paths' way, which a worker beside may be taking
+        value = leaf.value if leaf.family == "py-int" else arrays[0]
+        result = _tree_fold(scope, ex, call, k, op, leaf.dtype, leaf.shape, value,
+                            lambda: _describe(call, treedef, leaves, destination))
+        if destination is not None and destination != scope.index:
+            return None
+        if type(result) is int and leaf.family != "py-int":
+            result = _wrap_int64(result)
+        out = _wrap_scalar_or_array(leaf, result)
+        return out if treedef is None else _pack.unflatten(treedef, [out])
     if error is None and payload is None and destination is None:
         aux = _shm.offer(scope, leaves, arrays, list(enumerate(offsets)), total)
     ex, _, inline = agree(scope, call, k, exact=k, nbytes=total, payload=payload,
@@ -311,6 +339,8 @@ def ordered(scope, call, send, recv, op, root=None):
         return recv
     comm, dtype = scope.comm, send.dtype
     raw = send.view(np.uint8)
+    if along_tree(scope.exchange, send.nbytes):  # O(log N) steps
+        return _tree.ordered(scope, call, send, recv, op)
     if send.nbytes * n <= GATHER_BYTES:  # gathered
         rows = None
         if root is None or me == root:
@@ -319,6 +349,9 @@ def ordered(scope, call, send, recv, op, root=None):
             request = comm.Iallgather(raw, rows)
         else:
             request = comm.Igather(raw, rows, root=root)
+        if _count.ON:  # every other worker's bytes, in MPI's recursive doubling
+            _count.collective(send.nbytes * (n - 1), send.nbytes * (n - 1), _count.steps(n))
+            _count.add(records_examined=n)
         _wait.wait(request, scope, call)
         if rows is not None:
             fold(op, rows.view(dtype).reshape(n, count), recv)
@@ -335,6 +368,11 @@ def ordered(scope, call, send, recv, op, root=None):
         [raw, (sizes, starts), MPI.BYTE],
         [parts.reshape(-1).view(np.uint8),
          ([mine * item] * n, [j * mine * item for j in range(n)]), MPI.BYTE])
+    if _count.ON:  # a slice to and from each other worker, then the slices gathered
+        share = send.nbytes - sizes[me]
+        _count.collective(share, (n - 1) * mine * item, n - 1)
+        _count.collective(share, share, _count.steps(n))
+        _count.add(records_examined=n)
     _wait.wait(request, scope, call)
     result = recv if recv is not None else np.empty(count, dtype=dtype)
     fold(op, parts, result[lo:hi])
@@ -359,6 +397,8 @@ def reduce_scalar(scope, call, x, op, fast):
     here, flat: this is the call a solver makes every iteration."""
     k, fmt, cast, element, header, flags = fast
     ex = scope._exchange or scope.exchange
+    if ex.tree:
+        return _tree_scalar(scope, call, x, op, fast, ex)
     request = ex.request
     if _agree.HOOKED or _world.listener_running or request is None:
         ex.put_value(fmt, x if cast is None else cast(x))
@@ -386,6 +426,61 @@ def reduce_scalar(scope, call, x, op, fast):
     for o in offsets[1:]:
         acc = pyfold(acc, element(fmt.unpack_from(view, o)[0]))
     return acc
+
+
+_FOLDS: dict = {}  # (op, dtype, nbytes) -> its fold (see _tree_fold)
+
+
+def _tree_fold(scope, ex, call, k, op, dtype, shape, value, describe):
+    """Among many workers (``_tree``): one value of ``dtype`` and ``shape`` (up to
+    ``_tree.ROOM`` bytes) folded in the agreement's own merges; every path (the fast
+    ones, the general one) takes this way for such a value, with the same payload and
+    the same fold, so workers passing different families still meet.
+
+    An int64 scalar travels as an exact Python int (``_tree.INT_BYTES``, Python's
+    arithmetic, as a gathering exchange folds Python ints) and comes back as one;
+    anything else as its bytes, folded by ``op``'s ufunc, and comes back as an array."""
+    exact = dtype == _INT64 and shape == ()
+    nbytes = _tree.INT_BYTES if exact else dtype.itemsize * int(np.prod(shape, dtype=np.int64))
+    fold = _FOLDS.get((op, dtype, nbytes))
+    if fold is None:
+        if len(_FOLDS) > 256:
+            _FOLDS.clear()
+        fold = _FOLDS[(op, dtype, nbytes)] = (
+            _tree.int_fold(op) if exact else _tree.array_fold(op.ufunc, dtype, nbytes))
+    send = ex.send
+    if exact:
+        send[HEADER:HEADER + nbytes] = int(value).to_bytes(nbytes, "little", signed=True)
+    else:
+        send[HEADER:HEADER + nbytes] = value.tobytes() if isinstance(value, np.ndarray) \
+            else bytes(value)
+    ex.fast(scope, call, fast_header(k, nbytes, True, _shm.AUX_NO), describe, fold=fold,
+            nbytes=nbytes)
+    if exact:
+        return int.from_bytes(ex.result(nbytes), "little", signed=True)
+    return np.frombuffer(ex.result(nbytes), dtype=dtype).copy().reshape(shape)
+
+
+def _wrap_int64(value):
+    """A Python int as int64 wraps it (numpy's int64 arithmetic, step by step, gives the
+    same bits: sums and products modulo 2**64)."""
+    return np.int64((value + 2 ** 63) % 2 ** 64 - 2 ** 63)
+
+
+def _tree_scalar(scope, call, x, op, fast, ex):
+    """``reduce_scalar`` among many workers (``_tree_fold``)."""
+    k, fmt, cast, element, _, _ = fast
+    value = x if cast is None else cast(x)
+    dtype = np.dtype(fmt.format[1:]) if fmt.format != "<?" else np.dtype(bool)
+    if dtype == _INT64:
+        result = _tree_fold(scope, ex, call, k, op, dtype, (), value,
+                            lambda: _describe_value(call, x))
+        return result if element is None else _wrap_int64(result)
+    result = _tree_fold(scope, ex, call, k, op, dtype, (), np.array(value, dtype),
+                        lambda: _describe_value(call, x))[()]
+    if element is None:
+        return result.item() if type(x) is not np.float64 else result
+    return element(result)
 
 
 def _describe_value(call, x):
@@ -416,6 +511,10 @@ def _reduce_array(scope, call, x, op, entry):
     """``reduce_op`` for one small numpy array (below the shared-memory size)."""
     header, nbytes, inline, k = entry
     ex = scope._exchange or scope.exchange
+    if nbytes <= _tree.ROOM and along_tree(ex, nbytes):  # folded in the agreement's merges
+        result = _tree_fold(scope, ex, call, k, op, x.dtype, x.shape, x,
+                            lambda: _describe_value(call, x))
+        return np.asarray(_wrap_int64(result)) if type(result) is int else result
     request = ex.request
     if inline and not (_agree.HOOKED or _world.listener_running or request is None):
         # the common case written out flat, as reduce_scalar's: one MPI call in all

@@ -131,7 +131,11 @@ def offer(scope, leaves, arrays, layout, total):
 
 def plan(ex, size):
     """After the exchange: None (use MPI), 'setup', or every worker's (input, output)."""
-    auxes = [ex.field(k, 4) for k in range(size)]
+    if ex.tree:  # the merged record says whether every worker offered the same
+        aux = ex.common_aux()
+        auxes = [aux] * size if aux is not None else [ex.field(k, 4) for k in range(size)]
+    else:
+        auxes = [ex.field(k, 4) for k in range(size)]
     if AUX_NO in auxes:
         return None
     if AUX_SETUP in auxes:

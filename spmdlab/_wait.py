@@ -12,7 +12,7 @@ import os
 import time
 from typing import Any, Callable, Optional
 
-from . import _env, _stall, _world
+from . import _count, _env, _stall, _world
 from ._mpi import MPI
 from .errors import SpmdPeerError, SpmdTimeoutError
 
@@ -47,6 +47,8 @@ def wait_body(request, scope, call):
     for _ in range(16):  # most collectives finish within a few microseconds
         if test():
             return
+    if _count.ON:
+        _count.waited()
     if _env.TIMEOUT is not None or _world.OVERSUBSCRIBED or interrupted is not None:
         spin(test, scope, call, collective=True)
         return
@@ -85,6 +87,8 @@ def spin(done, scope, call, needed=None, any_of=False, collective=False):
     (so that more workers than cores still progress), and sleep only after a second.
     """
     started = time.monotonic()
+    if _count.ON and not collective:  # (a collective's wait was counted in wait_body)
+        _count.waited()
     _stall.waiting_in = (call, scope, started)  # for the stall report (another thread)
     try:
         return _spin(done, scope, call, needed, any_of, collective, started)

@@ -13,7 +13,7 @@ from typing import Any, Callable, Optional, TypeVar, overload
 import numpy as np
 from ._mpi import MPI
 
-from . import _ending, _pack, _reduce, _wait, _world
+from . import _count, _ending, _pack, _reduce, _wait, _world
 from ._agree import FLAG_INLINE, agree, describe_call
 from ._checks import check_worker, fail_together
 from ._backends import Leaf
@@ -325,6 +325,11 @@ def _gatherv(call, scope, send, sizes, destination):
             request = scope.comm.Igatherv(send, None, root=destination - 1)
     except Exception:
         _ending.end_committed(scope, call)
+    if _count.ON:  # the others' bytes, in MPI's recursive doubling (to one: its tree)
+        own = int(counts[scope.rank])
+        others = total - own if recv is not None else 0
+        _count.collective(own if destination is not None else total - own, others,
+                          _count.steps(scope.size))
     _wait.wait(request, scope, call)
     return recv
 
@@ -407,11 +412,13 @@ def broadcast(call, source, x, name="source"):
     ex, _, _ = agree(scope, call, key, nbytes=0 if buf is None else len(buf),
                      payload=memoryview(buf).cast("B") if inline else None, error=error,
                      describe=lambda: describe_call(call, **{name: source}))
-    if ex.field(source - 1, 3) & FLAG_INLINE:  # a small value rode in the source's record
+    if not ex.tree and ex.field(source - 1, 3) & FLAG_INLINE:  # it rode in the record
         return _pack.decode(bytearray(ex.payload(source - 1, ex.field(source - 1, 2))))
     try:
-        if buf is None:  # its size is known only now, after the agreement
-            buf = np.empty(ex.field(source - 1, 2), dtype=np.uint8)
+        if buf is None:  # its size is known only now, after the agreement (the source's
+            # is the only one not 0: the largest, in a tree's merged record)
+            size = ex.largest_nbytes() if ex.tree else ex.field(source - 1, 2)
+            buf = np.empty(size, dtype=np.uint8)
         elif isinstance(buf, bytes):  # MPI writes into every worker's buffer
             buf = bytearray(buf)
         request = scope.comm.Ibcast(buf, root=source - 1)

@@ -16,7 +16,7 @@ from typing import Any, Literal, Optional, Sequence, Tuple, Union, overload
 import numpy as np
 from ._mpi import MPI
 
-from . import _ending, _pack, _wait, _world
+from . import _count, _ending, _pack, _wait, _world
 from ._checks import check_worker
 from .errors import SpmdTypeError, SpmdValueError
 
@@ -104,6 +104,8 @@ def spmd_send(x: Any, destination: Union[int, Sequence[int]], tag: int = 0) -> N
 
 def _isend(scope, buf, destination, tag):
     request = scope.comm.Isend(buf, destination - 1, tag)
+    if _count.ON:
+        _count.p2p(sent=len(buf))
     if not request.Test():  # a small message usually leaves at once: nothing to keep
         _ending.SENDS.track(request, buf, scope.world_ranks[destination - 1])
     if destination == scope.index:
@@ -117,6 +119,8 @@ def _recv(message, st, scope, call="spmd_receive"):
     buf = bytearray(count) if count <= _SMALL_RECEIVE else \
         _pack.results.empty(_pack._BYTE, count)  # recycled once its values are dropped
     message.Recv(buf)
+    if _count.ON:
+        _count.p2p(received=count)
     source, tag = st.Get_source(), st.Get_tag()
     if source == scope.rank:
         scope.self_sends[tag] -= 1

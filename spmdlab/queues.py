@@ -38,7 +38,7 @@ from typing import Any, Callable, Generic, Iterator, List, Optional, Type, TypeV
 import numpy as np
 from ._mpi import MPI
 
-from . import _ending, _env, _pack, _wait, _world
+from . import _count, _ending, _env, _pack, _wait, _world
 from ._agree import agree
 from ._pack import digest
 from ._checks import check_worker
@@ -168,6 +168,8 @@ class _Hub:
         out.last = out.comm.Isend([message, MPI.BYTE], out.dest, out.tag)
         _ending.SENDS.track(out.last, message, out.world_rank)
         self.sent[out.world_rank] += 1
+        if _count.ON:
+            _count.p2p(sent=len(message))
         out.items = []
         out.nbytes = 0
         self.held.discard(out)
@@ -201,6 +203,8 @@ class _Hub:
                     break
                 buf = bytearray(status.Get_count(MPI.BYTE))
                 message.Recv([buf, MPI.BYTE])
+                if _count.ON:
+                    _count.p2p(received=len(buf))
                 source = status.Get_source()
                 self.received[chan.scope.world_ranks[source]] += 1
                 self._deliver(chan, source, status.Get_tag(), buf)
@@ -589,9 +593,10 @@ class _Queue:
         ex, _, _ = agree(scope, call, digest((call, self._tag)), error=error, aux=sent,
                          describe=lambda: f"{call}() of the queue owned by worker "
                                           f"{self.owner}")
+        # every worker reads the counts (among many workers, a collective of its own)
+        needed = [ex.field(k, 4) for k in range(scope.size)] if scope.size > 1 else [sent]
         if not self.is_owner:
             return True
-        needed = [ex.field(k, 4) for k in range(scope.size)] if scope.size > 1 else [sent]
         return self._wait_for(needed, timeout)
 
     def _wait_for(self, needed, timeout):

@@ -146,3 +146,37 @@ def public_names(training=True):
     for module in map(importlib.import_module, names + ["spmdlab.training"] * training):
         for name in module.__all__:
             yield f"{module.__name__}.{name}", module, getattr(module, name)
+
+
+# -- the order a reduction folds in (see spmdlab/_reduce.py) ----------------------------
+
+
+def left_fold(values, ufunc):
+    acc = values[0].copy()
+    for v in values[1:]:
+        ufunc(acc, v, out=acc)
+    return acc
+
+
+def tree_fold(values, ufunc):
+    """The documented bracketing of the tree among many workers, written apart from the
+    code: the first 2(N - P) values pair up (P the largest power of two up to N), then
+    neighbouring blocks of 1, 2, 4, ... combine, always lower op upper."""
+    n = len(values)
+    rem = n - (1 << (n.bit_length() - 1))
+    level = [ufunc(values[2 * i], values[2 * i + 1]) for i in range(rem)] + \
+        [v.copy() for v in values[2 * rem:]]
+    while len(level) > 1:
+        level = [ufunc(level[i], level[i + 1]) for i in range(0, len(level), 2)]
+    return level[0]
+
+
+def expected_fold(values, ufunc, nbytes=None):
+    """What a reduction gives: the left fold in worker order, or among more than
+    SPMDLAB_TREE_ABOVE workers, for values under 64 KiB, the tree's fold."""
+    nbytes = np.asarray(values[0]).nbytes if nbytes is None else nbytes
+    from spmdlab import _reduce, _world
+
+    if _reduce.along_tree(_world.current().exchange, nbytes):
+        return tree_fold(values, ufunc)
+    return left_fold(values, ufunc)

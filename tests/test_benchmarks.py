@@ -29,3 +29,22 @@ def test_benchmark_script_runs(script, args, expect):
                          cwd=SCRIPTS)
     assert out.returncode == 0, out.stdout + out.stderr
     assert out.stdout.startswith(script[:-3] + ": ") and expect in out.stdout, out.stdout
+
+
+def test_the_scaling_counts():
+    """bench_scale counts (not times) what a call costs each worker: the gathering
+    exchange examines every worker's record, the tree one per step."""
+    if is_open_mpi():
+        pytest.skip("the script does not depend on the MPI library; run under MPICH")
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    out = subprocess.run([sys.executable, os.path.join(SCRIPTS, "bench_scale.py"),
+                          "--workers", "2", "5", "--reps", "2"], capture_output=True,
+                         text=True, timeout=300, env=env, cwd=SCRIPTS)
+    assert out.returncode == 0, out.stdout + out.stderr
+    rows = {tuple(cell.strip() for cell in line.split("|")[1:4]):
+            [cell.strip() for cell in line.split("|")[4:6]]
+            for line in out.stdout.splitlines() if line.startswith("| spmd")}
+    # at 5 workers: 5 records gathered, or one per step of the tree (a pre-pair and 2)
+    assert rows[("spmd_plus(scalar)", "records", "gathering")] == ["2", "5"], out.stdout
+    assert rows[("spmd_plus(scalar)", "records", "default")] == ["2", "3"], out.stdout
+    assert rows[("spmd_send/receive", "msgs", "default")] == ["2", "2"], out.stdout

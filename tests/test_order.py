@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from mpi4py import MPI
 
+from conftest import expected_fold, left_fold
 from spmdlab import _reduce, _shm, _world, spmd_cat, spmd_index, spmd_plus, spmd_reduce, \
     spmd_size
 
@@ -26,13 +27,6 @@ def inputs(count, dtype=np.float32):
             for k in range(1, spmd_size() + 1)]
 
 
-def left_fold(values, ufunc):
-    acc = values[0].copy()
-    for v in values[1:]:
-        ufunc(acc, v, out=acc)
-    return acc
-
-
 def same_bits_everywhere(result):
     everyone = spmd_cat(np.ascontiguousarray(result).reshape(1, -1))
     raw = np.ascontiguousarray(result).reshape(-1).view(np.uint8)
@@ -41,13 +35,13 @@ def same_bits_everywhere(result):
 
 @pytest.mark.parametrize("count", SIZES)
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16])
-def test_sum_is_the_left_fold_in_worker_order(count, dtype):
+def test_sum_is_the_documented_fold_in_worker_order(count, dtype):
     values = inputs(count, dtype)
     mine = values[spmd_index() - 1]
     before = mine.copy()
     result = spmd_plus(mine)
     assert result.dtype == dtype
-    assert np.array_equal(result, left_fold(values, np.add))
+    assert np.array_equal(result, expected_fold(values, np.add))
     assert same_bits_everywhere(result)
     assert np.array_equal(mine, before)  # the input is never modified
 
@@ -58,7 +52,7 @@ def test_reduce_to_a_destination_is_the_same_fold(count):
     for dest in range(1, spmd_size() + 1):
         result = spmd_reduce(operator.add, values[spmd_index() - 1], destination=dest)
         if spmd_index() == dest:
-            assert np.array_equal(result, left_fold(values, np.add))
+            assert np.array_equal(result, expected_fold(values, np.add))
         else:
             assert result is None
 
@@ -67,8 +61,8 @@ def test_reduce_to_a_destination_is_the_same_fold(count):
 def test_product_and_maximum_in_worker_order(count):
     values = [1 + 0.01 * v for v in inputs(count, np.float64)]
     mine = values[spmd_index() - 1]
-    assert np.array_equal(spmd_reduce(np.multiply, mine), left_fold(values, np.multiply))
-    assert np.array_equal(spmd_reduce(max, mine), left_fold(values, np.maximum))
+    assert np.array_equal(spmd_reduce(np.multiply, mine), expected_fold(values, np.multiply))
+    assert np.array_equal(spmd_reduce(max, mine), expected_fold(values, np.maximum))
 
 
 def test_a_dict_of_mixed_dtypes_and_sizes():
@@ -77,8 +71,9 @@ def test_a_dict_of_mixed_dtypes_and_sizes():
     value = {"big": big[k - 1], "small": small[k - 1],
              "ints": np.arange(7_000, dtype=np.int32) * k, "scalar": np.float32(k) / 3}
     result = spmd_plus(value)
-    assert np.array_equal(result["big"], left_fold(big, np.add))
-    assert np.array_equal(result["small"], left_fold(small, np.add))
+    total = sum(np.asarray(v).nbytes for v in value.values())  # one reduction of them all
+    assert np.array_equal(result["big"], expected_fold(big, np.add, total))
+    assert np.array_equal(result["small"], expected_fold(small, np.add, total))
     n = spmd_size()
     assert np.array_equal(result["ints"], np.arange(7_000, dtype=np.int32) * (n * (n + 1) // 2))
     expected = np.float32(1) / 3
@@ -96,9 +91,10 @@ def test_scattered_path_with_fewer_elements_than_workers_on_some_slices():
     _reduce.GATHER_BYTES = 0  # on every worker: force the scattered strategy
     try:
         result = spmd_plus(values[spmd_index() - 1])
+        expected = expected_fold(values, np.add)  # (the left fold: not along the tree)
     finally:
         _reduce.GATHER_BYTES = old
-    assert np.array_equal(result, left_fold(values, np.add))
+    assert np.array_equal(result, expected)
 
 
 def test_no_mpi_reduction_is_used(monkeypatch):
@@ -118,7 +114,7 @@ def test_no_mpi_reduction_is_used(monkeypatch):
     monkeypatch.setattr(_shm, "MIN_BYTES", 1 << 40)  # every worker: no shared memory
     for count in SIZES:
         values = inputs(count)
-        assert np.array_equal(spmd_plus(values[spmd_index() - 1]), left_fold(values, np.add))
+        assert np.array_equal(spmd_plus(values[spmd_index() - 1]), expected_fold(values, np.add))
 
 
 def test_node_layout_is_the_one_asked_for():

@@ -25,7 +25,7 @@ def test_a_failing_item_raises_on_every_worker():
             raise ValueError("bad setting")
         return x
 
-    with pytest.raises(SpmdError, match=r"parfor \(worker \d of \d\): test_a_failing_item_"
+    with pytest.raises(SpmdError, match=r"parfor \(worker \d+ of \d+\): test_a_failing_item_"
                                          r"raises_on_every_worker.<locals>.fn\(items\[3\]\)"
                                          r" on worker \d raised ValueError"):
         parfor(fn, range(5))
@@ -57,7 +57,7 @@ def test_a_collective_inside_an_item_fails_that_item_on_every_worker():
     def uses_a_collective(x):
         return spmd_plus(x)
 
-    with pytest.raises(SpmdError, match=r"(?s)parfor \(worker \d of \d\): .*"
+    with pytest.raises(SpmdError, match=r"(?s)parfor \(worker \d+ of \d+\): .*"
                                          r"uses_a_collective\(items\[0\]\).*spmd_plus.*called inside parfor "
                                          r"item"):
         parfor(uses_a_collective, range(4))
@@ -71,7 +71,7 @@ def test_a_collective_inside_an_item_fails_that_item_on_every_worker():
 def test_an_unsendable_result_names_parfor_and_the_item():
     import threading
 
-    with pytest.raises(SpmdError, match=r"(?s)parfor \(worker \d of \d\): .*<lambda> at .*"
+    with pytest.raises(SpmdError, match=r"(?s)parfor \(worker \d+ of \d+\): .*<lambda> at .*"
                                          r"\(items\[2\]\) on worker \d raised "
                                          r"SpmdTypeError.*its result, a lock, cannot be "
                                          r"sent"):

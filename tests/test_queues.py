@@ -114,8 +114,8 @@ def test_close():
             list(range(1, spmd_size() + 1))  # what was sent can still be polled
     else:
         wait_for(lambda: q.closed)
-        with pytest.raises(SpmdValueError, match=r"PollableDataQueue.send \(worker \d of "
-                                                 r"\d\): the queue was closed by its owner"):
+        with pytest.raises(SpmdValueError, match=r"PollableDataQueue.send \(worker \d+ of "
+                                                 r"\d+\): the queue was closed by its owner"):
             q.send(0)
     spmd_barrier()
 
@@ -126,7 +126,7 @@ def test_bad_input():
     q = DataQueue()
     with pytest.raises(SpmdTypeError, match="after_each .*listener must be callable"):
         q.after_each("print")
-    with pytest.raises(SpmdTypeError, match=r"DataQueue.send \(worker \d of \d\): .*cannot be pickled"):
+    with pytest.raises(SpmdTypeError, match=r"DataQueue.send \(worker \d+ of \d+\): .*cannot be pickled"):
         q.send(lambda: 0)
     spmd_barrier()
 

@@ -1,0 +1,160 @@
+"""The fixed tree over worker numbers that carries agreement and small reductions among
+more than SPMDLAB_TREE_ABOVE workers (spmdlab/_tree.py): its schedule, its fixed
+bracketing, its error reports and its O(log N) counts."""
+
+import json
+
+import pytest
+
+import numpy as np
+
+from conftest import run_job, tree_fold
+
+pytestmark = pytest.mark.mpi_skip  # jobs of their own
+
+FORCED = {"SPMDLAB_TREE_ABOVE": "0"}  # the tree at any worker count
+
+
+def simulate(size):
+    """Run ``schedule`` for every worker and return what each ends up holding (a set of
+    worker numbers) and the expression (nested pairs) it computed."""
+    from spmdlab._tree import schedule
+
+    plans = [schedule(size, r) for r in range(size)]
+    held = [(frozenset([r]), r) for r in range(size)]
+    for r, (pre, _, _) in enumerate(plans):  # pre-pairs: the left neighbour folds in first
+        if pre and pre[0] == "recv":
+            assert plans[pre[1]][0] == ("send", r)
+            held[r] = (held[pre[1]][0] | held[r][0], (held[pre[1]][1], held[r][1]))
+    steps = max(len(p[1]) for p in plans)
+    for s in range(steps):
+        new = list(held)
+        for r, (pre, partners, _) in enumerate(plans):
+            if pre and pre[0] == "send":
+                assert partners == []
+                continue
+            other, other_is_lower = partners[s]
+            assert plans[other][1][s] == (r, not other_is_lower)  # partners agree
+            assert (other < r) == other_is_lower
+            mine, theirs = held[r], held[other]
+            assert not mine[0] & theirs[0]
+            lo, hi = (theirs, mine) if other_is_lower else (mine, theirs)
+            new[r] = (mine[0] | theirs[0], (lo[1], hi[1]))
+        held = new
+    for r, (pre, _, post) in enumerate(plans):  # the result goes back to the senders
+        if post is not None:
+            assert plans[post][0] == ("send", r)
+            held[post] = held[r]
+    return held, steps
+
+
+@pytest.mark.parametrize("size", list(range(1, 34)) + [64, 100, 1024])
+def test_every_worker_ends_with_the_same_fold_of_all(size):
+    held, steps = simulate(size)
+    assert steps == (size.bit_length() - 1)  # log2 of the largest power of two up to N
+    assert {h[0] for h in held} == {frozenset(range(size))}
+    assert len({repr(h[1]) for h in held}) == 1  # one bracketing, on every worker
+
+    def flat(e):
+        return [e] if isinstance(e, int) else flat(e[0]) + flat(e[1])
+    assert flat(held[0][1]) == list(range(size))  # lower op upper: in worker order
+
+
+def bracketing(values):
+    """The documented bracketing (conftest.tree_fold, written apart from the code)."""
+    return float(tree_fold([np.array(v) for v in values], np.add))
+
+
+SOURCE = """
+import json, sys
+import numpy as np
+from spmdlab import (spmd_plus, spmd_index, spmd_size, spmd_cat, spmd_broadcast,
+                     spmd_reduce, spmd_barrier, DataQueue)
+from spmdlab import _count, _world
+n, k = spmd_size(), spmd_index()
+assert _world.current().exchange.tree
+out = {}
+VALUES = [1e16, 1.0, -1e16, 1.0, 3.0, 1e-3, -2.5, 1e8, 7.0, 0.1, 0.2, 0.3]
+x = spmd_plus(VALUES[k - 1])
+out["sum"] = x
+assert len(set(spmd_cat(np.array([x])).tolist())) == 1  # the same bits everywhere
+out["int"] = spmd_plus(2**62 + k)  # exact Python ints past 64 bits
+out["array"] = spmd_plus(np.arange(5.0) * k).tolist()
+out["max"] = spmd_reduce(max, k)
+out["dict"] = spmd_plus({"a": k, "b": np.ones(3) * k})["a"]
+out["cat"] = spmd_cat(np.array([k, -k])).tolist()
+out["bcast"] = spmd_broadcast(n, {"from": k})
+out["big"] = float(spmd_plus(np.ones(100_000) * k)[0])
+got = []
+q = DataQueue()
+q.after_each(got.append)
+q.send(k)
+q.flush_all()
+out["queue"] = sorted(got)
+try:
+    spmd_plus(np.ones(3 if k == n else 4))  # worker n disagrees
+except Exception as e:
+    out["mismatch"] = [type(e).__name__, str(e)]
+_count.ON = True
+_count.reset()
+for _ in range(10):
+    spmd_plus(1.0)
+c = _count.snapshot()
+_count.ON = False
+out["received"] = c["received_bytes"] / 10
+out["records"] = c["records_examined"] / 10
+print("OUT", k, json.dumps(out), flush=True)
+"""
+
+
+@pytest.mark.parametrize("n", [3, 5])
+def test_collectives_along_the_tree(n):
+    job = run_job(SOURCE, n, env=FORCED, timeout=120)
+    assert job.returncode == 0, job.stderr
+    outs = {int(line.split()[1]): json.loads(line.split(None, 2)[2])
+            for line in job.stdout.splitlines() if line.startswith("OUT ")}
+    assert sorted(outs) == list(range(1, n + 1)), job.stdout
+    values = [1e16, 1.0, -1e16, 1.0, 3.0][:n]
+    for k, out in outs.items():
+        assert out["sum"] == bracketing(values)  # the fixed tree's bits, documented
+        assert out["int"] == n * 2**62 + n * (n + 1) // 2
+        assert out["array"] == [i * n * (n + 1) / 2 for i in range(5)]
+        assert out["max"] == n and out["dict"] == n * (n + 1) // 2
+        assert out["cat"] == [v for j in range(1, n + 1) for v in (j, -j)]
+        assert out["bcast"] == {"from": n} and out["big"] == n * (n + 1) / 2
+        assert out["queue"] == (list(range(1, n + 1)) if k == 1 else [])
+        name, text = out["mismatch"]
+        assert name == "SpmdMismatchError", text
+        assert text.startswith(f"spmd_plus (worker {k} of {n}): collective #"), text
+        assert (f"workers 1-{n - 1}: spmd_plus(float64 (4,) numpy) at " in text or
+                n == 3 and "workers 1, 2: spmd_plus(float64 (4,) numpy) at " in text), text
+        assert f"worker {n}: spmd_plus(float64 (3,) numpy) at " in text, text
+        # what a scalar spmd_plus receives: one record per step of the tree, not N
+        steps = n.bit_length() - 1 + (1 if n & (n - 1) else 0)
+        assert out["received"] <= 64 * steps, out["received"]
+        assert out["records"] <= steps, out["records"]
+
+
+def test_mismatch_names_call_sites_on_every_worker():
+    job = run_job("""
+from spmdlab import spmd_plus, spmd_cat, spmd_index
+if spmd_index() == 2:
+    spmd_cat(1)
+else:
+    spmd_plus(1)
+""", 5, env=FORCED, timeout=120)
+    assert job.returncode != 0
+    text = job.stderr
+    for k in range(1, 6):
+        assert f"worker {k} of 5" in text, text
+    assert "spmd_cat" in text and "spmd_plus" in text, text
+
+
+def test_a_finished_worker_is_named_instead_of_a_hang():
+    job = run_job("""
+from spmdlab import spmd_plus, spmd_index
+if spmd_index() != 4:
+    spmd_plus(1.0)
+""", 5, env=FORCED, timeout=120)
+    assert job.returncode != 0
+    assert "worker 4 finished the program" in job.stderr, job.stderr
