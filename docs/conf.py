@@ -1,5 +1,6 @@
-"""Sphinx configuration: the reference pages, one per public function and class, built
-from the docstrings (``python -m sphinx -W -b html docs docs/_build/html``)."""
+"""Sphinx configuration: the user guide (guide/*.md, MyST Markdown) and the reference
+pages, one per public function and class, built from the docstrings
+(``bash scripts/docs.sh``, or ``python -m sphinx -W -b html docs docs/_build/html``)."""
 
 import inspect
 import os
@@ -16,14 +17,28 @@ extensions = [
     "sphinx.ext.autosummary",
     "sphinx.ext.napoleon",
     "sphinx.ext.viewcode",
+    "sphinx.ext.extlinks",
+    "myst_parser",
 ]
+
+# The guide is Markdown (MyST): headings get anchors, so ``[text](page.md#a-heading)`` is
+# checked like any cross-reference (a broken one is a warning, and -W makes it an error).
+source_suffix = {".rst": "restructuredtext", ".md": "markdown"}
+myst_heading_anchors = 3
+myst_enable_extensions = ["colon_fence"]
+# A fence without a language is output or a shell line: shown as it is, not coloured as
+# Python; straight quotes stay straight (option values are copied from these pages)
+highlight_language = "text"
+smartquotes = False
+# {src}`examples/digits_spmd.py`: a file of the repository, on its host
+extlinks = {"src": ("https://github.com/spmdlab/spmdlab/blob/main/%s", "%s")}
 
 # One page per public name: docs/reference/*.rst list them; autosummary writes the pages
 # (reference/generated/, not in git) from the templates in _templates/autosummary.
 autosummary_generate = True
 autosummary_imported_members = True
 templates_path = ["_templates"]
-exclude_patterns = ["_build", "porting.md"]
+exclude_patterns = ["_build"]
 
 # A page reads like MATLAB's: the syntax (the signature, with every overload), the
 # description, the arguments with their types, the examples, the MATLAB equivalent.
@@ -36,8 +51,48 @@ napoleon_google_docstring = False
 napoleon_custom_sections = [("MATLAB", "notes_style")]
 python_use_unqualified_type_names = True
 
-html_theme = "alabaster"
-html_title = "spmdlab reference"
+html_theme = "furo"
+html_title = "spmdlab"
+html_static_path = ["_static"]
+html_css_files = ["spmdlab.css"]
+
+# Every reference page names the guide page that explains its concept (the autosummary
+# templates read this: the full name first, then its module). A name with neither gets a
+# link to a page that does not exist: a warning, so a new public name cannot go unmapped.
+_pages = {
+    "semantics": "spmd spmd_index spmd_size",
+    "messages": "spmd_plus spmd_cat spmd_reduce spmd_broadcast spmd_barrier spmd_send "
+                "spmd_receive spmd_probe spmd_send_receive parfor",
+    "composite": "Composite",
+    "queues": "DataQueue PollableDataQueue QueueSet",
+    "codistributed": "distribute from_local drange CodistributedArray Codistributor",
+    "pool": "Pool current_pool start_pool",
+    "errors": "profile Profile SpmdError SpmdIndexError SpmdMismatchError SpmdPeerError "
+              "SpmdTimeoutError SpmdTypeError SpmdValueError",
+}
+guide_pages = {f"spmdlab.{name}": page for page, names in _pages.items()
+               for name in names.split()}
+guide_pages.update({
+    "spmdlab.darray": "codistributed",
+    "spmdlab.pool": "pool",
+    "spmdlab.testing": "errors",
+    "spmdlab.training": "training",
+    "spmdlab.matlab": "matlab",
+})
+for _name in ("trainnet", "training_options", "TrainingOptions", "TrainingInfo"):
+    guide_pages[f"spmdlab.training.{_name}"] = "trainnet"
+guide_pages["spmdlab.training.TrainingProgressMonitor"] = "progress"
+guide_pages["spmdlab.training.select_gpu"] = "gpu"
+for _name in ("codistributed", "codistributor", "codistributor1d", "distributed", "drange",
+              "eye", "gather", "getCodistributor", "getLocalPart", "globalIndices",
+              "iscodistributed", "isdistributed", "ones", "rand", "randn", "redistribute",
+              "zeros"):
+    guide_pages[f"spmdlab.matlab.{_name}"] = "codistributed"
+for _name in ("gcp", "parpool", "delete"):
+    guide_pages[f"spmdlab.matlab.{_name}"] = "pool"
+guide_pages["spmdlab.matlab.mpiprofile"] = "errors"
+guide_pages["spmdlab.matlab.Composite"] = "composite"
+autosummary_context = {"guide_pages": guide_pages}
 
 
 def _arguments(app, what, name, obj, options, lines):
@@ -85,5 +140,47 @@ def _text(annotation):
     return annotation if isinstance(annotation, str) else inspect.formatannotation(annotation)
 
 
+def _unresolved(app, env, node, contnode):
+    """A Python name the guide links to ({func}`spmd_plus`) that has no reference page is
+    a warning (on the reference pages themselves, type hints such as ``np.ndarray`` may
+    stay plain text, so Sphinx's own check, ``nitpicky``, is not turned on)."""
+    if node.get("refdomain") == "py" and node.get("refdoc", "").startswith("guide/"):
+        from sphinx.util import logging
+
+        logging.getLogger(__name__).warning(
+            "the guide links to %s, which has no reference page", node["reftarget"],
+            location=node)
+
+
+def _resolve_alias(app, env, node, contnode):
+    """``spmdlab.Pool`` and the other names spmdlab re-exports from a submodule have a
+    page of their own (reference/generated/spmdlab.Pool) that describes no object (the
+    submodule's page does, and one object described twice is a warning): a link to the
+    name leads to that page."""
+    if node.get("refdomain") != "py":
+        return None
+    target = node.get("reftarget", "")
+    doc = f"reference/generated/{target}"
+    if target.startswith("spmdlab.") and doc in env.all_docs:
+        from sphinx.util.nodes import make_refnode
+
+        return make_refnode(app.builder, node["refdoc"], doc, None, contnode, target)
+    return None
+
+
+def _first_overload(mangle):
+    """autosummary's tables give a function one short signature; for an overloaded
+    function it gets every overload, one a line, and makes nonsense of them
+    (``spmd_plus(-> ~T)``): the table shows the first, the page shows them all."""
+    def first(sig, max_chars=30):
+        return mangle(sig.split("\n", 1)[0], max_chars=max_chars)
+    return first
+
+
 def setup(app):
+    import sphinx.ext.autosummary as autosummary
+
+    autosummary.mangle_signature = _first_overload(autosummary.mangle_signature)
+    app.connect("missing-reference", _resolve_alias, priority=400)  # before _unresolved
     app.connect("autodoc-process-docstring", _arguments, priority=400)  # before napoleon
+    app.connect("missing-reference", _unresolved)

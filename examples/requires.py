@@ -4,7 +4,7 @@ import importlib.util
 import sys
 
 _INSTALL = {
-    "torch": 'pip install "torch==2.13.0"  (the CPU build; see the README for a GPU one)',
+    "torch": 'pip install "torch==2.13.0"  (the CPU build; see docs/guide/gpu.md for a GPU one)',
     "sklearn": 'pip install -e ".[examples]"',
     "PIL": 'pip install -e ".[examples]"',
     "matplotlib": 'pip install -e ".[examples]"',

@@ -160,7 +160,8 @@ def main():
     # Batch-norm statistics of the finished network (MATLAB trainnet's "population"
     # statistics): the running ones (momentum 0.1) still lag a network that changed fast
     # over a few dozen iterations, and a plain PyTorch loop of this network lags alike
-    # (README). One pass over every worker's part of the training data fixes that.
+    # (docs/guide/getting-started.md, Examples). One pass over every worker's part of the
+    # training data fixes that.
     population_statistics(model, MiniBatchQueue(partition(train, n, k), 128,
                                                 mini_batch_fcn=preprocess))
 

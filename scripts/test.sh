@@ -2,8 +2,10 @@
 # The whole test suite on a fresh machine (what CI runs): for the MPICH wheel and the
 # Open MPI wheel, a virtual environment each, then
 #   - plain pytest: single-process tests, the crash/hang jobs, mypy on the package and a
-#     typed user script, the docstring examples and the reference pages built with
-#     Sphinx -W (those two under MPICH only), and every example in its
+#     typed user script, the docstring examples and the documentation site (the guide
+#     and the reference pages, scripts/docs.sh) built with Sphinx -W (those two under
+#     MPICH only), the README's and the guide's code blocks at 1 worker and under
+#     mpiexec, and every example in its
 #     short mode at 4 workers and at 2x2 (the demo and trainnet also as plain python)
 #     under MPICH; under Open MPI the two
 #     examples that use the core directly, at 4 workers (the other three go through the

@@ -1,4 +1,5 @@
-"""Every environment variable spmdlab reads, in one place (README, "Environment variables").
+"""Every environment variable spmdlab reads, in one place (the guide's page,
+docs/guide/environment.md).
 
 A keyword argument, where one exists, wins over the variable.
 """

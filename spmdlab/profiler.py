@@ -265,7 +265,11 @@ def _plot(summary, path):
     left.set_ylabel("seconds")
     left.set_xticks(list(xs))
     left.set_title("waiting, per worker")
-    left.legend()
+    # room above the tallest bar for the legend, which would otherwise cover a bar
+    peak = max(list(summary["wait"]) + list(summary["made_others_wait"]) + [0.0])
+    if peak > 0:
+        left.set_ylim(0, peak * 1.3)
+    left.legend(loc="upper center", ncol=2, fontsize="small")
     top = summary["sites"][:8][::-1]
     right.barh([f"{e['call']} at {e['site']}"[-40:] for e in top],
                [max(e["wait"]) + max(e["data"]) for e in top])

@@ -49,7 +49,7 @@ __all__ = ["DataQueue", "PollableDataQueue", "QueueSet"]
 Q = TypeVar("Q", bound="_Queue")
 
 _CTRL = 0  # tag of control messages: ("close", tag)
-_IDLE_SLEEP = 0.01  # an idle thread wakes 100 times a second (see README for the cost)
+_IDLE_SLEEP = 0.01  # an idle thread wakes 100 times a second (its cost: docs/guide/performance.md)
 _BUSY_SLEEP = 0.00005  # while items keep coming (and for 50 ms after the last one)
 _SPIN = 0.0005  # for this long after an item the thread polls without sleeping
 _BURST_GAP = 0.0002  # sends closer than this to the last are a burst: its items are held

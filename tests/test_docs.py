@@ -1,8 +1,8 @@
 """The reference pages' content: every public function and class has a runnable example
 and its MATLAB equivalent in its docstring, and the examples pass at one worker.
 
-The pages themselves are built from these docstrings by Sphinx (docs/, with -W) in
-``test_reference_pages_build``.
+The pages themselves are built from these docstrings by Sphinx (docs/, with -W), with
+the user guide beside them, in ``test_the_site_builds``.
 """
 
 import doctest
@@ -56,14 +56,27 @@ def test_page_examples_run(page, module, obj):
     assert runner.summarize(verbose=False).failed == 0, f"{page}: an example failed (above)"
 
 
-def test_reference_pages_build(tmp_path):
+def test_the_site_builds(tmp_path):
+    # the README's command, scripts/docs.sh, in this environment (it would otherwise make
+    # one), into a folder of the test's; no browser (no display)
     pytest.importorskip("sphinx", reason="the docs extra installs Sphinx (pip install "
                         "-e '.[docs]'; scripts/test.sh does in its MPICH run)")
-    out = subprocess.run([sys.executable, "-m", "sphinx", "-W", "--keep-going", "-q",
-                          "-b", "html", "-d", str(tmp_path / "doctrees"), "docs",
-                          str(tmp_path / "html")], cwd=ROOT, capture_output=True,
-                         text=True, timeout=600)
+    pytest.importorskip("myst_parser", reason="the docs extra installs myst-parser")
+    html = tmp_path / "html"
+    env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY")}
+    env["SPMDLAB_DOCS_PYTHON"] = sys.executable
+    out = subprocess.run(["bash", os.path.join(ROOT, "scripts", "docs.sh"), str(html)],
+                         cwd=ROOT, capture_output=True, text=True, timeout=900, env=env)
     assert out.returncode == 0, out.stdout + out.stderr
-    pages = os.listdir(tmp_path / "html" / "reference" / "generated")
+    assert f"docs: file://{html}/index.html" in out.stdout
+    pages = os.listdir(html / "reference" / "generated")
     for page, _, _ in PAGES:
         assert f"{page}.html" in pages, f"no reference page for {page}"
+        text = (html / "reference" / "generated" / f"{page}.html").read_text()
+        # the guide page of its concept (a page without one fails the build itself)
+        assert 'href="../../guide/' in text, f"{page}: no link to the guide"
+    guide = {name[:-3] for name in os.listdir(os.path.join(ROOT, "docs", "guide"))}
+    assert {p[:-5] for p in os.listdir(html / "guide")} >= guide
+    images = os.listdir(html / "_images")
+    for image in os.listdir(os.path.join(ROOT, "docs", "images")):
+        assert image in images, f"docs/images/{image} is shown nowhere"

@@ -1,74 +1,58 @@
-"""The README's opening snippet runs as it says: as plain python and under mpiexec."""
+"""The README, a landing page: short, its program runs as it says (as plain python and
+under mpiexec, with the output it shows), its commands exist, its links lead somewhere."""
 
 import os
 import re
-import subprocess
-import sys
 
 import pytest
 
-from conftest import mpiexec_args
+from snippets import ROOT, cases, fenced, heading_anchors, read_blocks, run_block
 
 pytestmark = pytest.mark.mpi_skip  # launches its own processes
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def _opening_snippet():
+def _readme():
     with open(os.path.join(ROOT, "README.md")) as f:
-        return re.search(r"```python\n(.*?)```", f.read(), re.S).group(1)
+        return f.read()
 
 
-@pytest.mark.parametrize("workers", [1, 4])
-def test_the_opening_snippet_runs(workers, tmp_path):
-    script = tmp_path / "snippet.py"
-    script.write_text(_opening_snippet())
-    cmd = [sys.executable, str(script)]
-    if workers > 1:
-        cmd = mpiexec_args(workers) + cmd
-    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
-    # buffered output leaves each worker in one write at exit: lines never interleave
-    # (unbuffered, print writes the text and the newline apart)
-    env.pop("PYTHONUNBUFFERED", None)
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env)
-    assert out.returncode == 0, out.stderr
-    total = workers * (workers + 1) // 2
-    lines = sorted(out.stdout.splitlines())
-    assert len(lines) == workers
-    for k, line in enumerate(lines, 1):
-        assert line.startswith(f"worker {k}: [{total}. {total}. {total}.]"), line
+def test_the_readme_is_a_landing_page():
+    text = _readme()
+    assert len(text.split("\n")) <= 200, "the README grew: move the detail into docs/guide"
+    tested, fragments = read_blocks("README.md")
+    assert [b.workers for b in tested] == [[1, 4]] and not fragments
+    assert tested[0].outputs[4], "the README shows the program's output at 4 workers"
 
 
-def _section_snippets(title):
-    with open(os.path.join(ROOT, "README.md")) as f:
-        text = f.read()
-    section = text.split(f"\n## {title}\n", 1)[1].split("\n## ", 1)[0]
-    return re.findall(r"```python\n(.*?)```", section, re.S)
+@pytest.mark.parametrize("block, workers", cases(["README.md"]))
+def test_the_program_runs_and_prints_what_the_readme_shows(block, workers, tmp_path):
+    run_block(block, workers, tmp_path)
 
 
-@pytest.mark.parametrize("workers", [1, 4])
-def test_the_codistributed_array_snippets_run(workers, tmp_path):
-    snippets = _section_snippets("Codistributed and distributed arrays")
-    assert len(snippets) == 2
-    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
-    for number, snippet in enumerate(snippets):
-        script = tmp_path / f"snippet{number}.py"
-        script.write_text(snippet)
-        cmd = [sys.executable, str(script)]
-        if workers > 1:
-            cmd = mpiexec_args(workers) + cmd
-        out = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env)
-        assert out.returncode == 0, snippet + out.stderr
+def test_every_command_is_a_script_of_the_checkout():
+    # the commands of the README's plain blocks: scripts/test.sh is CI itself (.ci/run);
+    # scripts/docs.sh is run by tests/test_docs.py, scripts/demo.sh by hand
+    blocks = [body for info, _, body in fenced(_readme()) if info == ""]
+    commands = [line.split("#")[0].strip() for block in blocks
+                for line in block.split("\n") if line.split("#")[0].strip()]
+    assert {"bash scripts/demo.sh", "bash scripts/test.sh", "bash scripts/docs.sh"} <= \
+        set(commands), commands
+    for command in commands:
+        if command.startswith("bash "):
+            assert os.path.isfile(os.path.join(ROOT, command.split()[1])), command
+        else:  # the one other: how a script is started (the program's test starts it so)
+            assert command == "mpiexec -n 4 python train.py", command
+    with open(os.path.join(ROOT, ".ci", "run")) as f:
+        assert "scripts/test.sh" in f.read()
 
 
-def test_the_pool_snippet_runs(tmp_path):
-    # a plain python process is the client; the workers run under the launcher found
-    pytest.importorskip("cloudpickle")
-    (snippet,) = _section_snippets("The interactive pool: parpool and %%spmd")
-    script = tmp_path / "pool_snippet.py"
-    script.write_text(snippet)
-    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
-                         timeout=120, env=dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1",
-                                               OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1"))
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.splitlines() == ["31 [31, 32] 2", "[1, 2]", "[3.0, 12.0] 15.0"], \
-        out.stdout
+def test_every_link_leads_to_a_file_and_heading_of_the_checkout():
+    links = re.findall(r"\]\(([^)\s]+)\)", _readme())
+    local = [link for link in links if "://" not in link]
+    assert any(link.startswith("docs/guide/") for link in local)
+    for link in local:
+        path, _, anchor = link.partition("#")
+        assert os.path.isfile(os.path.join(ROOT, path)), link
+        if anchor:
+            with open(os.path.join(ROOT, path)) as f:
+                assert anchor in heading_anchors(f.read()), link

@@ -93,7 +93,7 @@ def test_the_package_says_it_is_typed():
 
 
 def test_mypy_sees_spmdlab_from_a_users_folder(tmp_path):
-    # as a user runs it after the README's install: mypy on a script of their own, in a
+    # as a user runs it after the guide's install: mypy on a script of their own, in a
     # folder outside the checkout (an editable install must leave a path mypy can follow)
     pytest.importorskip("mypy")
     script = tmp_path / "script.py"

@@ -198,7 +198,8 @@ def _chromium():
 def test_in_a_headless_browser_a_chart_updates_and_stop_ends_the_job(tmp_path):
     """The trainnet example with --monitor web at 2 workers, watched in Chromium: the page
     loads, a chart gains points, Stop ends the job (exit status 0). The screenshot it
-    takes is the README's (SPMDLAB_SCREENSHOT=path keeps a copy)."""
+    takes is the guide's, docs/images/web-monitor.png (SPMDLAB_SCREENSHOT=path keeps a
+    copy; scripts/screenshots.py sets it)."""
     pytest.importorskip("torch")
     pytest.importorskip("sklearn")
     webdriver = pytest.importorskip("selenium.webdriver")

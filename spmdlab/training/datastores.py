@@ -26,7 +26,8 @@ D = TypeVar("D", bound="Datastore")
 
 
 class Datastore:
-    """Observations ``self._read(k)`` for k in ``self._order``, with optional labels.
+    """What every datastore shares: observations read one at a time in the datastore's
+    order, with optional labels; ``shuffle``, ``partition``, ``transform``, ``read_all``.
 
     Examples
     --------

@@ -1,0 +1,39 @@
+"""The user guide's code blocks run as they say (docs/guide/*.md; the marker convention
+is in tests/snippets.py): each tested block at its worker counts, plain python at one
+worker and under mpiexec at more, with its shown output checked; and the files of the
+checkout it links to exist."""
+
+import glob
+import os
+import re
+
+import pytest
+
+from snippets import ROOT, cases, read_blocks, run_block
+
+pytestmark = pytest.mark.mpi_skip  # launches its own processes
+PAGES = sorted(os.path.relpath(p, ROOT)
+               for p in glob.glob(os.path.join(ROOT, "docs", "guide", "*.md")))
+
+
+def test_every_python_block_is_tested_or_says_why_not():
+    # read_blocks raises on a python block without its comment
+    counts = [read_blocks(page) for page in PAGES]
+    assert sum(len(tested) for tested, _ in counts) >= 8, "the guide lost its tested blocks"
+
+
+@pytest.mark.parametrize("block, workers", cases(PAGES))
+def test_the_block_runs(block, workers, tmp_path):
+    run_block(block, workers, tmp_path)
+
+
+def test_every_file_the_guide_links_to_is_in_the_checkout():
+    # {src}`path` links to the file on the project's host (docs/conf.py's extlinks):
+    # Sphinx cannot see whether it exists, so a renamed example would leave a dead link
+    paths = set()
+    for page in PAGES:
+        with open(os.path.join(ROOT, page)) as f:
+            paths.update(re.findall(r"\{src\}`(?:[^`<]*<)?([^`>]+)>?`", f.read()))
+    assert paths, "the guide links to no file of the checkout"
+    missing = sorted(p for p in paths if not os.path.exists(os.path.join(ROOT, p)))
+    assert not missing, f"the guide links to files that do not exist: {missing}"
