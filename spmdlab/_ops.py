@@ -1,10 +1,12 @@
-"""Reduction operations: which functions spmdlab folds itself, and the fold.
+"""Reduction operations: which functions spmdlab folds itself, and the folds.
 
 An operation is a numpy ufunc that folds element-wise, the dtype kinds it is defined
-for, and the same fold on Python scalars. Every reduction strategy (``_reduce``,
-``_shm``) folds with ``fold``: the workers' values in worker order, left to right,
-``((x1 op x2) op x3) ... op xN``, so a float sum has the same bits on every worker and
-at every node layout.
+for, and the same fold on Python scalars. Among a few workers every reduction strategy
+(``_reduce``, ``_shm``) folds with ``fold``: the workers' values in worker order, left
+to right, ``((x1 op x2) op x3) ... op xN``. Among more (``SPMDLAB_TREE_ABOVE``) every
+strategy folds with the bracketing of the tree (``tree_fold``, ``_tree``). Either way
+the bracketing depends on the worker count alone, so a float sum has the same bits on
+every worker and at every node layout.
 """
 
 import operator
@@ -68,4 +70,37 @@ def fold(op, sources, out):
     op.ufunc(sources[0], sources[1], out=out)
     for k in range(2, n):
         op.ufunc(out, sources[k], out=out)
+    return out
+
+
+def tree_fold(op, sources, out):
+    """``out`` = the sources combined as the tree among many workers brackets them
+    (``_tree.schedule``): the first 2(N - P) pair up, P the largest power of two up to N,
+    then neighbouring blocks of 1, 2, 4, ... combine, always lower op upper.
+
+    ``sources`` as for ``fold``; ``out`` may not be one of them."""
+    n = len(sources)
+    if n == 1:
+        out[...] = sources[0]
+        return out
+    top = 1 << (n.bit_length() - 1)
+    rem = n - top
+    ufunc = op.ufunc
+    stack = []  # [level, partial, ours]: a binary counter over the tree's ``top`` leaves
+    for i in range(top):
+        if i < rem:
+            value, ours = ufunc(sources[2 * i], sources[2 * i + 1]), True
+        else:
+            value, ours = sources[i + rem], False
+        level = 0
+        while stack and stack[-1][0] == level:
+            _, lower, lower_ours = stack.pop()
+            if i == top - 1 and not stack:  # the root: straight into ``out``
+                value = ufunc(lower, value, out=out)
+            elif lower_ours:
+                value = ufunc(lower, value, out=lower)
+            else:
+                value = ufunc(lower, value)
+            ours, level = True, level + 1
+        stack.append((level, value, ours))
     return out

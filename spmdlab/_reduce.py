@@ -2,11 +2,12 @@
 
 Among a few workers (``SPMDLAB_TREE_ABOVE``, 4 by default) every reduction folds the
 workers' values in worker order, ``x1 op x2 op ... op xN`` (``_ops.fold``). Among more,
-a value under 64 KiB folds along the agreement's fixed tree instead (``_tree``:
+every value folds with the bracketing of the agreement's fixed tree instead (``_tree``:
 O(log N) messages): neighbours first, then blocks of 2, 4, ..., always lower op upper,
 so a float sum may differ in its last bits from the left fold, yet is the same at every
-node layout; larger values still fold left in worker order. Either way every worker
-gets the same bits, whatever the node layout. After the agreement record exchange
+node layout: a value under 64 KiB in the tree's own steps, a larger one in shared
+memory on a node (``_ops.tree_fold``) or by halves across nodes (``_tree.scattered``).
+Either way every worker gets the same bits, whatever the node layout. After the agreement record exchange
 (``_agree``) the data moves by one of four strategies (or the tree's merges):
 
 - inline: every value (up to 1 KiB among a few workers, ``_agree.capacity_for``) rode
@@ -18,6 +19,8 @@ gets the same bits, whatever the node layout. After the agreement record exchang
 - scattered: larger values: each worker receives its 1/N slice of every worker's input
   (Alltoallv), folds it, and the folded slices are gathered back into the result
   (Allgatherv in place): 2(N-1)/N of the data, as MPI's own large Allreduce moves.
+  Among many workers, by halves along the tree instead (``_tree.scattered``): the same
+  bytes in O(log N) messages.
 
 MPI's own reductions are never used: their algorithms (recursive doubling, node-aware
 trees) combine partial results in an order that depends on the node layout, so a float
@@ -48,10 +51,11 @@ GATHER_BYTES = _env.get("GATHER_BYTES", 1 << 16, cast=int, valid=_env.at_least_z
 
 def along_tree(ex, nbytes):
     """Whether a reduction of ``nbytes`` (each worker's value; the same on every worker
-    of a matching call) folds along the exchange's tree: among more than
-    SPMDLAB_TREE_ABOVE workers, below the shared-memory size. Larger values fold left in
-    worker order (shared memory on a node, slices across nodes), whatever the layout;
-    so does everything among a few workers."""
+    of a matching call) folds in the tree's own steps, the whole value at each: among
+    more than SPMDLAB_TREE_ABOVE workers, below the shared-memory size. Larger values
+    among as many workers fold with the same bracketing (``_ops.tree_fold`` in shared
+    memory on a node, ``_tree.scattered`` across nodes); among a few, every value folds
+    left in worker order."""
     return ex.tree and nbytes <= GATHER_BYTES and nbytes < _shm.MIN_BYTES
 
 
@@ -339,8 +343,10 @@ def ordered(scope, call, send, recv, op, root=None):
         return recv
     comm, dtype = scope.comm, send.dtype
     raw = send.view(np.uint8)
-    if along_tree(scope.exchange, send.nbytes):  # O(log N) steps
+    if along_tree(scope.exchange, send.nbytes):  # O(log N) steps of the whole value
         return _tree.ordered(scope, call, send, recv, op)
+    if scope.exchange.tree:  # O(log N) steps of halves, the same bracketing
+        return _tree.scattered(scope, call, send, recv, op)
     if send.nbytes * n <= GATHER_BYTES:  # gathered
         rows = None
         if root is None or me == root:

@@ -3,7 +3,8 @@
 MPICH's and Open MPI's shared-memory Allreduce copy every byte through bounded cells on
 its way between processes. Here each worker's input lies in an MPI shared-memory window
 the others can read; after one barrier every worker folds its 1/N slice of all inputs
-(in worker order, so every worker ends with the same bits) and writes it straight into
+(in worker order, or among many workers with the tree's bracketing, as across nodes:
+so every worker ends with the same bits at every layout) and writes it straight into
 every worker's result slot; after a second barrier each worker holds the whole result.
 A result slot is window memory handed to the user as the result array; it is offered
 again only once no view of it is alive (``sys.getrefcount``, as in ``_pack.ResultPool``),
@@ -25,7 +26,7 @@ import numpy as np
 from ._mpi import MPI
 
 from . import _env, _wait, _world
-from ._ops import fold
+from ._ops import fold, tree_fold
 from ._pack import RECYCLE
 
 SLOTS = 3  # result slots per window: the previous result may still be alive, and one more
@@ -187,12 +188,14 @@ def reduce(scope, call, window, locations, leaves, arrays, layout, op):
     _wait.wait(node.Ibarrier(), scope, call)  # a worker that left ends it, as everywhere
     win.Sync()
     mine = window.regions[me][out_slot]
+    # among many workers, the tree's bracketing: the same bits as across nodes
+    fold_all = tree_fold if scope.exchange.tree else fold
     for dtype, first, last, a, b in runs:
         if b == a:
             continue
         others = [window.regions[k][locations[k][0]] for k in range(n)]
         if in_loc != 0:  # my input is a previous result slot: one fold over the whole slice
-            fold(op, [o[a:b].view(dtype) for o in others], mine[a:b].view(dtype))
+            fold_all(op, [o[a:b].view(dtype) for o in others], mine[a:b].view(dtype))
         else:
             for i in range(first, last):
                 start, stop = layout[i][1], layout[i][1] + leaves[i].nbytes
@@ -202,7 +205,7 @@ def reduce(scope, call, window, locations, leaves, arrays, layout, op):
                 k = (lo - start) // dtype.itemsize
                 sources = [o[lo:hi].view(dtype) for o in others]
                 sources[me] = flat[i][k:k + (hi - lo) // dtype.itemsize]
-                fold(op, sources, mine[lo:hi].view(dtype))
+                fold_all(op, sources, mine[lo:hi].view(dtype))
         result = mine[a:b]
         for k in range(n):
             if k != me:

@@ -1,4 +1,4 @@
-"""Agreement and small reductions through a fixed tree over worker numbers: O(log N).
+"""Agreement and reductions through a fixed tree over worker numbers: O(log N).
 
 Among a few workers (``SPMDLAB_TREE_ABOVE``, 4 by default) every collective's agreement
 gathers one record from every worker (``_agree.Exchange``): one MPI call, and a small
@@ -20,6 +20,9 @@ recursive doubling over worker numbers:
   every worker gets the same bits at every node layout. For floats they may differ in
   the last bits from the left fold ``x1 op x2 op ... op xN`` a gathering exchange
   computes (a different order of the same additions);
+- a larger value (64 KiB or more, across nodes) goes by halves along the same schedule
+  (``scattered``), with the same bracketing; in shared memory on one node it is folded
+  with that bracketing too (``_ops.tree_fold``), so the bits never depend on the layout;
 - the calls that need every worker's record (``spmd_cat``'s lengths, a queue's counts)
   gather the 40-byte headers on demand, O(N) as their answers are.
 """
@@ -29,7 +32,7 @@ import time
 
 import numpy as np
 
-from . import _agree, _count, _wait, _world
+from . import _agree, _count, _pack, _wait, _world
 from ._agree import FLAG_ERROR, FLAG_INLINE, HEADER, _HEAD, _raise_everywhere
 from ._mpi import MPI
 from ._stall import call_site
@@ -116,15 +119,18 @@ def tree_pass(scope, call, comm, acc, other, merge):
         _send(scope, call, comm, acc, post)
 
 
-def _exchange(scope, call, comm, acc, other, peer):
+def _exchange(scope, call, comm, acc, other, peer, received=None, records=1):
+    """Send ``acc`` to ``peer`` and receive into ``other`` from it: ``received`` bytes,
+    counted as the length of ``acc`` (a matching call's record) unless given."""
     receive = comm.Irecv(other, peer, _TAG)
     send = comm.Isend(acc, peer, _TAG)
     needed = [scope.world_ranks[peer]]  # a step waits on its partner alone
     _wait.wait_body(receive, scope, call, needed)
     _wait.wait_body(send, scope, call, needed)
     if _count.ON:
-        _count.add(sent_bytes=len(acc), received_bytes=len(acc), sent_messages=1,
-                   received_messages=1, records_examined=1)
+        _count.add(sent_bytes=len(acc),
+                   received_bytes=len(acc) if received is None else received,
+                   sent_messages=1, received_messages=1, records_examined=records)
 
 
 def _send(scope, call, comm, buf, peer):
@@ -337,4 +343,54 @@ def ordered(scope, call, send, recv, op):
 
     tree_pass(scope, call, comm, memoryview(acc.view(np.uint8)),
               memoryview(other.view(np.uint8)), merge)
+    return recv
+
+
+def scattered(scope, call, send, recv, op):
+    """``_reduce.ordered`` along the tree for larger values: the merges' bracketing, but
+    each doubling step exchanges half of what a worker still folds (recursive halving,
+    distance doubling), so that every worker ends with one folded piece; the same steps
+    in reverse then bring the pieces back to every worker. About 2(N - 1)/N of the data
+    sent and received per worker in 2 log2 N messages, as MPI's own large ``Allreduce``
+    (the first 2(N - P) workers, P the largest power of two up to N, also hand their
+    whole value to a neighbour first and get the result back last). ``recv`` may be
+    None (a reduction to another worker): every worker computes the result."""
+    comm = scope.exchange.own
+    count, dtype, ufunc = send.size, send.dtype, op.ufunc
+    acc = recv if recv is not None else _pack.scratch.empty(dtype, count, use=2)
+    acc[...] = send
+    other = _pack.scratch.empty(dtype, count, use=1)
+    pre, partners, post = schedule(comm.Get_size(), comm.Get_rank())
+
+    def raw(array):
+        return memoryview(array.view(np.uint8))
+
+    if pre is not None:
+        kind, peer = pre
+        if kind == "send":  # my whole value to my neighbour, the result back from it
+            _send(scope, call, comm, raw(acc), peer)
+            _recv(scope, call, comm, raw(acc), peer, acc.nbytes)
+            return recv
+        _recv(scope, call, comm, raw(other), peer, acc.nbytes)
+        ufunc(other, acc, out=acc)  # my left neighbour's value is the lower
+    steps = []
+    a, b = 0, count
+    for peer, lower in partners:  # keep one half of [a, b), fold the partner's copy in
+        mid = a + (b - a) // 2
+        keep, give = ((a, mid), (mid, b)) if not lower else ((mid, b), (a, mid))
+        mine, part = acc[keep[0]:keep[1]], other[:keep[1] - keep[0]]
+        _exchange(scope, call, comm, raw(acc[give[0]:give[1]]), raw(part), peer,
+                  part.nbytes)
+        if lower:  # the partner's workers are the lower ones
+            ufunc(part, mine, out=mine)
+        else:
+            ufunc(mine, part, out=mine)
+        steps.append((peer, keep, give))
+        a, b = keep
+    for peer, keep, give in reversed(steps):  # every piece back, in the reverse order
+        back = acc[give[0]:give[1]]
+        _exchange(scope, call, comm, raw(acc[keep[0]:keep[1]]), raw(back), peer,
+                  back.nbytes, records=0)
+    if post is not None:
+        _send(scope, call, comm, raw(acc), post)
     return recv

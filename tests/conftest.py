@@ -171,12 +171,11 @@ def tree_fold(values, ufunc):
     return level[0]
 
 
-def expected_fold(values, ufunc, nbytes=None):
+def expected_fold(values, ufunc):
     """What a reduction gives: the left fold in worker order, or among more than
-    SPMDLAB_TREE_ABOVE workers, for values under 64 KiB, the tree's fold."""
-    nbytes = np.asarray(values[0]).nbytes if nbytes is None else nbytes
-    from spmdlab import _reduce, _world
+    SPMDLAB_TREE_ABOVE workers the tree's fold, at every size and layout."""
+    from spmdlab import _world
 
-    if _reduce.along_tree(_world.current().exchange, nbytes):
+    if _world.current().exchange.tree:
         return tree_fold(values, ufunc)
     return left_fold(values, ufunc)

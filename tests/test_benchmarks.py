@@ -48,3 +48,8 @@ def test_the_scaling_counts():
     assert rows[("spmd_plus(scalar)", "records", "gathering")] == ["2", "5"], out.stdout
     assert rows[("spmd_plus(scalar)", "records", "default")] == ["2", "3"], out.stdout
     assert rows[("spmd_send/receive", "msgs", "default")] == ["2", "2"], out.stdout
+    # 64 KiB by halves along the tree at 5 workers: worker 2 takes worker 1's value
+    # (1 message), 2 steps each way of 2 messages, the result back (1), after the
+    # agreement's 6; its waits watch one partner
+    assert rows[("spmd_plus(64 KiB)", "msgs", "default")] == ["6", "16"], out.stdout
+    assert rows[("spmd_plus(64 KiB)", "req/wait", "default")] == ["2", "2"], out.stdout

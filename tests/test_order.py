@@ -71,15 +71,12 @@ def test_a_dict_of_mixed_dtypes_and_sizes():
     value = {"big": big[k - 1], "small": small[k - 1],
              "ints": np.arange(7_000, dtype=np.int32) * k, "scalar": np.float32(k) / 3}
     result = spmd_plus(value)
-    total = sum(np.asarray(v).nbytes for v in value.values())  # one reduction of them all
-    assert np.array_equal(result["big"], expected_fold(big, np.add, total))
-    assert np.array_equal(result["small"], expected_fold(small, np.add, total))
+    assert np.array_equal(result["big"], expected_fold(big, np.add))
+    assert np.array_equal(result["small"], expected_fold(small, np.add))
     n = spmd_size()
     assert np.array_equal(result["ints"], np.arange(7_000, dtype=np.int32) * (n * (n + 1) // 2))
-    expected = np.float32(1) / 3
-    for j in range(2, n + 1):
-        expected = np.float32(expected + np.float32(j) / 3)
-    assert result["scalar"] == expected
+    thirds = [np.array(np.float32(j) / 3) for j in range(1, n + 1)]  # float32 each step
+    assert result["scalar"] == expected_fold(thirds, np.add)
     for leaf in ("big", "small", "ints"):
         assert same_bits_everywhere(result[leaf])
 
@@ -91,7 +88,7 @@ def test_scattered_path_with_fewer_elements_than_workers_on_some_slices():
     _reduce.GATHER_BYTES = 0  # on every worker: force the scattered strategy
     try:
         result = spmd_plus(values[spmd_index() - 1])
-        expected = expected_fold(values, np.add)  # (the left fold: not along the tree)
+        expected = expected_fold(values, np.add)  # (among many: by halves along the tree)
     finally:
         _reduce.GATHER_BYTES = old
     assert np.array_equal(result, expected)

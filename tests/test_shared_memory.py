@@ -9,7 +9,7 @@ import pytest
 
 from spmdlab import _shm, spmd_cat, spmd_index, spmd_plus, spmd_reduce, spmd_size
 
-from conftest import torch
+from conftest import expected_fold, torch
 
 pytestmark = pytest.mark.mpi
 
@@ -98,13 +98,11 @@ def test_bit_identical_on_every_worker_and_worker_order():
     everyone = spmd_cat(result[None, :])
     assert all(np.array_equal(row.view(np.uint32), result.view(np.uint32))
                for row in everyone)
-    # the fold is in worker order: the float32 sum x1 + x2 + ... + xN, left to right
+    # the fold is in worker order, x1 + x2 + ... + xN left to right in float32 (among
+    # more than SPMDLAB_TREE_ABOVE workers, the tree's bracketing: conftest.expected_fold)
     inputs = [np.random.default_rng(k).standard_normal(BIG).astype(np.float32)
               for k in range(1, spmd_size() + 1)]
-    expected = inputs[0].copy()
-    for other in inputs[1:]:
-        expected += other
-    assert np.array_equal(result, expected)
+    assert np.array_equal(result, expected_fold(inputs, np.add))
 
 
 def test_maximum_and_logical_operations():

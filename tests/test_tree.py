@@ -85,6 +85,12 @@ out["dict"] = spmd_plus({"a": k, "b": np.ones(3) * k})["a"]
 out["cat"] = spmd_cat(np.array([k, -k])).tolist()
 out["bcast"] = spmd_broadcast(n, {"from": k})
 out["big"] = float(spmd_plus(np.ones(100_000) * k)[0])
+# over 64 KiB: in shared memory on a node, by halves across nodes: the same bracketing
+LARGE = [0.5, 0.25, 0.25, 1e16, -1e16]  # at 5 workers the left fold gives 0, the tree 1
+large = spmd_plus(np.full(100_003, LARGE[k - 1]))
+assert len(set(large.tolist())) == 1
+out["large"] = float(large[0])
+out["large_max"] = float(spmd_reduce(np.maximum, np.arange(100_003.0) * k)[-1])
 got = []
 q = DataQueue()
 q.after_each(got.append)
@@ -107,9 +113,10 @@ print("OUT", k, json.dumps(out), flush=True)
 """
 
 
-@pytest.mark.parametrize("n", [3, 5])
-def test_collectives_along_the_tree(n):
-    job = run_job(SOURCE, n, env=FORCED, timeout=120)
+@pytest.mark.parametrize("n, shm", [(3, True), (5, True), (5, False)])
+def test_collectives_along_the_tree(n, shm):
+    env = dict(FORCED) if shm else dict(FORCED, SPMDLAB_SHM_BYTES="0")  # as across nodes
+    job = run_job(SOURCE, n, env=env, timeout=120)
     assert job.returncode == 0, job.stderr
     outs = {int(line.split()[1]): json.loads(line.split(None, 2)[2])
             for line in job.stdout.splitlines() if line.startswith("OUT ")}
@@ -122,6 +129,9 @@ def test_collectives_along_the_tree(n):
         assert out["max"] == n and out["dict"] == n * (n + 1) // 2
         assert out["cat"] == [v for j in range(1, n + 1) for v in (j, -j)]
         assert out["bcast"] == {"from": n} and out["big"] == n * (n + 1) / 2
+        large = [0.5, 0.25, 0.25, 1e16, -1e16][:n]
+        assert out["large"] == bracketing(large), (out["large"], bracketing(large))
+        assert out["large_max"] == n * 100_002
         assert out["queue"] == (list(range(1, n + 1)) if k == 1 else [])
         name, text = out["mismatch"]
         assert name == "SpmdMismatchError", text
@@ -150,11 +160,14 @@ else:
     assert "spmd_cat" in text and "spmd_plus" in text, text
 
 
-def test_a_finished_worker_is_named_instead_of_a_hang():
-    job = run_job("""
+@pytest.mark.parametrize("value", ["1.0", "np.ones(100_000)"])
+def test_a_finished_worker_is_named_instead_of_a_hang(value):
+    job = run_job(f"""
+import numpy as np
 from spmdlab import spmd_plus, spmd_index
+x = spmd_plus(np.ones(100_000))  # by halves, every worker
 if spmd_index() != 4:
-    spmd_plus(1.0)
-""", 5, env=FORCED, timeout=120)
+    spmd_plus({value})
+""", 5, env=dict(FORCED, SPMDLAB_SHM_BYTES="0"), timeout=120)
     assert job.returncode != 0
     assert "worker 4 finished the program" in job.stderr, job.stderr
