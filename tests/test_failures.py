@@ -322,7 +322,8 @@ except MemoryError:
     print("caught on worker", spmd_index(), flush=True)
 print("never reached", flush=True)
 """, 4 if path == "2x2" else 2, nodes=2 if path == "2x2" else 1, timeout=40,
-                  env={"SPMDLAB_SHM_BYTES": "0"} if path == "MPI" else None)
+                  env=dict({"SPMDLAB_SHM_BYTES": "0"} if path == "MPI" else {},
+                           SPMDLAB_TREE_ABOVE="4"))  # the folds patched above
     assert job.returncode != 0
     assert "spmd_plus (worker 2 of" in job.stderr
     assert "failed after every worker had agreed to it" in job.stderr
@@ -330,16 +331,18 @@ print("never reached", flush=True)
     assert "never reached" not in job.stdout and job.seconds < 20
 
 
-def test_a_worker_leaving_inside_a_shared_memory_reduction_is_named():
+@pytest.mark.parametrize("tree", ["0", "4"])  # SPMDLAB_TREE_ABOVE: tree, gathering
+def test_a_worker_leaving_inside_a_shared_memory_reduction_is_named(tree):
     # the shared-memory fences are guarded waits: a worker that has gone is seen there
+    # (it left after the agreement: every wait of the call watches its exit notice)
     job = run_job(PROLOGUE + """
 from spmdlab import _shm
 if spmd_index() == 2:
     def leave(*args):
         sys.exit(0)
-    _shm.fold = leave
+    _shm.fold = _shm.tree_fold = leave  # (the tree's, among many workers)
 spmd_plus(np.ones(100_000))
-""", 2, timeout=40)
+""", 2, timeout=40, env={"SPMDLAB_TREE_ABOVE": tree})
     assert job.returncode != 0
     assert "worker 2 finished the program" in job.stderr or "worker 2 of 2" in job.stderr
     assert job.seconds < 20
