@@ -161,6 +161,32 @@ def test_redistribute_moves_every_element_once(backend):
         assert np.array_equal(backend.read(D.gather()), G)
 
 
+def test_redistribute_between_random_splits():
+    """Every pair of splits, pieces contiguous or not in either local array (a split along
+    the first axis sends runs of bytes where they lie; others pack and unpack), uneven
+    partitions with empty parts: the same global array afterwards."""
+    rng = np.random.default_rng(7)  # the same draws on every worker
+    n = spmd_size()
+
+    def split(shape):
+        axis = int(rng.integers(len(shape)))
+        cuts = np.sort(rng.integers(0, shape[axis] + 1, n - 1))
+        partition = tuple(int(c) for c in np.diff(np.concatenate(([0], cuts, [shape[axis]]))))
+        return axis, partition
+
+    for _ in range(12):
+        shape = tuple(int(v) for v in rng.integers(1, 7, int(rng.integers(1, 4))))
+        G = whole(shape)
+        axis, partition = split(shape)
+        D = distribute(G, axis=axis).redistribute(axis=axis, partition=partition)
+        for _ in range(3):
+            axis, partition = split(shape)
+            D = D.redistribute(axis=axis, partition=partition)
+            assert D.axis == axis and D.partition == partition
+            assert np.array_equal(D.local, G[D.global_slice()])
+        assert np.array_equal(D.gather(), G)
+
+
 def test_elementwise_needs_no_communication_and_keeps_family(backend):
     G = whole((spmd_size() + 1, 4))
     for axis in (0, 1):

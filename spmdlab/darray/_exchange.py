@@ -1,16 +1,18 @@
-"""Moving codistributed data: every redistribution is one all-to-all, with MPI derived
-datatypes describing the blocks (no packing by hand); a gather is one Allgatherv,
-straight into place when the blocks follow each other in the result, else end to end
-and then one strided copy per block (faster than vector datatypes in MPICH).
+"""Moving codistributed data: every redistribution is one all-to-all of bytes; a gather
+is one Allgatherv. Pieces move straight from and into place where they are contiguous
+in the local arrays, else packed end to end and put in place with one strided copy
+each: MPICH moves MPI's derived datatypes (subarrays, vectors) several times slower
+than contiguous bytes, and numpy's strided copies are fast.
 
 A redistribution is planned from where each worker's block lies before and after
 (intervals along an axis of the global array): the piece one worker sends another is
-the intersection of two blocks, a subarray of each local array. Plans are kept (their
-datatypes made and committed once) for the arrays of a program, a few at a time.
+the intersection of two blocks, a box of each local array. Plans are kept for the
+arrays of a program, a few at a time.
 
 These functions move data only; the callers agree first (``_agree``), so a worker that
 fails here ends the job (``_ending.end_committed``) rather than leave the others waiting.
 """
+
 
 import collections
 
@@ -35,7 +37,10 @@ def exchange(scope, call, local, shape, src, dst):
     blocks ``dst`` (each: one list of per-axis intervals per worker, see ``blocks``).
 
     ``local`` is this worker's source block (any family); the result is this worker's
-    destination block in the same family, dtype and device. One Alltoallw."""
+    destination block in the same family, dtype and device. One Alltoallv of bytes:
+    the pieces sent where they lie when each is contiguous in the local array (a split
+    along the first axis), else packed first; received in place when each is
+    contiguous in the result, else put there with one strided copy each."""
     family = LOCAL[_family(local)]
     host = np.ascontiguousarray(family.host(local))
     me = scope.rank
@@ -44,15 +49,22 @@ def exchange(scope, call, local, shape, src, dst):
         out = np.empty(out_shape, dtype=host.dtype)
         if scope.size == 1 or host.dtype.itemsize == 0:
             _copy_overlap(host, src[me], out, dst[me])
-        else:
-            plan = _plan(scope.comm, host.dtype.itemsize, src, dst, me)
-            request = scope.comm.Ialltoallw(
-                [host, plan.send_counts, plan.zeros, plan.send_types],
-                [out, plan.recv_counts, plan.zeros, plan.recv_types])
+            return family.like(out, local)
+        plan = _plan(host.dtype.itemsize, src, dst, me)
+        send = plan.pack(host)
+        recv = out.reshape(-1).view(np.uint8) if plan.recv_in_place else \
+            np.empty(plan.recv_total, dtype=np.uint8)
+        request = scope.comm.Ialltoallv(
+            [send, (plan.send_counts, plan.send_displs), MPI.BYTE],
+            [recv, (plan.recv_counts, plan.recv_displs), MPI.BYTE])
     except Exception:
         _ending.end_committed(scope, call)
-    if scope.size > 1 and host.dtype.itemsize:
-        _wait.wait(request, scope, call)
+    _wait.wait(request, scope, call)
+    if not plan.recv_in_place:
+        try:
+            plan.unpack(recv, out)
+        except Exception:
+            _ending.end_committed(scope, call)
     return family.like(out, local)
 
 
@@ -76,50 +88,89 @@ def _intersect(a, b):
 
 
 class _Plan:
-    __slots__ = ("send_counts", "send_types", "recv_counts", "recv_types", "zeros",
-                 "_owned")
+    """Where each piece of a redistribution lies: the bytes this worker sends each other
+    worker (a box of its source block) and receives from each (a box of its result),
+    as ``Alltoallv`` counts and displacements over a send and a receive buffer."""
+
+    __slots__ = ("send_counts", "send_displs", "send_boxes", "send_in_place",
+                 "send_total", "recv_counts", "recv_displs", "recv_boxes",
+                 "recv_in_place", "recv_total")
 
     def __init__(self, itemsize, src, dst, me):
-        n = len(src)
-        element = MPI.BYTE.Create_contiguous(itemsize)
-        self._owned = [element]
-        self.zeros = [0] * n
-        self.send_counts, self.send_types = self._pieces(element, src[me], dst, src[me])
-        self.recv_counts, self.recv_types = self._pieces(element, dst[me], src, dst[me])
+        (self.send_counts, self.send_displs, self.send_boxes, self.send_in_place,
+         self.send_total) = _pieces(itemsize, src[me], dst)
+        (self.recv_counts, self.recv_displs, self.recv_boxes, self.recv_in_place,
+         self.recv_total) = _pieces(itemsize, dst[me], src)
 
-    def _pieces(self, element, mine, others, frame):
-        """For each other worker: the part of block ``mine`` (a subarray of the local array
-        whose block is ``frame``) that overlaps that worker's block in ``others``."""
-        counts, types = [], []
-        sizes = [hi - lo for lo, hi in frame]
-        for theirs in others:
-            box = _intersect(mine, theirs)
-            if box is None:
-                counts.append(0)
-                types.append(MPI.BYTE)
-                continue
-            subsizes = [hi - lo for lo, hi in box]
-            starts = [lo - f0 for (lo, _), (f0, _) in zip(box, frame)]
-            sub = element.Create_subarray(sizes, subsizes, starts, order=MPI.ORDER_C)
-            sub.Commit()
-            self._owned.append(sub)
-            counts.append(1)
-            types.append(sub)
-        return counts, types
+    def pack(self, host):
+        """The send buffer: ``host``'s own bytes, or its pieces end to end."""
+        if self.send_in_place:
+            return host.reshape(-1).view(np.uint8)
+        send = np.empty(self.send_total, dtype=np.uint8)
+        for box, start, count in zip(self.send_boxes, self.send_displs, self.send_counts):
+            if count:
+                piece = host[box]
+                send[start:start + count].view(host.dtype).reshape(piece.shape)[...] = piece
+        return send
 
-    def free(self):
-        for datatype in self._owned:
-            datatype.Free()
-        self._owned = []
+    def unpack(self, recv, out):
+        """Each received piece into its box of ``out`` (one strided copy each)."""
+        for box, start, count in zip(self.recv_boxes, self.recv_displs, self.recv_counts):
+            if count:
+                target = out[box]
+                target[...] = recv[start:start + count].view(out.dtype).reshape(target.shape)
 
 
-def _plan(comm, itemsize, src, dst, me):
-    key = (id(comm), itemsize, me, _frozen(src), _frozen(dst))
+def _pieces(itemsize, mine, others):
+    """For each block of ``others``: the part of block ``mine`` that overlaps it, as
+    (byte counts, displacements, boxes of ``mine``'s local array, in place, total bytes).
+    In place: every piece is one run of the local array's bytes (C order) and the runs
+    follow each other in worker order, so the local array itself is the buffer; else
+    the pieces are packed end to end."""
+    sizes = [hi - lo for lo, hi in mine]
+    strides = [itemsize] * len(sizes)
+    for d in range(len(sizes) - 2, -1, -1):
+        strides[d] = strides[d + 1] * sizes[d + 1]
+    counts, boxes, offsets = [], [], []
+    for theirs in others:
+        box = _intersect(mine, theirs)
+        if box is None:
+            counts.append(0)
+            boxes.append(None)
+            offsets.append(None)
+            continue
+        sub = [hi - lo for lo, hi in box]
+        starts = [lo - m0 for (lo, _), (m0, _) in zip(box, mine)]
+        counts.append(int(np.prod(sub, dtype=np.int64)) * itemsize)
+        boxes.append(tuple(slice(a, a + n) for a, n in zip(starts, sub)))
+        # one run of bytes: whole along every axis after the last partial one, and one
+        # index along every axis before it
+        partial = [d for d in range(len(sub)) if sub[d] != sizes[d]]
+        run = not partial or all(sub[d] == 1 for d in range(partial[-1]))
+        offsets.append(sum(a * st for a, st in zip(starts, strides)) if run else None)
+    in_place, end = True, 0
+    for offset, count in zip(offsets, counts):
+        if count:
+            if offset is None or offset < end:
+                in_place = False
+                break
+            end = offset + count
+    if in_place:
+        return counts, [o or 0 for o in offsets], boxes, True, sum(counts)
+    displs, total = [], 0
+    for count in counts:
+        displs.append(total)
+        total += count
+    return counts, displs, boxes, False, total
+
+
+def _plan(itemsize, src, dst, me):
+    key = (itemsize, me, _frozen(src), _frozen(dst))
     plan = _PLANS.pop(key, None)
     if plan is None:
         plan = _Plan(itemsize, src, dst, me)
         while len(_PLANS) >= _MAX_PLANS:
-            _PLANS.popitem(last=False)[1].free()
+            _PLANS.popitem(last=False)
     _PLANS[key] = plan  # most recently used last
     return plan
 
