@@ -350,13 +350,7 @@ def encode(value, call):
                 value.ndim < 2 or value.flags.c_contiguous):
             entry = _one_array(value)
         if entry is not None and (value.ndim < 2 or value.flags.c_contiguous):
-            if entry.total <= _SMALL:
-                return bytearray(entry.prefix) + value.tobytes()
-            message = results.empty(_BYTE, entry.total)  # recycled: no fresh pages
-            start = len(entry.prefix)
-            message[:start] = np.frombuffer(entry.prefix, dtype=np.uint8)
-            message[start:].view(value.dtype).reshape(value.shape)[...] = value
-            return message
+            return _array_message(entry, value)
     fmt = _SCALARS.get(kind)
     if fmt is not None and (kind is not int or -2 ** 63 <= value < 2 ** 63):
         entry = _ENCODED.get(kind)
@@ -372,9 +366,19 @@ def encode(value, call):
         array = value.numpy()
         entry = _ENCODED.get(("torch", array.dtype, array.shape)) or \
             _one_array(array, "torch")
-        if entry.total <= _SMALL:
-            return bytearray(entry.prefix) + array.tobytes()
+        return _array_message(entry, array)
     return _pickled(value, call)
+
+
+def _array_message(entry, array):
+    """The message of one array (C order) behind its kept header ``entry``."""
+    if entry.total <= _SMALL:
+        return bytearray(entry.prefix) + array.tobytes()
+    message = results.empty(_BYTE, entry.total)  # recycled: no fresh pages
+    start = len(entry.prefix)
+    message[:start] = np.frombuffer(entry.prefix, dtype=np.uint8)
+    message[start:].view(array.dtype).reshape(array.shape)[...] = array
+    return message
 
 
 def decode(buf):
@@ -394,11 +398,12 @@ def decode(buf):
     return kept[1].read(buf)
 
 
-def head_apart(x, seq):
-    """For a large C-ordered numpy array sent from its own memory: the first message (the
-    header, flagged "the array's bytes follow as a second message", then ``seq``, the
-    number the receiver's clear-to-send answers with)."""
-    prefix = (_ENCODED.get(("numpy", x.dtype, x.shape)) or _one_array(x)).prefix
+def head_apart(x, seq, family="numpy"):
+    """For a large C-ordered numpy array sent from its own memory (``family`` "torch":
+    a tensor's numpy view, received as a tensor): the first message (the header, flagged
+    "the array's bytes follow as a second message", then ``seq``, the number the
+    receiver's clear-to-send answers with)."""
+    prefix = (_ENCODED.get((family, x.dtype, x.shape)) or _one_array(x, family)).prefix
     return bytes([prefix[0], prefix[1] | _APART]) + prefix[2:] + _SEQ.pack(seq)
 
 

@@ -92,8 +92,9 @@ def spmd_send(x: Any, destination: Union[int, Sequence[int]], tag: int = 0) -> N
         _check_tag(call, scope, tag, none_ok=False)
     buf = None
     for d in targets:
-        if _in_place(x, scope, d):
-            sending = _Rendezvous(scope, x, d, tag)
+        apart = _in_place(x, scope, d)
+        if apart is not None:
+            sending = _Rendezvous(scope, *apart, d, tag)
             if not sending.step():
                 _wait.spin(sending.step, scope, call, [sending.world_rank])
             continue
@@ -154,7 +155,7 @@ _SEQ = struct.Struct("<q")
 
 
 class _Rendezvous:
-    """A large numpy array sent from its own memory, with no copy.
+    """A large numpy array (or a tensor's numpy view) sent from its own memory, no copy.
 
     The sender sends a small first message (the header and a number); the receiver
     posts the receive of the array into its final buffer and answers "clear to send"
@@ -171,14 +172,14 @@ class _Rendezvous:
     late: set = set()  # numbers whose array left as a copy: their answers are dropped
     lock = threading.Lock()
 
-    def __init__(self, scope, x, destination, tag):
+    def __init__(self, scope, x, family, destination, tag):
         self.scope, self.x, self.tag = scope, x, tag
         self.dest = destination - 1
         self.world_rank = scope.world_ranks[self.dest]
         self.number = next(self._numbers)
         self.request = None
         self.copied = False
-        head = _pack.head_apart(x, self.number)
+        head = _pack.head_apart(x, self.number, family)
         first = scope.comm.Isend(head, self.dest, tag)
         if not first.Test():
             _ending.SENDS.track(first, head, self.world_rank)
@@ -240,10 +241,20 @@ def _take_answers(world_rank=None):
 
 
 def _in_place(x, scope, destination):
-    """Whether ``x`` goes by rendezvous: a large C-ordered numpy array of plain values,
+    """``(array, family)`` when ``x`` goes by rendezvous, else None: a large C-ordered
+    numpy array of plain values, or a large torch CPU tensor that is its own numpy view,
     to another worker (a message to oneself is a copy: nobody else can receive it)."""
-    return type(x) is np.ndarray and x.nbytes > _pack._SMALL and x.flags.c_contiguous \
-        and not x.dtype.hasobject and destination != scope.index
+    if destination == scope.index:
+        return None
+    kind = type(x)
+    if kind is np.ndarray:
+        if x.nbytes > _pack._SMALL and x.flags.c_contiguous and not x.dtype.hasobject:
+            return x, "numpy"
+        return None
+    if kind.__module__ == "torch" and _pack._plain_tensor(x) and \
+            x.element_size() * x.numel() > _pack._SMALL:
+        return x.numpy(), "torch"
+    return None
 
 
 _SMALL_RECEIVE = 1 << 16  # below, a zeroed bytearray is cheaper to make than an array
@@ -446,8 +457,9 @@ def spmd_send_receive(destination: Optional[int], source: Optional[int], x: Any,
         _check(call, scope, "destination", destination, none_ok=True)
         _check(call, scope, "source", source, none_ok=True)
         _check_tag(call, scope, tag, none_ok=False)
-    if destination is not None and _in_place(x, scope, destination):
-        return _exchange_in_place(call, scope, destination, source, x, tag)
+    apart = None if destination is None else _in_place(x, scope, destination)
+    if apart is not None:
+        return _exchange_in_place(call, scope, destination, source, apart, tag)
     if destination is not None:
         _isend(scope, _pack.encode(x, lambda: f"{call} ({scope.who()})"), destination, tag)
     if source is None:
@@ -456,11 +468,12 @@ def spmd_send_receive(destination: Optional[int], source: Optional[int], x: Any,
     return _recv(_arrived(scope, source, tag, st, call), st, scope, call)
 
 
-def _exchange_in_place(call, scope, destination, source, x, tag):
-    """``spmd_send_receive`` of a large array: the array leaves by rendezvous while this
-    worker receives, both advanced in one loop, so a ring of them never waits on itself
-    and the array is sent from its own memory when the receiver is ready."""
-    sending = _Rendezvous(scope, x, destination, tag)
+def _exchange_in_place(call, scope, destination, source, apart, tag):
+    """``spmd_send_receive`` of a large array or tensor (``apart``: its numpy array and
+    family, see ``_in_place``): it leaves by rendezvous while this worker receives, both
+    advanced in one loop, so a ring of them never waits on itself and the array is sent
+    from its own memory when the receiver is ready."""
+    sending = _Rendezvous(scope, *apart, destination, tag)
     state = {"value": None, "pending": source is not None, "request": None}
     status, src = MPI.Status(), None if source is None else source - 1
 

@@ -171,3 +171,29 @@ def test_large_messages_with_tags_received_out_of_order():
     assert (spmd_receive(left(), tag=12) == 2.0).all()  # the later one first
     assert (spmd_receive(left(), tag=11) == 1.0).all()
     spmd_barrier()
+
+
+def test_large_arrays_and_tensors_keep_family_dtype_and_shape(backend):
+    """Large values go by rendezvous (numpy arrays and plain CPU tensors, from their own
+    memory), by a copy to oneself, or pickled (a tensor that is not its own numpy view):
+    each arrives as what was sent, unchanged by writes after the send."""
+    k = spmd_index()
+    for dtype in (np.float32, np.int64):
+        x = backend.make(np.full((600, 500), k, dtype=dtype))
+        spmd_send(x, right(), tag=21)
+        x[...] = -1  # spmd_send has returned: the message must not see this
+        got = spmd_receive(left(), tag=21)
+        same_family(got, x)
+        assert tuple(got.shape) == (600, 500) and (backend.read(got) == left()).all()
+        mine = spmd_send_receive(k, k, backend.make(np.full(BIG, k, dtype=dtype)), tag=22)
+        assert (backend.read(mine) == k).all()  # to oneself
+        ring = spmd_send_receive(right(), left(), backend.make(np.full(BIG, k, dtype=dtype)),
+                                 tag=23)
+        same_family(ring, x)
+        assert (backend.read(ring) == left()).all()
+    transposed = backend.make(np.arange(600 * 500, dtype=np.float64).reshape(600, 500) + k).T
+    got = spmd_send_receive(right(), left(), transposed, tag=24)
+    same_family(got, transposed)
+    expected = (np.arange(600 * 500, dtype=np.float64).reshape(600, 500) + left()).T
+    assert np.array_equal(backend.read(got), expected)
+    spmd_barrier()
