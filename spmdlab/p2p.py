@@ -248,11 +248,11 @@ def _in_place(x, scope, destination):
         return None
     kind = type(x)
     if kind is np.ndarray:
-        if x.nbytes > _pack._SMALL and x.flags.c_contiguous and not x.dtype.hasobject:
+        if x.nbytes >= _pack._SMALL and x.flags.c_contiguous and not x.dtype.hasobject:
             return x, "numpy"
         return None
     if kind.__module__ == "torch" and _pack._plain_tensor(x) and \
-            x.element_size() * x.numel() > _pack._SMALL:
+            x.element_size() * x.numel() >= _pack._SMALL:
         return x.numpy(), "torch"
     return None
 
