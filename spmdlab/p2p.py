@@ -94,7 +94,8 @@ def spmd_send(x: Any, destination: Union[int, Sequence[int]], tag: int = 0) -> N
     for d in targets:
         apart = _in_place(x, scope, d)
         if apart is not None:
-            sending = _Rendezvous(scope, *apart, d, tag)
+            array, family = apart
+            sending = _Rendezvous(scope, array, family, d, tag)
             if not sending.step():
                 _wait.spin(sending.step, scope, call, [sending.world_rank])
             continue
@@ -473,7 +474,8 @@ def _exchange_in_place(call, scope, destination, source, apart, tag):
     family, see ``_in_place``): it leaves by rendezvous while this worker receives, both
     advanced in one loop, so a ring of them never waits on itself and the array is sent
     from its own memory when the receiver is ready."""
-    sending = _Rendezvous(scope, *apart, destination, tag)
+    array, family = apart
+    sending = _Rendezvous(scope, array, family, destination, tag)
     state = {"value": None, "pending": source is not None, "request": None}
     status, src = MPI.Status(), None if source is None else source - 1
 
