@@ -4,12 +4,18 @@
 #   sudo bash scripts/slurm_local.sh        # install, configure, start slurmctld + slurmd
 #   srun -n 4 -O --mpi=pmi2 .venv/bin/python examples/digits_spmd.py
 # The MPICH wheel talks to Slurm through PMI-2 (--mpi=pmi2); --mpi=none starts N
-# unrelated one-worker jobs. Open MPI's wheel needs PMIx (--mpi=pmix, libpmix2).
+# unrelated one-worker jobs. Open MPI's wheel needs PMIx (--mpi=pmix, libpmix2 and
+# libpmix-dev).
 set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
-if ! command -v slurmctld >/dev/null; then
+# Slurm's pmix plugin opens the unversioned libpmix.so, which only libpmix-dev provides
+# (without it an Open MPI job under srun --mpi=pmix fails: "can not load PMIx library")
+pkgs=()
+command -v slurmctld >/dev/null || pkgs+=(slurm-wlm munge)
+ldconfig -p | grep -q 'libpmix\.so ' || pkgs+=(libpmix2 libpmix-dev)
+if [ ${#pkgs[@]} -gt 0 ]; then
   apt-get update -q
-  apt-get install -y -q slurm-wlm munge libpmix2
+  apt-get install -y -q "${pkgs[@]}"
 fi
 mkdir -p /var/spool/slurmctld /var/spool/slurmd /var/log/slurm /run/munge /etc/munge
 if [ ! -f /etc/munge/munge.key ]; then
