@@ -21,6 +21,7 @@ part of the package: importing spmdlab would import mpi4py and start MPI.
 import os
 import select
 import sys
+import time
 
 
 def _goodbyes(path):
@@ -66,6 +67,14 @@ def main(argv):
                 dead.append(fds.pop(fd))
                 poller.unregister(fd)
                 os.close(fd)
+            # a killed worker's process can still be ending (its leader thread a zombie,
+            # another thread not yet gone) when the launcher has already killed, and this
+            # watcher seen, the rest: it is dead too
+            for fd, (k, pid) in list(fds.items()):
+                if _ending(pid):
+                    dead.append(fds.pop(fd))
+                    poller.unregister(fd)
+                    os.close(fd)
         if reported:
             continue
         said = _goodbyes(path)
@@ -73,6 +82,14 @@ def main(argv):
             reported = True  # a failure spmdlab has named: the rest is clean-up
             continue
         silent = sorted(k for k, _ in dead if k not in said)
+        if len(silent) > 1 and fds:
+            # Woken after the launcher's clean-up began: the first to die may still be
+            # ending (a thread of a killed process can outlive the socket whose closing
+            # made the launcher kill the rest). Which one was first cannot be told now:
+            # take every death of a short moment, so that the list holds it.
+            dead += _deaths_within(poller, fds, 0.5)
+            said = _goodbyes(path)
+            silent = sorted(k for k, _ in dead if k not in said)
         if silent:
             pids = ", ".join(str(pid) for k, pid in sorted(dead) if k in silent)
             # several at once: the watcher woke after the clean-up had begun
@@ -87,6 +104,34 @@ def main(argv):
             os.unlink(name)
         except OSError:
             pass
+
+
+def _ending(pid):
+    """Whether process ``pid`` has begun to end (its leader thread is a zombie)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rpartition(")")[2].split()[0] in ("Z", "X")
+    except (OSError, IndexError):
+        return False
+
+
+def _deaths_within(poller, fds, seconds):
+    """The watched workers (k, pid) that end within ``seconds`` (taken out of ``fds``)."""
+    ended = []
+    deadline = time.monotonic() + seconds
+    while fds:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            break
+        try:
+            ready = poller.poll(left * 1000)
+        except InterruptedError:
+            continue
+        for fd, _ in ready:
+            ended.append(fds.pop(fd))
+            poller.unregister(fd)
+            os.close(fd)
+    return ended
 
 
 def _report(path, k):
