@@ -59,22 +59,7 @@ def main(argv):
     while fds or gone:
         dead, gone = gone, []
         if not dead:
-            try:
-                ready = poller.poll()
-            except InterruptedError:
-                continue
-            for fd, _ in ready:
-                dead.append(fds.pop(fd))
-                poller.unregister(fd)
-                os.close(fd)
-            # a killed worker's process can still be ending (its leader thread a zombie,
-            # another thread not yet gone) when the launcher has already killed, and this
-            # watcher seen, the rest: it is dead too
-            for fd, (k, pid) in list(fds.items()):
-                if _ending(pid):
-                    dead.append(fds.pop(fd))
-                    poller.unregister(fd)
-                    os.close(fd)
+            dead = _take(poller, fds)
         if reported:
             continue
         said = _goodbyes(path)
@@ -115,6 +100,24 @@ def _ending(pid):
         return False
 
 
+def _take(poller, fds, timeout=None):
+    """Poll once (``timeout`` in ms; None: until one ends): the watched workers (k, pid)
+    that have ended, taken out of ``fds``. A killed worker's process can still be ending
+    (its leader thread a zombie, another thread not yet gone) when the launcher has
+    already killed, and this watcher seen, the rest: it counts as ended too."""
+    try:
+        ready = [fd for fd, _ in poller.poll(timeout)]
+    except InterruptedError:
+        return []
+    ready += [fd for fd, (_, pid) in fds.items() if fd not in ready and _ending(pid)]
+    ended = []
+    for fd in ready:
+        ended.append(fds.pop(fd))
+        poller.unregister(fd)
+        os.close(fd)
+    return ended
+
+
 def _deaths_within(poller, fds, seconds):
     """The watched workers (k, pid) that end within ``seconds`` (taken out of ``fds``)."""
     ended = []
@@ -123,14 +126,7 @@ def _deaths_within(poller, fds, seconds):
         left = deadline - time.monotonic()
         if left <= 0:
             break
-        try:
-            ready = poller.poll(left * 1000)
-        except InterruptedError:
-            continue
-        for fd, _ in ready:
-            ended.append(fds.pop(fd))
-            poller.unregister(fd)
-            os.close(fd)
+        ended += _take(poller, fds, left * 1000)
     return ended
 
 
