@@ -9,6 +9,7 @@ one buffer per dtype for reductions, one byte buffer for everything else.
 
 import functools
 import hashlib
+import importlib
 import io
 import pickle
 import struct
@@ -17,7 +18,7 @@ import threading
 
 import numpy as np
 
-from ._backends import classify
+from ._backends import BF16_HOST, FAMILIES, classify
 from .errors import SpmdTypeError
 
 
@@ -108,8 +109,6 @@ def digest(sig):
 
 
 def dtype_name(dtype):
-    from ._backends import BF16_HOST
-
     return "bfloat16" if dtype == BF16_HOST else dtype.name
 
 
@@ -181,8 +180,6 @@ def _aligned(n):
 
 
 def _rebuild(info, array):
-    from ._backends import FAMILIES
-
     return FAMILIES[info[0]].wrap(array, info)
 
 
@@ -281,7 +278,11 @@ class _Leaf:
                                           offset=start)
         elif family == "np-scalar":
             self.read = functools.partial(_np_scalar, dtype, start)
-        else:  # torch, CuPy: rebuilt in the family, on its device kind
+        elif family == "torch" and info[1] is None and dtype != BF16_HOST:
+            # a CPU tensor: torch's own view of the buffer (writable: a receive's)
+            self.read = functools.partial(_cpu_tensor, importlib.import_module(
+                "torch").from_numpy, shape, dtype, start)
+        else:  # torch elsewhere, CuPy: rebuilt in the family, on its device kind
             self.read = functools.partial(_in_family, info, shape, dtype, start)
 
 
@@ -302,6 +303,11 @@ def _number(unpack, buf, offset):
 
 def _np_scalar(dtype, offset, buf):
     return np.ndarray((), dtype, buf, offset)[()]
+
+
+def _cpu_tensor(from_numpy, shape, dtype, offset, buf):
+    array = np.ndarray(shape, dtype, buf, offset)
+    return from_numpy(array if array.flags.writeable else array.copy())
 
 
 def _in_family(info, shape, dtype, offset, buf):
@@ -327,14 +333,17 @@ def _one_array(x, family="numpy"):
                  lambda: _Leaf((family, None), x.dtype, x.shape))
 
 
-def _plain_tensor(t):
-    """A torch CPU tensor that is its own contiguous numpy view (no grad, no conj bit,
-    not bfloat16)."""
-    import torch
-
-    return type(t) is torch.Tensor and t.device.type == "cpu" and t.is_contiguous() and \
-        not t.requires_grad and not t.is_conj() and not t.is_neg() and \
-        t.dtype != torch.bfloat16 and t.layout == torch.strided
+def tensor_array(t):
+    """The numpy view of ``t`` when it is a plain torch CPU tensor whose memory is one
+    C-ordered numpy array (no grad, no conjugate or negative bit, not bfloat16, dense),
+    else None. (Called for objects of torch's module only, so torch is imported.)"""
+    if type(t) is not sys.modules["torch"].Tensor or not t.is_cpu or t.requires_grad:
+        return None
+    try:  # torch refuses the rest (bits, bfloat16, sparse) itself, cheaper than asking
+        array = t.numpy()
+    except (RuntimeError, TypeError):
+        return None
+    return array if array.flags.c_contiguous else None
 
 
 def encode(value, call):
@@ -362,12 +371,18 @@ def encode(value, call):
             not value.dtype.hasobject:
         entry = _kept(_ENCODED, kind, lambda: _Leaf(("np-scalar", None), value.dtype, ()))
         return bytearray(entry.prefix) + value.tobytes()
-    if kind.__module__ == "torch" and _plain_tensor(value):
-        array = value.numpy()
-        entry = _ENCODED.get(("torch", array.dtype, array.shape)) or \
-            _one_array(array, "torch")
-        return _array_message(entry, array)
+    if kind.__module__ == "torch":
+        array = tensor_array(value)
+        if array is not None:
+            return array_message(array, "torch")
     return _pickled(value, call)
+
+
+def array_message(array, family="numpy"):
+    """The message of one C-ordered array of plain values (``family`` "torch": a
+    tensor's numpy view, received as a tensor)."""
+    entry = _ENCODED.get((family, array.dtype, array.shape)) or _one_array(array, family)
+    return _array_message(entry, array)
 
 
 def _array_message(entry, array):

@@ -91,16 +91,16 @@ def spmd_send(x: Any, destination: Union[int, Sequence[int]], tag: int = 0) -> N
         targets = _destinations(call, scope, destination)
         _check_tag(call, scope, tag, none_ok=False)
     buf = None
+    plain = _plain(x)
     for d in targets:
-        apart = _in_place(x, scope, d)
-        if apart is not None:
-            array, family = apart
+        if _by_rendezvous(plain, scope, d):
+            array, family = plain
             sending = _Rendezvous(scope, array, family, d, tag)
             if not sending.step():
                 _wait.spin(sending.step, scope, call, [sending.world_rank])
             continue
         if buf is None:
-            buf = _pack.encode(x, lambda: f"{call} ({scope.who()})")
+            buf = _message(x, plain, call, scope)
         _isend(scope, buf, d, tag)
 
 
@@ -241,21 +241,32 @@ def _take_answers(world_rank=None):
                 _Rendezvous.arrived.add(key)
 
 
-def _in_place(x, scope, destination):
-    """``(array, family)`` when ``x`` goes by rendezvous, else None: a large C-ordered
-    numpy array of plain values, or a large torch CPU tensor that is its own numpy view,
-    to another worker (a message to oneself is a copy: nobody else can receive it)."""
-    if destination == scope.index:
-        return None
+def _plain(x):
+    """``(array, family)`` for a value that travels as one array's bytes: a C-ordered
+    numpy array of plain values, or a torch CPU tensor that is its own numpy view (its
+    view; family "torch": received as a tensor); else None."""
     kind = type(x)
     if kind is np.ndarray:
-        if x.nbytes >= _pack._SMALL and x.flags.c_contiguous and not x.dtype.hasobject:
-            return x, "numpy"
-        return None
-    if kind.__module__ == "torch" and _pack._plain_tensor(x) and \
-            x.element_size() * x.numel() >= _pack._SMALL:
-        return x.numpy(), "torch"
+        return (x, "numpy") if x.flags.c_contiguous and not x.dtype.hasobject else None
+    if kind.__module__ == "torch":
+        array = _pack.tensor_array(x)
+        if array is not None:
+            return array, "torch"
     return None
+
+
+def _by_rendezvous(plain, scope, destination):
+    """Whether a ``_plain`` value goes by rendezvous: a large one, to another worker (a
+    message to oneself is a copy: nobody else can receive it)."""
+    return plain is not None and destination != scope.index and \
+        plain[0].nbytes >= _pack._SMALL
+
+
+def _message(x, plain, call, scope):
+    """The one message that holds ``x`` (``plain``: its ``_plain`` form, or None)."""
+    if plain is not None:
+        return _pack.array_message(*plain)
+    return _pack.encode(x, lambda: f"{call} ({scope.who()})")
 
 
 _SMALL_RECEIVE = 1 << 16  # below, a zeroed bytearray is cheaper to make than an array
@@ -458,11 +469,11 @@ def spmd_send_receive(destination: Optional[int], source: Optional[int], x: Any,
         _check(call, scope, "destination", destination, none_ok=True)
         _check(call, scope, "source", source, none_ok=True)
         _check_tag(call, scope, tag, none_ok=False)
-    apart = None if destination is None else _in_place(x, scope, destination)
-    if apart is not None:
-        return _exchange_in_place(call, scope, destination, source, apart, tag)
     if destination is not None:
-        _isend(scope, _pack.encode(x, lambda: f"{call} ({scope.who()})"), destination, tag)
+        plain = _plain(x)
+        if _by_rendezvous(plain, scope, destination):
+            return _exchange_in_place(call, scope, destination, source, plain, tag)
+        _isend(scope, _message(x, plain, call, scope), destination, tag)
     if source is None:
         return None
     st = MPI.Status()
@@ -471,7 +482,7 @@ def spmd_send_receive(destination: Optional[int], source: Optional[int], x: Any,
 
 def _exchange_in_place(call, scope, destination, source, apart, tag):
     """``spmd_send_receive`` of a large array or tensor (``apart``: its numpy array and
-    family, see ``_in_place``): it leaves by rendezvous while this worker receives, both
+    family, see ``_plain``): it leaves by rendezvous while this worker receives, both
     advanced in one loop, so a ring of them never waits on itself and the array is sent
     from its own memory when the receiver is ready."""
     array, family = apart

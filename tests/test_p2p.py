@@ -173,6 +173,38 @@ def test_large_messages_with_tags_received_out_of_order():
     spmd_barrier()
 
 
+def test_small_tensors_of_every_kind_arrive_as_sent():
+    """Plain CPU tensors travel as their numpy view's bytes; the rest (bfloat16, a
+    conjugate or negative bit, strided views, grad, a subclass) by another way: each
+    arrives with its dtype, shape and values, writable, its own memory."""
+    torch = pytest.importorskip("torch")
+    def values(k):
+        base = torch.arange(12, dtype=torch.float32).reshape(3, 4) + k
+        return {
+            "plain": base,
+            "scalar": torch.tensor(2.5 * k, dtype=torch.float64),
+            "bfloat16": base.to(torch.bfloat16),
+            "int": base.to(torch.int64),
+            "conj": torch.complex(base, -base).conj(),
+            "neg": torch._neg_view(base.to(torch.complex64)),
+            "transposed": base.t(),
+            "grad": base.clone().requires_grad_(True),
+            "parameter": torch.nn.Parameter(base.clone()),
+            "empty": torch.zeros(0, k),
+        }
+
+    sent, expected = values(spmd_index()), values(left())
+    for i, (name, x) in enumerate(sent.items()):
+        got = spmd_send_receive(right(), left(), x, tag=30 + i)
+        assert isinstance(got, torch.Tensor), name
+        want = expected[name].detach().resolve_conj().resolve_neg()
+        assert got.dtype == want.dtype and got.shape == want.shape, name
+        assert torch.equal(got.detach().resolve_conj().resolve_neg(), want), name
+        got.detach().zero_()  # writable, and not the sender's memory
+    assert torch.equal(sent["plain"], values(spmd_index())["plain"])
+    spmd_barrier()
+
+
 def test_large_arrays_and_tensors_keep_family_dtype_and_shape(backend):
     """Large values go by rendezvous (numpy arrays and plain CPU tensors, from their own
     memory), by a copy to oneself, or pickled (a tensor that is not its own numpy view):
