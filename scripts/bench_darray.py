@@ -5,9 +5,10 @@
 
 For square float64 matrices of 64 KiB to 16 MiB in all, interleaved round by round:
 - gather: ``D.gather()`` of a matrix split by rows (its blocks follow each other) and by
-  columns (every row holds a piece of each block: vector datatypes put them in place),
-  against a raw ``Allgatherv`` of the same bytes into a preallocated buffer, blocks end
-  to end (a program would still have to rearrange the column blocks);
+  columns (every row holds a piece of each block: gathered end to end, then each put in
+  place with one strided copy), against a raw ``Allgatherv`` of the same bytes into a
+  preallocated buffer, blocks end to end (a program would still have to rearrange the
+  column blocks);
 - redistribute: rows to columns (``D.redistribute(axis=1)``) and rows to another
   partition of the rows, against a raw ``Alltoallv`` of the same bytes from buffers
   already packed per destination (the data movement alone, no packing);

@@ -4,7 +4,8 @@ A killed process cannot speak, and MPICH's launcher SIGKILLs every other worker 
 same instant (no signal handler or thread of theirs runs), naming only a pid. So the
 first worker of each host starts this small watcher as a separate process (its own
 session: the launcher's clean-up does not reach it) with the host's workers and their
-pids. It waits on their pidfds. Every worker that ends on purpose writes a line to the
+pids. It waits on their pidfds (and says so with an empty file, the goodbye file's
+name and ``.watching``). Every worker that ends on purpose writes a line to the
 host's goodbye file first (``k exit`` at the normal end, ``k abort`` when spmdlab ends
 the job for a failure it has named). When a worker's process ends with no goodbye, and
 no worker has yet ended the job for a named failure, the watcher prints on stderr (the
@@ -55,6 +56,10 @@ def main(argv):
             continue
         fds[fd] = (k, pid)
         poller.register(fd, select.POLLIN)
+    try:  # "watching": for whoever must know that a death from now on gets named
+        os.close(os.open(f"{path}.watching", os.O_CREAT | os.O_WRONLY, 0o600))
+    except OSError:
+        pass
     reported = False
     while fds or gone:
         dead, gone = gone, []
@@ -84,7 +89,7 @@ def main(argv):
             os.write(2, (f"### spmdlab: {who} ({host}, pid {pids}) {how}; the launcher "
                          f"ends the job\n{stack}").encode())
             reported = True
-    for name in [path] + [f"{path}.{k}" for k, _ in workers]:
+    for name in [path, f"{path}.watching"] + [f"{path}.{k}" for k, _ in workers]:
         try:
             os.unlink(name)
         except OSError:

@@ -15,6 +15,18 @@ from conftest import run_job
 pytestmark = pytest.mark.mpi_skip  # these tests launch mpiexec themselves
 
 PROLOGUE = "import sys, time\nimport numpy as np\nfrom spmdlab import *\n"
+# For a job that kills a worker: wait until the host's watcher watches (it is a process
+# of its own, and starts late on a loaded machine: a death before it watches goes
+# unnamed, and its words may find the launcher gone)
+WATCHED = """
+def watched():
+    import os
+    from spmdlab import _ending
+    deadline = time.monotonic() + 20
+    while not os.path.exists(f"{_ending._goodbye_path}.watching"):
+        assert time.monotonic() < deadline, "the watcher did not start"
+        time.sleep(0.01)
+"""
 
 
 def test_uncaught_exception_ends_the_job():
@@ -367,11 +379,12 @@ else:
 def test_the_signal_that_ended_a_worker_is_named(how):
     # SIGTERM (kill, a batch system's time limit) and a crash in C code are named, with
     # where the worker was; a SIGTERM arrives here while the others wait inside MPI
-    job = run_job(PROLOGUE + f"""
+    job = run_job(PROLOGUE + WATCHED + f"""
 import ctypes, os, signal
 spmd_plus(1.0)
 def work():
     if spmd_index() == 2:
+        watched()
         time.sleep(0.3)
         if {how!r} == "SIGTERM":
             os.kill(os.getpid(), signal.SIGTERM)
@@ -420,10 +433,11 @@ def test_the_watcher_reads_how_a_worker_ended(how, tmp_path):
 def test_a_killed_worker_is_named(nodes):
     # a SIGKILL (the OOM killer) leaves the worker no chance to speak, and MPICH's
     # launcher SIGKILLs the others at once: the host's watcher process names it
-    job = run_job(PROLOGUE + """
+    job = run_job(PROLOGUE + WATCHED + """
 import os, signal
 spmd_plus(1.0)
 if spmd_index() == 2:
+    watched()
     time.sleep(0.3)
     os.kill(os.getpid(), signal.SIGKILL)
 for i in range(100_000):
