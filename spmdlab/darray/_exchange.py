@@ -61,6 +61,8 @@ def exchange(scope, call, local, shape, src, dst):
         request = scope.comm.Ialltoallv(
             [send, (plan.send_counts, plan.send_displs), MPI.BYTE],
             [recv, (plan.recv_counts, plan.recv_displs), MPI.BYTE])
+        # this worker's own piece does not go through MPI: one copy, in place
+        _copy_overlap(host, src[me], out, dst[me])
     except Exception:
         _ending.end_committed(scope, call)
     _wait.wait(request, scope, call)
@@ -102,9 +104,9 @@ class _Plan:
 
     def __init__(self, itemsize, src, dst, me):
         (self.send_counts, self.send_displs, self.send_boxes, self.send_in_place,
-         self.send_total) = _pieces(itemsize, src[me], dst)
+         self.send_total) = _pieces(itemsize, src[me], dst, me)
         (self.recv_counts, self.recv_displs, self.recv_boxes, self.recv_in_place,
-         self.recv_total) = _pieces(itemsize, dst[me], src)
+         self.recv_total) = _pieces(itemsize, dst[me], src, me)
 
     def pack(self, host):
         """The send buffer: ``host``'s own bytes, or its pieces end to end."""
@@ -125,19 +127,20 @@ class _Plan:
                 target[...] = recv[start:start + count].view(out.dtype).reshape(target.shape)
 
 
-def _pieces(itemsize, mine, others):
+def _pieces(itemsize, mine, others, me):
     """For each block of ``others``: the part of block ``mine`` that overlaps it, as
     (byte counts, displacements, boxes of ``mine``'s local array, in place, total bytes).
     In place: every piece is one run of the local array's bytes (C order) and the runs
     follow each other in worker order, so the local array itself is the buffer; else
-    the pieces are packed end to end."""
+    the pieces are packed end to end. The piece of ``others[me]`` (this worker's own) is
+    left out (count 0): it is copied straight from the source block to the result."""
     sizes = [hi - lo for lo, hi in mine]
     strides = [itemsize] * len(sizes)
     for d in range(len(sizes) - 2, -1, -1):
         strides[d] = strides[d + 1] * sizes[d + 1]
     counts, boxes, offsets = [], [], []
-    for theirs in others:
-        box = _intersect(mine, theirs)
+    for k, theirs in enumerate(others):
+        box = None if k == me else _intersect(mine, theirs)
         if box is None:
             counts.append(0)
             boxes.append(None)
