@@ -7,6 +7,7 @@ wheel's through PMIx (``srun --mpi=pmix``, which needs Slurm's PMIx plugin); wit
 count check below catches.
 """
 
+import functools
 import os
 import shutil
 import subprocess
@@ -21,7 +22,12 @@ from conftest import is_open_mpi
 pytestmark = pytest.mark.mpi_skip  # launches srun itself
 
 
+@functools.lru_cache(maxsize=None)
 def _slurm_ready():
+    """Whether Slurm answers here: asked once per process, and only by a test that runs
+    (a Slurm client with no controller answers after 9 s; asked at import by every test
+    of this file, that cost each pytest process of CI 45 s even where the file's tests
+    are skipped, as under --with-mpi)."""
     if shutil.which("srun") is None or shutil.which("sinfo") is None:
         return False
     try:
@@ -30,6 +36,12 @@ def _slurm_ready():
     except (subprocess.TimeoutExpired, OSError):
         return False
     return out.returncode == 0 and any(s in out.stdout for s in ("idle", "mix"))
+
+
+@pytest.fixture
+def slurm():
+    if not _slurm_ready():
+        pytest.skip("no Slurm here (scripts/slurm_local.sh)")
 
 
 SCRIPT = """
@@ -51,7 +63,7 @@ print("worker", spmd_index(), "of", spmd_size(), "ok", flush=True)
 """
 
 
-@pytest.mark.skipif(not _slurm_ready(), reason="no Slurm here (scripts/slurm_local.sh)")
+@pytest.mark.usefixtures("slurm")
 @pytest.mark.parametrize("nodes", [1, 2])
 def test_srun_runs_one_job_of_four_workers(tmp_path, nodes):
     plugin = "--mpi=pmi2"
@@ -160,7 +172,7 @@ def _allocation(n, command, env, timeout=240):
                           capture_output=True, text=True, timeout=timeout, env=env)
 
 
-@pytest.mark.skipif(not _slurm_ready(), reason="no Slurm here (scripts/slurm_local.sh)")
+@pytest.mark.usefixtures("slurm")
 @pytest.mark.parametrize("nodes", [1, 2])
 def test_a_pool_in_an_allocation(nodes):
     env = dict(os.environ, PYTHONUNBUFFERED="1", EXPECTED_NODE_SIZE=str(4 // nodes))
@@ -177,7 +189,7 @@ def test_a_pool_in_an_allocation(nodes):
     assert "task 2: Killed" in out.stderr, out.stderr  # srun's own word on the kill
 
 
-@pytest.mark.skipif(not _slurm_ready(), reason="no Slurm here (scripts/slurm_local.sh)")
+@pytest.mark.usefixtures("slurm")
 def test_a_pool_srun_cannot_start_says_why():
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     out = _allocation(2, [sys.executable, "-c", textwrap.dedent("""
@@ -199,7 +211,7 @@ def test_a_pool_srun_cannot_start_says_why():
     assert "not one of 2 workers: is srun's --mpi plugin the one" in text, text
 
 
-@pytest.mark.skipif(not _slurm_ready(), reason="no Slurm here (scripts/slurm_local.sh)")
+@pytest.mark.usefixtures("slurm")
 def test_ctrl_c_stops_a_pool_in_an_allocation():
     pexpect = pytest.importorskip("pexpect")
     env = dict(os.environ, PYTHONUNBUFFERED="1")
@@ -233,7 +245,7 @@ def test_ctrl_c_stops_a_pool_in_an_allocation():
         child.close(force=True)
 
 
-@pytest.mark.skipif(not _slurm_ready(), reason="no Slurm here (scripts/slurm_local.sh)")
+@pytest.mark.usefixtures("slurm")
 def test_a_pool_from_a_task_of_a_step():
     # a client that srun started itself (srun --pty python): its workers' step shares
     # its CPUs (--overlap) instead of waiting for the client's step to end
