@@ -39,16 +39,14 @@ def collective(sent, received, messages=1):
     COUNTS["received_messages"] += messages
 
 
-def waited(needed=None):
-    """A wait that did not end at once: it watches its own request and the exit notice
-    (a posted receive, ``_wait``) of each worker it needs that has not left (``needed``,
-    world ranks; None: every other worker)."""
+def waited():
+    """A wait that did not end at once: it watches its own request and the exit notices
+    of this worker's neighbours in the notices' tree (``_world``: three at most)."""
     from . import _world
+    from ._mpi import MPI
     COUNTS["waits"] += 1
-    if needed is None:
-        COUNTS["requests_tested"] += 1 + max(_world.SIZE - 1 - len(_world.exited), 0)
-    else:
-        COUNTS["requests_tested"] += 1 + sum(1 for r in needed if r not in _world.exited)
+    COUNTS["requests_tested"] += 1 + sum(1 for r in _world.notice_requests()
+                                         if r != MPI.REQUEST_NULL)
 
 
 def p2p(sent=0, received=0):

@@ -1,9 +1,10 @@
 """How a job ends: sends still in flight, the exit handshake, failures, exit statuses.
 
 At the end of the program every worker waits until the messages it sent have been
-received, tells every other worker that it has finished (so a worker blocked in a call
-this one will never make raises instead of hanging, ``_wait``), delivers what its
-DataQueues still hold, and waits for the others' notices before MPI finalizes.
+received, tells every other worker that it has finished (along a tree, ``_world``: a
+worker blocked in a call this one will never make then raises instead of hanging,
+``_wait``), delivers what its DataQueues still hold, and waits until it knows that
+every other worker has finished before MPI finalizes.
 
 An uncaught exception on any worker prints the worker's number and traceback and aborts
 the whole MPI job, so the other workers never hang at a later collective or at exit. A
@@ -130,18 +131,18 @@ def _end_of_program():
     _flush_sends()
     rank, size = _world.RANK, _world.SIZE
     if size > 1:
-        # Tell everyone this worker is done: a worker blocked in a collective that this
-        # worker will never join then raises instead of hanging.
-        notice = bytearray([_exit_status_byte()])
-        requests = [_world.CTL.Isend(notice, r, _world.EXIT_TAG) for r in range(size)
-                    if r != rank]
+        # Tell everyone this worker is done (through the tree of ``_world``): a worker
+        # blocked in a call that this worker will never make then raises instead of
+        # hanging.
+        _world.finished(_exit_status_byte())
     for fn in reversed(_hooks_at_exit):  # DataQueue: deliver every item still in flight
         fn()
     if size == 1:
         return
 
-    def still_running():
-        _world.poll_exits()
+    def still_running():  # (wait_for_workers takes the notices that arrive)
+        if _world.all_exited():
+            return []
         return [r for r in range(size) if r != rank and r not in _world.exited]
 
     # Wait for the others' notices so that every message is matched before MPI finalizes;
@@ -149,7 +150,7 @@ def _end_of_program():
     _world.wait_for_workers("finished the program, waiting for the other workers to finish",
                             still_running, _drain_unreceived)
     _drain_unreceived()  # small messages sent last may land after their sender's notice
-    MPI.Request.Waitall(requests)
+    _world.close_notices()
 
 
 def _drain_unreceived():

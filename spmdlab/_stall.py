@@ -105,6 +105,7 @@ def _answer_forever():
     while not _stop:
         try:
             _answer_questions()
+            _world.poll_exits()  # pass on exit notices while the program computes
             state = waiting_in
             if state is not None and state is not reported and _env.STALL_WARNING and \
                     time.monotonic() - state[2] > _env.STALL_WARNING:

@@ -44,17 +44,18 @@ def wait(request, scope, call):
 def wait_body(request, scope, call, needed=None):
     """``wait`` itself (the agreement step calls it: its wait is not data). ``needed``:
     the world ranks whose exit would leave the request incomplete (default: the rest of
-    the scope; a step of the tree needs its partner alone, and watches one exit notice,
-    not one per worker: a worker that left elsewhere is named by the worker whose
-    partner it was, whose error ends the job)."""
+    the scope; a step of the tree needs its partner alone: a worker that left elsewhere
+    is named by the worker whose partner it was, whose error ends the job). Whatever it
+    needs, a wait watches its request and the exit notices of its neighbours in
+    ``_world``'s tree, three at most."""
     test = request.Test
     for _ in range(16):  # most collectives finish within a few microseconds
         if test():
             return
     if needed is None:
-        needed = [r for r in scope.world_ranks if r != _world.RANK]
+        needed = scope.others
     if _count.ON:
-        _count.waited(needed)
+        _count.waited()
     if _env.TIMEOUT is not None or _world.OVERSUBSCRIBED or interrupted is not None:
         spin(test, scope, call, needed, collective=True)
         return
@@ -66,16 +67,25 @@ def wait_body(request, scope, call, needed=None):
 
 
 def _wait_in_mpi(request, scope, call, needed):
-    # Let MPI wait (it spins and yields the core as it sees fit), waking on the exit
-    # notice of a worker it needs.
+    # Let MPI wait (it spins and yields the core as it sees fit), waking on the request
+    # or on a tree neighbour's exit notice (``_world``): the notice is taken and passed
+    # on, and the wait goes on unless it says that a worker this call needs has left.
     exited = _world.exited
-    notices = _world.exit_requests()
-    watched = [r for r in needed if r not in exited]
-    if watched:
-        index = MPI.Request.Waitany([request] + [notices[r] for r in watched])
-        if index == 0:
+    lock = _world.notice_lock
+    while not exited or not any(r in exited for r in needed):
+        # (the answering thread holds the lock for microseconds; another thread that
+        # waits in MPI, for as long as its wait lasts: then poll)
+        if not lock.acquire(timeout=0.01):
+            spin(request.Test, scope, call, needed, collective=True)
             return
-        exited.add(watched[index - 1])
+        try:
+            notices = _world.notice_requests()
+            index = MPI.Request.Waitany([request] + notices)
+            if index == 0:
+                return
+            _world.take([index - 1])
+        finally:
+            lock.release()
     # A worker it needs has left (perhaps before this wait): the call completes now (it
     # sent just before leaving) or never.
     if not _settles(request.Test):
@@ -92,7 +102,7 @@ def spin(done, scope, call, needed=None, any_of=False, collective=False):
     """
     started = time.monotonic()
     if _count.ON and not collective:  # (a collective's wait was counted in wait_body)
-        _count.waited(needed)
+        _count.waited()
     _stall.waiting_in = (call, scope, started)  # for the stall report (another thread)
     try:
         return _spin(done, scope, call, needed, any_of, collective, started)
@@ -123,7 +133,7 @@ def _spin(done, scope, call, needed, any_of, collective, started):
             if interrupted is not None:
                 interrupted()
             if needed is None:
-                needed = [r for r in scope.world_ranks if r != _world.RANK]
+                needed = scope.others
             try:
                 _check(scope, call, needed, started, any_of, collective)
             except SpmdPeerError:
@@ -151,7 +161,7 @@ def _settles(done):
 
 
 def _check(scope, call, needed, started, any_of, collective=False):
-    _world.poll_exits(needed)
+    _world.poll_exits()
     gone = [r for r in needed if r in _world.exited]
     if gone and (not any_of or len(gone) == len(needed)):
         workers = ", ".join(str(scope.world_ranks.index(r) + 1) for r in gone)

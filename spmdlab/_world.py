@@ -20,6 +20,8 @@ import sys
 import threading
 import time
 
+import numpy as np
+
 from . import _env, _mpi
 from ._mpi import MPI
 from .errors import SpmdError, SpmdTimeoutError
@@ -46,6 +48,7 @@ class Scope:
         self.size = comm.Get_size()
         self.index = self.rank + 1
         self.world_ranks = world_ranks  # scope rank -> world rank
+        self.others = [r for r in world_ranks if r != RANK]  # world ranks but this one
         self.regions = {}  # n -> Scope on this scope's first n workers (None: not a member)
         self._exchange = None
         self._node = None
@@ -188,13 +191,14 @@ def at_start(fn):
 
 
 def _start():
-    """Duplicate COMM_WORLD twice, post the exit-notice receives, make the world scope.
+    """Duplicate COMM_WORLD twice, post the receives of the exit notices, make the world
+    scope.
 
     Nonblocking duplicates, waited for with a report: a worker whose first spmdlab call
     the others never make says so after SPMDLAB_STALL_WARNING seconds (and raises after
     SPMDLAB_TIMEOUT) instead of hanging without a word.
     """
-    global WORLD, CTL, OVERSUBSCRIBED, RANK, SIZE, TAG_UB, _exit_bufs, _exit_reqs
+    global WORLD, CTL, OVERSUBSCRIBED, RANK, SIZE, TAG_UB
     world_comm = _mpi.module().COMM_WORLD
     RANK, SIZE = world_comm.Get_rank(), world_comm.Get_size()
     TAG_UB = world_comm.Get_attr(MPI.TAG_UB) or TAG_UB
@@ -207,11 +211,7 @@ def _start():
                          "spmdlab call", lambda: [] if MPI.Request.Testall(
                              [first, second]) else [r for r in range(SIZE) if r != RANK])
     CTL = ctl
-    _exit_bufs = bytearray(max(SIZE, 1))
-    if SIZE > 1:
-        _exit_reqs = [MPI.REQUEST_NULL if r == RANK else
-                      CTL.Irecv([memoryview(_exit_bufs)[r:r + 1], MPI.BYTE], r, EXIT_TAG)
-                      for r in range(SIZE)]
+    _post_notices()
     world = Scope(comm, list(range(SIZE)))
     places = world.comm.allgather((socket.gethostname(), os.getpid())) if SIZE > 1 \
         else [(socket.gethostname(), os.getpid())]
@@ -241,20 +241,16 @@ def refresh():
     identity (arrays, Composites and DataQueues made earlier stay usable: a queue's
     traffic has a communicator of its own); its regions, exchange and shared-memory
     windows are made again on first use; exit notices are posted anew."""
-    global CTL, _exit_reqs
+    global CTL
     if WORLD is None:
         return
     world_comm = _mpi.module().COMM_WORLD
     comm, first = world_comm.Idup()
-    CTL, second = world_comm.Idup()
+    ctl, second = world_comm.Idup()
     MPI.Request.Waitall([first, second])
-    for request in _exit_reqs:
-        if request != MPI.REQUEST_NULL:
-            request.Cancel()
-    exited.clear()
-    _exit_reqs = [MPI.REQUEST_NULL if r == RANK else
-                  CTL.Irecv([memoryview(_exit_bufs)[r:r + 1], MPI.BYTE], r, EXIT_TAG)
-                  for r in range(SIZE)] if SIZE > 1 else []
+    _drop_notices()
+    CTL = ctl
+    _post_notices()
     WORLD.comm = comm
     WORLD._exchange = WORLD._node = WORLD.arena = None
     WORLD.regions = {}
@@ -282,44 +278,142 @@ def _oversubscribed(places):
 
 
 # -- who is still running ------------------------------------------------------------------
-# Every worker tells every other when it reaches the end of the program (``_ending``),
-# on CTL; one receive is posted per other worker for it (at start), so that a blocked
-# wait can wake on it. Never one receive from MPI.ANY_SOURCE: MPICH's ch4:ucx device
-# loses messages when a wildcard nonblocking receive is matched both in shared memory
-# and on the network (seen with workers on two nodes; tests/test_queue_jobs.py).
+# A worker that reaches the end of the program says so (``_ending``), and every other
+# worker must come to know it: a wait that needs that worker then raises instead of
+# hanging, and the end of the program waits until every worker has finished. The notices
+# travel along a binary tree over the world ranks (parent (r - 1) // 2, children 2r + 1
+# and 2r + 2), on CTL: a worker posts one receive per tree neighbour (three at most) and
+# passes on to its other neighbours what it learns, so no worker talks to more than three
+# others, a wait watches at most three notices besides its own request, and news crosses
+# about 2 log2 N workers. A notice is the sender's whole table (two bytes per world rank:
+# 0 while that worker runs, else 1 + its exit status), sent to a neighbour whenever the
+# sender knows a worker's end that the neighbour may not. In a tree each end reaches a
+# worker along one path, so every notice brings its receiver something new, and once a
+# worker knows every end no notice is still on its way to it.
+# Notices are passed on wherever spmdlab runs on a worker: its waits (they wake on a
+# neighbour's notice, ``_wait``), the answering thread between questions (``_stall``,
+# every 50 ms while the program computes), the waits at the start and the end of the
+# program. Never a receive from MPI.ANY_SOURCE: MPICH's ch4:ucx device loses messages
+# when a wildcard nonblocking receive is matched both in shared memory and on the
+# network (seen with workers on two nodes; tests/test_queue_jobs.py).
 
 exited: set = set()  # world ranks known to have reached the end of the program
-_exit_bufs = bytearray(1)  # each worker's exit status, as its notice brings it
-_exit_reqs: list = []
+_table = np.zeros(1, np.uint16)  # per world rank: 0 while it runs, else 1 + exit status
+_neighbours: list = []  # this worker's neighbours in the tree (world ranks)
+_inbox: list = []  # per neighbour: the buffer its next notice arrives in
+_receives: list = []  # per neighbour: the posted receive (null once every end is known)
+_told: list = []  # per neighbour: the ends it knows, as far as this worker knows
+_sending: list = []  # notices in flight: (request, buffer)
+# Only one thread takes notices at a time (MPI forbids two threads to test one request):
+# the program thread in a wait, or the answering thread; a thread that finds the lock
+# taken leaves the notices to the one that holds it.
+notice_lock = threading.Lock()
+
+
+def tree_neighbours(rank, size):
+    """The world ranks next to ``rank`` in the notices' binary tree: parent, children."""
+    return ([(rank - 1) // 2] if rank else []) + \
+        [child for child in (2 * rank + 1, 2 * rank + 2) if child < size]
+
+
+def _post_notices():
+    global _table, _neighbours, _inbox, _receives, _told
+    exited.clear()
+    _table = np.zeros(SIZE, np.uint16)
+    _neighbours = tree_neighbours(RANK, SIZE)
+    _inbox = [np.zeros(SIZE, np.uint16) for _ in _neighbours]
+    _told = [np.zeros(SIZE, bool) for _ in _neighbours]
+    for known, neighbour in zip(_told, _neighbours):
+        known[neighbour] = True  # a worker knows its own end
+    _receives = [CTL.Irecv(buf, neighbour, EXIT_TAG)
+                 for buf, neighbour in zip(_inbox, _neighbours)]
+
+
+def _drop_notices():
+    """Cancel the posted receives (a pool's stopped block: new communicators follow)."""
+    with notice_lock:
+        for request in _receives:
+            if request != MPI.REQUEST_NULL:
+                request.Cancel()
+        _abandoned.extend(_sending)  # (their buffers stay alive; nothing waits for them)
+        _sending.clear()
+
+
+_abandoned: list = []
+
+
+def finished(status):
+    """This worker has reached the end of the program (exit status ``status``): tell
+    the others."""
+    with notice_lock:
+        _table[RANK] = 1 + status
+        _pass_on()
+
+
+def poll_exits():
+    """Take the exit notices that have arrived, and pass on what they say."""
+    if not _receives or not notice_lock.acquire(blocking=False):
+        return
+    try:
+        done = MPI.Request.Testsome(_receives)
+        if done:
+            take(done)
+    finally:
+        notice_lock.release()
+
+
+def notice_requests():
+    """The posted receives of the neighbours' notices (with ``notice_lock`` held)."""
+    return _receives
+
+
+def take(indices):
+    """Read the notices that arrived for the receives at ``indices`` of
+    ``notice_requests()`` and pass on what is new (with ``notice_lock`` held)."""
+    for i in indices:
+        got = _inbox[i]
+        ended = got != 0
+        _told[i] |= ended
+        new = ended & (_table == 0)
+        if new.any():
+            _table[new] = got[new]
+            exited.update(int(r) for r in np.flatnonzero(new) if r != RANK)
+    everyone = bool(_table.all())
+    for i in indices:  # the next notice from that neighbour (none comes once all is known)
+        _receives[i] = MPI.REQUEST_NULL if everyone else \
+            CTL.Irecv(_inbox[i], _neighbours[i], EXIT_TAG)
+    _pass_on()
+
+
+def _pass_on():
+    known = _table != 0
+    for i, neighbour in enumerate(_neighbours):
+        if (known & ~_told[i]).any():
+            buf = _table.copy()
+            _sending.append((CTL.Isend(buf, neighbour, EXIT_TAG), buf))
+            _told[i] |= known
+    _sending[:] = [(r, b) for r, b in _sending if not r.Test()]
+
+
+def close_notices():
+    """At the end of the program, once every end is known: no notice can still arrive
+    (cancel the receives still posted); wait until the neighbours have this worker's."""
+    with notice_lock:
+        for request in _receives:
+            if request != MPI.REQUEST_NULL:
+                request.Cancel()
+                request.Wait()
+        MPI.Request.Waitall([r for r, _ in _sending])
+        _sending.clear()
 
 
 def all_exited():
     return len(exited) >= SIZE - 1
 
 
-def poll_exits(ranks=None):
-    """Take the exit notices that have arrived (of the world ranks ``ranks``, or of all)."""
-    if ranks is None:
-        if not all_exited():
-            done = MPI.Request.Testsome(_exit_reqs)
-            if done:
-                exited.update(done)
-        return
-    ranks = [r for r in ranks if r not in exited and r != RANK]
-    if ranks:
-        done = MPI.Request.Testsome([_exit_reqs[r] for r in ranks])
-        if done:
-            exited.update(ranks[i] for i in done)
-
-
-def exit_requests():
-    """The posted exit-notice receives, one per world rank (a null one for this worker)."""
-    return _exit_reqs
-
-
 def exit_status(rank):
     """The exit status world rank ``rank`` reported (0 until its notice arrives)."""
-    return _exit_bufs[rank]
+    return max(int(_table[rank]) - 1, 0)
 
 
 # -- waiting for workers at the start and the end of the program ---------------------------
@@ -335,6 +429,7 @@ def wait_for_workers(what, pending, between=None):
     started_at = time.monotonic()
     warned = False
     while True:
+        poll_exits()  # (and pass on what the notices say: another worker may need it)
         waiting = pending()
         if not waiting:
             return

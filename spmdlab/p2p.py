@@ -309,8 +309,7 @@ def _match(call, scope, source, tag, status):
                 f"sent to it, so the receive would wait for ever; send first (spmd_send "
                 f"returns at once)")
     if source is None:
-        needed = [r for r in scope.world_ranks if r != _world.RANK]
-        return _wait.spin(probe, scope, call, needed, any_of=True)
+        return _wait.spin(probe, scope, call, scope.others, any_of=True)
     return _wait.spin(probe, scope, call, [scope.world_ranks[source - 1]])
 
 

@@ -466,3 +466,38 @@ spmd_barrier()
     assert "ended without a word" not in job.stderr
     job = run_job(PROLOGUE + "spmd_plus(1.0)\n", 3)
     assert job.returncode == 0 and "ended without a word" not in job.stderr
+
+
+def test_an_end_far_away_in_the_notices_tree_reaches_a_waiting_worker():
+    # worker 4 is a neighbour of worker 2 alone in the tree the exit notices travel
+    # (1 - 2 - 4, 1 - 3): worker 3's receive learns of its end through workers 2 and 1,
+    # which compute meanwhile (their answering threads pass the notice on)
+    job = run_job(PROLOGUE + """
+if spmd_index() == 3:
+    spmd_receive(4)
+elif spmd_index() == 4:
+    sys.exit(3)
+else:
+    time.sleep(60)
+""", 4)
+    assert job.returncode == 3, job.stderr
+    assert "spmd_receive (worker 3 of 4): worker 4 finished the program (exit status 3)" \
+        in job.stderr, job.stderr
+    assert job.seconds < 30
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 4, 5, 7, 16, 100, 4096])
+def test_the_exit_notices_tree_joins_every_worker_through_three_neighbours_at_most(size):
+    from spmdlab._world import tree_neighbours
+
+    near = [tree_neighbours(r, size) for r in range(size)]
+    assert all(len(n) <= 3 and r not in n for r, n in enumerate(near))
+    assert all(r in near[n] for r in range(size) for n in near[r])  # both ways
+    hops, frontier = {0: 0}, [0]  # from worker 1, every worker within 2 log2 N hops
+    while frontier:
+        r = frontier.pop()
+        for n in near[r]:
+            if n not in hops:
+                hops[n] = hops[r] + 1
+                frontier.append(n)
+    assert len(hops) == size and max(hops.values()) <= max(size - 1, 0).bit_length()
