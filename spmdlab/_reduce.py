@@ -29,6 +29,7 @@ from one worker to another. The strategy depends only on values every worker agr
 so every worker takes the same one.
 """
 
+import math
 import struct
 
 import numpy as np
@@ -447,7 +448,7 @@ def _tree_fold(scope, ex, call, k, op, dtype, shape, value, describe):
     arithmetic, as a gathering exchange folds Python ints) and comes back as one;
     anything else as its bytes, folded by ``op``'s ufunc, and comes back as an array."""
     exact = dtype == _INT64 and shape == ()
-    nbytes = _tree.INT_BYTES if exact else dtype.itemsize * int(np.prod(shape, dtype=np.int64))
+    nbytes = _tree.INT_BYTES if exact else dtype.itemsize * math.prod(shape)
     fold = _FOLDS.get((op, dtype, nbytes))
     if fold is None:
         if len(_FOLDS) > 256:

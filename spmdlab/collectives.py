@@ -8,6 +8,7 @@ Collective: every worker of the current scope must make the same calls in the sa
 
 from __future__ import annotations
 
+import math
 from typing import Any, Callable, Optional, TypeVar, overload
 
 import numpy as np
@@ -300,7 +301,7 @@ def _assemble(buf, dtype, shape, axis, lengths):
     pieces, offset = [], 0
     for n in lengths:
         piece_shape = shape[:axis] + (n,) + shape[axis + 1:]
-        count = int(np.prod(piece_shape, dtype=np.int64))
+        count = math.prod(piece_shape)
         pieces.append(data[offset:offset + count].reshape(piece_shape))
         offset += count
     return np.concatenate(pieces, axis=axis)

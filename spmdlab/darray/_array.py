@@ -10,6 +10,8 @@ so that workers that disagree all raise instead of waiting.
 
 from __future__ import annotations
 
+import functools
+import math
 from typing import Any, Iterator, Optional, Sequence, Tuple, Union
 
 import numpy as np
@@ -119,7 +121,7 @@ class CodistributedArray(np.lib.mixins.NDArrayOperatorsMixin):
     @property
     def size(self) -> int:
         """The number of elements of the global array (MATLAB ``numel``)."""
-        return int(np.prod(self.shape, dtype=np.int64))
+        return int(math.prod(self.shape))
 
     @property
     def dtype(self) -> Any:
@@ -366,6 +368,7 @@ def _codist_key(codist):
     return None if codist is None else (codist.axis, codist.partition, codist.shape)
 
 
+@functools.lru_cache(maxsize=None)
 def _dtype_name(dtype):
     return str(dtype).replace("torch.", "")
 

@@ -15,6 +15,7 @@ fails here ends the job (``_ending.end_committed``) rather than leave the others
 
 
 import collections
+import math
 
 import numpy as np
 from .._mpi import MPI
@@ -148,7 +149,7 @@ def _pieces(itemsize, mine, others, me):
             continue
         sub = [hi - lo for lo, hi in box]
         starts = [lo - m0 for (lo, _), (m0, _) in zip(box, mine)]
-        counts.append(int(np.prod(sub, dtype=np.int64)) * itemsize)
+        counts.append(math.prod(sub) * itemsize)
         boxes.append(tuple(slice(a, a + n) for a, n in zip(starts, sub)))
         # one run of bytes: whole along every axis after the last partial one, and one
         # index along every axis before it
@@ -210,8 +211,8 @@ def gather(scope, call, local, shape, axis, partition, destination=None):
 
 def _start_gather(comm, host, out, shape, axis, partition, destination):
     itemsize = host.dtype.itemsize
-    outer = int(np.prod(shape[:axis], dtype=np.int64))
-    inner = int(np.prod(shape[axis + 1:], dtype=np.int64)) * itemsize
+    outer = math.prod(shape[:axis])
+    inner = math.prod(shape[axis + 1:]) * itemsize
     if outer * inner * shape[axis] == 0:
         return None, None  # nothing to move: every worker knows it from the shape
     starts = [0]

@@ -9,6 +9,7 @@ is 1-by-1, and dimensions past an array's last are singletons.
 
 from __future__ import annotations
 
+import math
 from typing import Any, Optional, Sequence, Tuple
 
 import numpy as np
@@ -297,7 +298,7 @@ class codistributed(CodistributedArray):
                         f"{codist!r} that is a {type(codist).__name__})")
         if codist._gsize is not None:
             target = codist._codistributor(codist._gsize, call)
-            if L.ndim != len(target.shape) and L.size == int(np.prod(target.local_shape())):
+            if L.ndim != len(target.shape) and L.size == math.prod(target.local_shape()):
                 L = L.reshape(target.local_shape())  # a 1-D part of a 1-by-n row, say
             return _factories.from_local_as(cls, L, target, check=check)
         if not codist._dim:

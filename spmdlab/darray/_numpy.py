@@ -10,6 +10,7 @@ order (``_reduce``), so every worker gets the same bits at every layout.
 
 from __future__ import annotations
 
+import math
 from typing import Any, Callable, Dict
 
 import numpy as np
@@ -396,7 +397,7 @@ implements(np.min, np.amin)(_extremum("min"))
 
 def _count(a, axis):
     axes = _axes("numpy.mean", a, axis)
-    return int(np.prod([a.shape[d] for d in axes], dtype=np.int64))
+    return math.prod(a.shape[d] for d in axes)
 
 
 @implements(np.mean)
