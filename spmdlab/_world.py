@@ -248,9 +248,10 @@ def refresh():
     comm, first = world_comm.Idup()
     ctl, second = world_comm.Idup()
     MPI.Request.Waitall([first, second])
-    _drop_notices()
-    CTL = ctl
-    _post_notices()
+    with notice_lock:  # (the answering thread must not take notices half-way through)
+        _drop_notices()
+        CTL = ctl
+        _post_notices()
     WORLD.comm = comm
     WORLD._exchange = WORLD._node = WORLD.arena = None
     WORLD.regions = {}
@@ -330,13 +331,13 @@ def _post_notices():
 
 
 def _drop_notices():
-    """Cancel the posted receives (a pool's stopped block: new communicators follow)."""
-    with notice_lock:
-        for request in _receives:
-            if request != MPI.REQUEST_NULL:
-                request.Cancel()
-        _abandoned.extend(_sending)  # (their buffers stay alive; nothing waits for them)
-        _sending.clear()
+    """Cancel the posted receives (a pool's stopped block: new communicators follow;
+    with ``notice_lock`` held)."""
+    for request in _receives:
+        if request != MPI.REQUEST_NULL:
+            request.Cancel()
+    _abandoned.extend(_sending)  # (their buffers stay alive; nothing waits for them)
+    _sending.clear()
 
 
 _abandoned: list = []
