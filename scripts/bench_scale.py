@@ -23,12 +23,17 @@ the previous) and a ``DataQueue`` item (every worker sends items to worker 1; co
 item at its sender and at worker 1). Each count is fitted over N >= 8 as ``a N^k`` (the
 exponent ``k`` printed: 1 is linear, near 0 constant or logarithmic) and extrapolated to
 1,024 and 4,096 workers by whichever fits better of ``a + b N`` and ``a + b log2 N``.
-More workers than cores is fine: the counts do not depend on timing (waits aside).
+More workers than cores is fine: the counts do not depend on timing (waits aside). A
+second table counts the exit notices of the whole program on each worker (written at its
+very end): the receives it posted for them, the notices it sent and received (these do
+depend on when the workers end).
 """
 
+import json
 import math
 import os
 import sys
+import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -41,6 +46,17 @@ MODES = {"gathering": {"SPMDLAB_TREE_ABOVE": "1000000000"}, "default": {}}
 
 
 def worker(args):
+    ends = os.environ.get("SPMDLAB_BENCH_ENDS")
+    if ends:  # registered before spmdlab is imported, so it runs after spmdlab's own end
+        import atexit
+        import json
+
+        def write_ends():
+            from spmdlab import _count, _world
+            with open(os.path.join(ends, f"{_world.RANK}.json"), "w") as f:
+                json.dump(_count.NOTICES, f)
+        atexit.register(write_ends)
+
     import numpy as np
 
     from spmdlab import (DataQueue, spmd_barrier, spmd_cat, spmd_index, spmd_plus,
@@ -159,6 +175,21 @@ def table(runs):
         print("| " + " | ".join(row) + " |")
 
 
+NOTICE_COUNTS = ["posted", "sent", "received"]
+
+
+def notice_table(notices):
+    ns = sorted(notices)
+    heads = ["count"] + [f"N={n}" for n in ns] + ["k", "N=1,024", "N=4,096"]
+    print("| " + " | ".join(heads) + " |")
+    print("|" + "---|" * len(heads))
+    for key in NOTICE_COUNTS:
+        values = [notices[n][key] for n in ns]
+        exponent, predict = fit(ns, values)
+        print("| " + " | ".join([key] + [human(v) for v in values] + [
+            f"{exponent:.2f}", human(predict(1024)), human(predict(4096))]) + " |")
+
+
 def main():
     import argparse
 
@@ -174,15 +205,32 @@ def main():
     if max(args.workers) > (os.cpu_count() or 1):
         print("note: more workers than cores is oversubscribed; the counts do not mind")
     runs = {mode: {} for mode in MODES}
-    for mode, env in MODES.items():
-        def keep(result, mode=mode):
-            runs[mode][result["workers"]] = result["results"]
-            print(f"  {mode} exchange at {result['workers']} workers: counted", flush=True)
-        run_at(__file__, args.workers, ["--reps", args.reps], keep,
-               env=dict(env, SPMDLAB_COUNT="1", SPMDLAB_SHM_BYTES="0"), timed=False)
+    notices = {}
+    with tempfile.TemporaryDirectory() as ends:
+        for mode, env in MODES.items():
+            def keep(result, mode=mode):
+                n = result["workers"]
+                runs[mode][n] = result["results"]
+                counts = []
+                for name in os.listdir(ends):
+                    with open(os.path.join(ends, name)) as f:
+                        counts.append(json.load(f))
+                    os.unlink(os.path.join(ends, name))
+                if len(counts) != n:
+                    sys.exit(f"bench_scale: {len(counts)} of {n} workers wrote their "
+                             f"exit-notice counts")
+                notices[n] = {key: max(c[key] for c in counts) for key in NOTICE_COUNTS}
+                print(f"  {mode} exchange at {n} workers: counted", flush=True)
+            run_at(__file__, args.workers, ["--reps", args.reps], keep,
+                   env=dict(env, SPMDLAB_COUNT="1", SPMDLAB_SHM_BYTES="0",
+                            SPMDLAB_BENCH_ENDS=ends), timed=False)
     print("\nper call and per worker (the largest over the workers); k: the fitted "
           "exponent of a N^k over N >= 8\n")
     table(runs)
+    print("\nexit notices over the whole program, per worker (the largest over the "
+          "workers; the last run's): receives posted, notices sent and received; every "
+          "worker to every other, before the tree, was N - 1 of each\n")
+    notice_table(notices)
 
 
 if __name__ == "__main__":

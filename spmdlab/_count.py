@@ -3,7 +3,7 @@
 With ``SPMDLAB_COUNT=1`` the collectives, messages and waits add here, per worker: the
 MPI messages and bytes it sends and receives (a collective counted as the bytes its
 buffers give to and take from the other workers), the requests its waits test, and the
-agreement records it examines. The fast paths then take the general path (where the
+agreement records it examines; and the exit notices of the whole program. The fast paths then take the general path (where the
 counting is), so counts are of the same work at another speed. Off, nothing counts.
 """
 
@@ -13,6 +13,10 @@ ON = bool(_env.COUNT)
 
 COUNTS = dict(sent_bytes=0, received_bytes=0, sent_messages=0, received_messages=0,
               waits=0, requests_tested=0, records_examined=0)
+# The exit notices (``_world``) over the whole program, from its start to its end: the
+# receives posted for them, the notices sent and received. Never reset (``reset`` is for
+# calls).
+NOTICES = dict(posted=0, sent=0, received=0)
 
 
 def add(**counts):

@@ -22,7 +22,7 @@ import time
 
 import numpy as np
 
-from . import _env, _mpi
+from . import _count, _env, _mpi
 from ._mpi import MPI
 from .errors import SpmdError, SpmdTimeoutError
 
@@ -305,6 +305,8 @@ _inbox: list = []  # per neighbour: the buffer its next notice arrives in
 _receives: list = []  # per neighbour: the posted receive (null once every end is known)
 _told: list = []  # per neighbour: the ends it knows, as far as this worker knows
 _sending: list = []  # notices in flight: (request, buffer)
+_last_sent: list = []  # per neighbour: when this worker last sent it a notice
+_holding = False  # news held back for a neighbour (see _HOLD)
 # Only one thread takes notices at a time (MPI forbids two threads to test one request):
 # the program thread in a wait, or the answering thread; a thread that finds the lock
 # taken leaves the notices to the one that holds it.
@@ -318,16 +320,20 @@ def tree_neighbours(rank, size):
 
 
 def _post_notices():
-    global _table, _neighbours, _inbox, _receives, _told
+    global _table, _neighbours, _inbox, _receives, _told, _last_sent, _holding
     exited.clear()
+    _holding = False
     _table = np.zeros(SIZE, np.uint16)
     _neighbours = tree_neighbours(RANK, SIZE)
     _inbox = [np.zeros(SIZE, np.uint16) for _ in _neighbours]
     _told = [np.zeros(SIZE, bool) for _ in _neighbours]
+    _last_sent = [-_HOLD] * len(_neighbours)
     for known, neighbour in zip(_told, _neighbours):
         known[neighbour] = True  # a worker knows its own end
     _receives = [CTL.Irecv(buf, neighbour, EXIT_TAG)
                  for buf, neighbour in zip(_inbox, _neighbours)]
+    if _count.ON:
+        _count.NOTICES["posted"] += len(_receives)
 
 
 def _drop_notices():
@@ -359,6 +365,8 @@ def poll_exits():
         done = MPI.Request.Testsome(_receives)
         if done:
             take(done)
+        elif _holding:
+            _pass_on()
     finally:
         notice_lock.release()
 
@@ -383,16 +391,36 @@ def take(indices):
     for i in indices:  # the next notice from that neighbour (none comes once all is known)
         _receives[i] = MPI.REQUEST_NULL if everyone else \
             CTL.Irecv(_inbox[i], _neighbours[i], EXIT_TAG)
+    if _count.ON:
+        _count.NOTICES["received"] += len(indices)
+        _count.NOTICES["posted"] += 0 if everyone else len(indices)
     _pass_on()
 
 
-def _pass_on():
+# A worker that has ended sends each neighbour at most one notice in this long: ends
+# that it learns of meanwhile wait and go together (it polls every half millisecond
+# until the end, so they leave on time). One that runs passes news on at once: it may
+# be blocked inside MPI, where nothing would send what waits.
+_HOLD = 0.01
+
+
+def _pass_on(force=False):
+    global _holding
     known = _table != 0
+    now = time.monotonic()
+    hold = not force and bool(_table[RANK])
+    _holding = False
     for i, neighbour in enumerate(_neighbours):
         if (known & ~_told[i]).any():
+            if hold and now - _last_sent[i] < _HOLD:
+                _holding = True
+                continue
             buf = _table.copy()
             _sending.append((CTL.Isend(buf, neighbour, EXIT_TAG), buf))
             _told[i] |= known
+            _last_sent[i] = now
+            if _count.ON:
+                _count.NOTICES["sent"] += 1
     _sending[:] = [(r, b) for r, b in _sending if not r.Test()]
 
 
@@ -400,6 +428,7 @@ def close_notices():
     """At the end of the program, once every end is known: no notice can still arrive
     (cancel the receives still posted); wait until the neighbours have this worker's."""
     with notice_lock:
+        _pass_on(force=True)
         for request in _receives:
             if request != MPI.REQUEST_NULL:
                 request.Cancel()

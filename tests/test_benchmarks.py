@@ -59,3 +59,12 @@ def test_the_scaling_counts():
             counts = rows.get((call, "req/wait", mode))
             if counts is not None:
                 assert all(float(c) <= most for c, most in zip(counts, (2, 4))), out.stdout
+    # the exit notices of the whole program: at 2 workers one each way (and a second
+    # receive posted where the other's end came first); at 5, no worker hears of more
+    # than the 4 other ends
+    notices = {line.split("|")[1].strip(): [c.strip() for c in line.split("|")[2:4]]
+               for line in out.stdout.splitlines()
+               if line.startswith(("| posted", "| sent", "| received"))}
+    assert notices["sent"][0] == notices["received"][0] == "1", out.stdout
+    assert notices["posted"][0] in ("1", "2"), out.stdout
+    assert 1 <= int(notices["received"][1]) <= 4, out.stdout

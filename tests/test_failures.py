@@ -468,17 +468,19 @@ spmd_barrier()
     assert job.returncode == 0 and "ended without a word" not in job.stderr
 
 
-def test_an_end_far_away_in_the_notices_tree_reaches_a_waiting_worker():
+@pytest.mark.parametrize("between", ["time.sleep(60)", "pass"])
+def test_an_end_far_away_in_the_notices_tree_reaches_a_waiting_worker(between):
     # worker 4 is a neighbour of worker 2 alone in the tree the exit notices travel
     # (1 - 2 - 4, 1 - 3): worker 3's receive learns of its end through workers 2 and 1,
-    # which compute meanwhile (their answering threads pass the notice on)
-    job = run_job(PROLOGUE + """
+    # which compute meanwhile (their answering threads pass the notice on) or have
+    # ended (and pass it on while they wait for the others)
+    job = run_job(PROLOGUE + f"""
 if spmd_index() == 3:
     spmd_receive(4)
 elif spmd_index() == 4:
     sys.exit(3)
 else:
-    time.sleep(60)
+    {between}
 """, 4)
     assert job.returncode == 3, job.stderr
     assert "spmd_receive (worker 3 of 4): worker 4 finished the program (exit status 3)" \
