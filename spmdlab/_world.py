@@ -288,9 +288,10 @@ def _oversubscribed(places):
 # others, a wait watches at most three notices besides its own request, and news crosses
 # about 2 log2 N workers. A notice is the sender's whole table (two bytes per world rank:
 # 0 while that worker runs, else 1 + its exit status), sent to a neighbour whenever the
-# sender knows a worker's end that the neighbour may not. In a tree each end reaches a
-# worker along one path, so every notice brings its receiver something new, and once a
-# worker knows every end no notice is still on its way to it.
+# sender knows a worker's end that the neighbour may not (by a worker that has ended,
+# at most once in ``_HOLD``). In a tree each end reaches a worker along one path, so
+# every notice brings its receiver something new, and once a worker knows every end no
+# notice is still on its way to it.
 # Notices are passed on wherever spmdlab runs on a worker: its waits (they wake on a
 # neighbour's notice, ``_wait``), the answering thread between questions (``_stall``,
 # every 50 ms while the program computes), the waits at the start and the end of the
