@@ -2,9 +2,10 @@
 
 With ``SPMDLAB_COUNT=1`` the collectives, messages and waits add here, per worker: the
 MPI messages and bytes it sends and receives (a collective counted as the bytes its
-buffers give to and take from the other workers), the requests its waits test, and the
-agreement records it examines; and the exit notices of the whole program. The fast paths then take the general path (where the
-counting is), so counts are of the same work at another speed. Off, nothing counts.
+buffers give to and take from the other workers), the requests its waits test, the
+agreement records it examines, and the exit notices of the whole program. The fast
+paths then take the general path (where the counting is), so counts are of the same
+work at another speed. Off, nothing counts.
 """
 
 from . import _env

@@ -129,7 +129,7 @@ def _at_exit():
 
 def _end_of_program():
     _flush_sends()
-    rank, size = _world.RANK, _world.SIZE
+    size = _world.SIZE
     if size > 1:
         # Tell everyone this worker is done (through the tree of ``_world``): a worker
         # blocked in a call that this worker will never make then raises instead of
@@ -140,15 +140,10 @@ def _end_of_program():
     if size == 1:
         return
 
-    def still_running():  # (wait_for_workers takes the notices that arrive)
-        if _world.all_exited():
-            return []
-        return [r for r in range(size) if r != rank and r not in _world.exited]
-
     # Wait for the others' notices so that every message is matched before MPI finalizes;
     # meanwhile receive what nobody will, so that a sender waiting on it can finish.
     _world.wait_for_workers("finished the program, waiting for the other workers to finish",
-                            still_running, _drain_unreceived)
+                            _world.still_running, _drain_unreceived)
     _drain_unreceived()  # small messages sent last may land after their sender's notice
     _world.close_notices()
 

@@ -442,6 +442,14 @@ def all_exited():
     return len(exited) >= SIZE - 1
 
 
+def still_running():
+    """The other workers not known to have reached the end of the program (world
+    ranks)."""
+    if all_exited():
+        return []
+    return [r for r in range(SIZE) if r != RANK and r not in exited]
+
+
 def exit_status(rank):
     """The exit status world rank ``rank`` reported (0 until its notice arrives)."""
     return max(int(_table[rank]) - 1, 0)

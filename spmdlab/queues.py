@@ -399,8 +399,7 @@ def _finish():
 def _late():
     """Who a worker waiting for worker 1's verdict waits for in truth: the workers whose
     programs have not ended (worker 1 waits for their counts), else worker 1."""
-    late = [r for r in range(_world.SIZE) if r != _world.RANK and r not in _world.exited]
-    return late or [0]
+    return _world.still_running() or [0]
 
 
 _ending.at_exit(_finish)
