@@ -56,7 +56,10 @@ def wait_body(request, scope, call, needed=None):
         needed = scope.others
     if _count.ON:
         _count.waited()
-    if _env.TIMEOUT is not None or _world.OVERSUBSCRIBED or interrupted is not None:
+    # A wait inside MPI holds MPI's lock, and comes back to Python seldom: beside the
+    # queues' receiver thread, which needs both to hand an item over, poll from Python
+    if _env.TIMEOUT is not None or _world.OVERSUBSCRIBED or interrupted is not None or \
+            _world.LISTENER is not None:
         spin(test, scope, call, needed, collective=True)
         return
     _stall.waiting_in = (call, scope, time.monotonic())  # for the stall report
@@ -118,7 +121,8 @@ _POLL_BEFORE_YIELDING = 0.002
 
 def _spin(done, scope, call, needed, any_of, collective, started):
     spins = 0
-    polling = not _world.OVERSUBSCRIBED
+    # (beside the queues' receiver thread too: it may be polling for an item to answer)
+    polling = not _world.OVERSUBSCRIBED and _world.LISTENER is None
     while True:
         result = done()
         if result:

@@ -14,9 +14,12 @@ leaves at once; items sent in a burst are held for at most a millisecond and lea
 together as one message, so a flood costs the owner a few receives, not one per item.
 A receiver thread, started with the first queue, takes messages off the wire and runs
 the owner's listeners in arrival order, so a training loop needs to call nothing for its
-progress listener to run; the thread polls MPI (it sleeps 10 ms when idle, 50 µs while
-items keep coming), sends held items and tests the sends in flight (MPI moves a message
-only inside an MPI call of its sender), and holds the GIL only while it handles an item.
+progress listener to run; the thread polls MPI (without sleeping for 0.5 ms after an
+item, since an answer often follows; then every 50 µs, and every 10 ms once idle), sends
+held items and tests the sends in flight (MPI moves a message only inside an MPI call of
+its sender), and holds the GIL only while it handles an item. A poll that waits takes
+its own queue's messages itself for its first 0.5 ms (the hand-over from the thread
+costs tens of microseconds), under the thread's lock, so each sender's order holds.
 At the end of the program the workers find together when the queues are quiet: every
 worker counts the messages it has sent to each worker and received from each (the
 receiver thread counts between deliveries, after sending what its listeners sent), and
@@ -29,6 +32,7 @@ rounds: no worker stops receiving while an item may still be on its way to it.
 from __future__ import annotations
 
 import collections
+import os
 import sys
 import threading
 import time
@@ -50,9 +54,10 @@ Q = TypeVar("Q", bound="_Queue")
 
 _CTRL = 0  # tag of control messages: ("close", tag)
 _IDLE_SLEEP = 0.01  # an idle thread wakes 100 times a second (its cost: docs/guide/performance.md)
-_BUSY_SLEEP = 0.00005  # while items keep coming (and for 50 ms after the last one)
+_BUSY_SLEEP = 0.00005  # while items keep coming or a poller waits for one
+_BUSY_FOR = 0.05  # (for this long after the last item, or after a poller started to wait)
 _SPIN = 0.0005  # for this long after an item the thread polls without sleeping
-_BURST_GAP = 0.0002  # sends closer than this to the last are a burst: its items are held
+_BURST_GAP = 0.00002  # sends closer than this to the last are a burst: its items are held
 _BATCH_WINDOW = 0.001  # and leave together at least this often
 _BATCH_BYTES = 1 << 18  # held items leave at once when they reach this size
 
@@ -102,6 +107,8 @@ class _Hub:
         self.held = set()  # the _Outs with items held
         self.local = collections.deque()  # (channel, tag, message) this worker sent itself
         self.wake = threading.Event()  # set when items are held: the thread sends them
+        self.expecting = float("-inf")  # when a poller last started to sleep for an item
+        self.pollers = 0  # pollers taking their own messages now (see spinning)
         self.thread = None
         self.stop = False
         # Messages sent to and received from each world rank (queue items and notices),
@@ -127,12 +134,13 @@ class _Hub:
     def send(self, chan, dest, tag, message):
         """Send ``message`` to scope rank ``dest``.
 
-        An item goes at once, unless it comes within _BURST_GAP of this queue's previous
-        item or the last send is still in flight: then it is held, and the held items
+        An item goes at once (with the items held before it), unless it comes within
+        _BURST_GAP of this queue's previous item: then it is held, and the held items
         leave together, as one message, at least every _BATCH_WINDOW (from a later send
-        or from the receiver thread) once the last send has completed. A lone item pays
-        nothing; a flood travels in a few large messages, so the owner receives a few
-        messages instead of one per item.
+        or from the receiver thread) once the last send has completed, or when they
+        reach _BATCH_BYTES. A lone item pays nothing (MPI keeps the order of messages
+        between two workers); a flood travels in a few large messages, so the owner
+        receives a few messages instead of one per item.
         """
         if dest == chan.scope.rank:  # the owner's own items skip MPI: the thread takes them
             with self.lock:
@@ -152,8 +160,8 @@ class _Hub:
                 out.since = now
             out.items.append(message)
             out.nbytes += len(message)
-            if out.nbytes >= _BATCH_BYTES or (
-                    (not burst or now - out.since >= _BATCH_WINDOW) and self._done(out)):
+            if out.nbytes >= _BATCH_BYTES or not burst or (
+                    now - out.since >= _BATCH_WINDOW and self._done(out)):
                 self._post(out)
             elif out not in self.held:
                 self.held.add(out)
@@ -197,19 +205,45 @@ class _Hub:
             self._deliver(chan, chan.scope.rank, tag, message)
             got = True
         for chan in list(self.channels.values()):
-            while True:
-                message = chan.comm.Improbe(MPI.ANY_SOURCE, MPI.ANY_TAG, status)
-                if message is None:
-                    break
-                buf = bytearray(status.Get_count(MPI.BYTE))
-                message.Recv([buf, MPI.BYTE])
-                if _count.ON:
-                    _count.p2p(received=len(buf))
-                source = status.Get_source()
-                self.received[chan.scope.world_ranks[source]] += 1
-                self._deliver(chan, source, status.Get_tag(), buf)
-                got = True
+            got = self._receive(chan, MPI.ANY_TAG, status) or got
         return self.post_ready() or got
+
+    def _receive(self, chan, tag, status):
+        """Take the messages of ``chan`` with ``tag`` (MPI.ANY_TAG: all) that have
+        arrived and hand their items over; returns whether there was any. Under ``busy``,
+        so that each sender's messages are handed over in the order sent."""
+        got = False
+        while True:
+            message = chan.comm.Improbe(MPI.ANY_SOURCE, tag, status)
+            if message is None:
+                return got
+            buf = bytearray(status.Get_count(MPI.BYTE))
+            message.Recv([buf, MPI.BYTE])
+            if _count.ON:
+                _count.p2p(received=len(buf))
+            source = status.Get_source()
+            self.received[chan.scope.world_ranks[source]] += 1
+            self._deliver(chan, source, status.Get_tag(), buf)
+            got = True
+
+    def take_own(self, queue, status):
+        """What a poller does while it waits: take its own queue's messages itself (no
+        other queue's, whose listeners run in the receiver thread), unless the receiver
+        thread is taking messages now. Returns whether it looked."""
+        if not self.busy.acquire(blocking=False):
+            return False
+        try:
+            self._receive(queue._chan, queue._tag, status)
+        finally:
+            self.busy.release()
+        return True
+
+    def spinning(self, change):
+        """A poller starts (+1) or stops (-1) taking its messages itself: meanwhile the
+        receiver thread looks only every half millisecond (two threads polling in one
+        process fight for its GIL and for the cores); the poller wakes it as it stops."""
+        with self.lock:
+            self.pollers += change
 
     def counts(self):
         """(sent, received) per world rank, read between two deliveries and after
@@ -224,7 +258,7 @@ class _Hub:
         _world.LISTENER = threading.get_ident()
         status = MPI.Status()
         sleep = _IDLE_SLEEP
-        quiet_since = time.monotonic()
+        quiet_since = last_item = time.monotonic()
         in_flight = 0
         try:
             while not self.stop:
@@ -232,14 +266,18 @@ class _Hub:
                     got = self._take(status)
                 # keep the sends in flight moving; stay at the busy rate while they do
                 was, in_flight = in_flight, _ending.SENDS.in_flight()
-                got = got or in_flight < was
                 now = time.monotonic()
                 if got:
+                    last_item = now
+                if got or in_flight < was or now - self.expecting < _BUSY_FOR:
                     sleep, quiet_since = _BUSY_SLEEP, now
-                elif now - quiet_since > 0.05:
+                elif now - quiet_since > _BUSY_FOR:
                     sleep = _IDLE_SLEEP
-                if now - quiet_since < _SPIN:  # an answer often follows an item
-                    time.sleep(0)  # give the GIL away, not the core
+                if self.pollers:  # a poller takes its items itself: look seldom beside it
+                    self.wake.wait(_BATCH_WINDOW / 2)
+                    self.wake.clear()
+                elif now - last_item < _SPIN:  # an answer often follows an item
+                    os.sched_yield()  # give the GIL and the core away, but poll again
                 elif self.held:  # held items leave when their window has passed
                     self.wake.clear()
                     time.sleep(_BATCH_WINDOW / 2)
@@ -486,7 +524,7 @@ class _Queue:
             by = "this worker" if self._closed else f"its owner, worker {self.owner}"
             raise SpmdValueError(f"{self._who('send')}: the queue was closed by {by}; "
                                  f"items can no longer be sent to it")
-        message = _pack.encode(data, self._who("send"))
+        message = _pack.encode(data, lambda: self._who("send"))
         if self.is_owner:
             self._own_sent += 1
         _hub.send(self._chan, self.owner - 1, self._tag, message)
@@ -795,22 +833,43 @@ class PollableDataQueue(_Queue):
         """
         if not self.is_owner:
             return default
+        items = self._items
+        if items or timeout <= 0:
+            with self._cond:
+                return items.popleft() if items else default
+        # For _SPIN the poller takes its queue's messages itself, yielding the core
+        # between looks (an answer often comes within microseconds, and the hand-over
+        # from the receiver thread costs tens of them); then it sleeps until the
+        # receiver thread hands an item over.
+        now = time.monotonic()
+        deadline = now + timeout
+        spin_until = min(deadline, now + _SPIN)
+        status = MPI.Status()
+        _hub.spinning(1)
+        try:
+            while now < spin_until:
+                _hub.take_own(self, status)
+                if items:
+                    with self._cond:
+                        if items:
+                            return items.popleft()
+                os.sched_yield()
+                now = time.monotonic()
+        finally:
+            _hub.spinning(-1)
+        _hub.expecting = time.monotonic()  # the receiver thread looks often for a while
+        _hub.wake.set()
         with self._cond:
-            if self._items:
-                return self._items.popleft()
-            if timeout <= 0:
-                return default
-            deadline = time.monotonic() + timeout
             self._pollers += 1
             try:
-                while not self._items:
+                while not items:
                     left = deadline - time.monotonic()
                     if left <= 0:
                         return default
                     self._cond.wait(left)
             finally:
                 self._pollers -= 1
-            return self._items.popleft()
+            return items.popleft()
 
 
 def _queue_set(queues):
