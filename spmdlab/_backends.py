@@ -462,6 +462,8 @@ LOCAL: dict = {"numpy": _NumpyLocal, "torch": _TorchLocal, "cupy": _CupyLocal}
 def local_family(array):
     """The name of ``array``'s family if it can be a local part (a numpy array, a torch
     tensor or a CuPy array), else None."""
+    if type(array) is np.ndarray:  # the common case, answered without a Leaf
+        return None if array.dtype.hasobject else "numpy"
     leaf = classify(array)
     if leaf is None or leaf.family not in LOCAL:
         return None

@@ -187,6 +187,30 @@ def test_redistribute_between_random_splits():
         assert np.array_equal(D.gather(), G)
 
 
+def test_results_of_repeated_calls_never_share_memory(backend):
+    # A result still alive is never written by a later gather or redistribution, and
+    # writing into one never changes another (a pool of result buffers, tried for
+    # speed, must keep this).
+    n = spmd_size()
+    G = whole((64, 32 * n))  # 16 KiB per worker at least, 64 KiB gathered
+    D = distribute(backend.make(G))
+    kept = [D.gather() for _ in range(4)] + [D.gather(1) for _ in range(2)]
+    moved = [D.redistribute(axis=1) for _ in range(4)]
+    for i, g in enumerate(kept[:4]):
+        g[0, 0] = -i - 1  # each its own memory
+    for i, g in enumerate(kept[:4]):
+        assert value(g)[0, 0] == -i - 1 and np.array_equal(value(g)[1:], G[1:])
+    for i, E in enumerate(moved):
+        E.local[...] = i  # each its own memory
+    for i, E in enumerate(moved):
+        assert np.all(backend.read(E.local) == i)
+    del kept, moved
+    for _ in range(3):  # memory that comes back holds the right values
+        assert np.array_equal(value(D.gather()), G)
+        E = D.redistribute(axis=1)
+        assert np.array_equal(backend.read(E.local), G[E.global_slice()])
+
+
 def test_elementwise_needs_no_communication_and_keeps_family(backend):
     G = whole((spmd_size() + 1, 4))
     for axis in (0, 1):

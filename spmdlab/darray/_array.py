@@ -22,7 +22,7 @@ from .._backends import LOCAL, local_family
 from .._checks import check_worker
 from ..errors import SpmdError, SpmdTypeError, SpmdValueError
 from . import _exchange
-from ._codistributor import Codistributor, error, first_axis, offsets
+from ._codistributor import Codistributor, error, first_axis
 
 __all__ = ["CodistributedArray"]
 
@@ -173,7 +173,7 @@ class CodistributedArray(np.lib.mixins.NDArrayOperatorsMixin):
         agree(scope, call, self._key(call, destination), error=err,
               describe=lambda: self._describe(call, destination=destination))
         return _exchange.gather(scope, call, self._local, self.shape, self.axis,
-                                self.partition, destination)
+                                self.partition, destination, self.family)
 
     def redistribute(self, codistributor: Optional[Codistributor] = None, *,
                      axis: Optional[int] = None,
@@ -204,9 +204,9 @@ class CodistributedArray(np.lib.mixins.NDArrayOperatorsMixin):
               describe=lambda: self._describe(call, target=target))
         if target == self._codist:
             return self._new(LOCAL[self.family].copy(self._local), target) if copy else self
-        src = _exchange.blocks(self.axis, _ranges(self._codist), self.shape)
-        dst = _exchange.blocks(target.axis, _ranges(target), self.shape)
-        local = _exchange.exchange(scope, call, self._local, self.shape, src, dst)
+        local = _exchange.exchange(scope, call, self._local, self.shape,
+                                   _exchange.codist_blocks(self._codist),
+                                   _exchange.codist_blocks(target), self.family)
         return self._new(local, target)
 
     def _target(self, call, codistributor, axis, partition):
@@ -357,11 +357,6 @@ class CodistributedArray(np.lib.mixins.NDArrayOperatorsMixin):
 
     def dot(self, other: Any) -> Any:
         return np.dot(self, other)
-
-
-def _ranges(codist):
-    starts = offsets(codist.partition)
-    return [(s, s + c) for s, c in zip(starts, codist.partition)]
 
 
 def _codist_key(codist):

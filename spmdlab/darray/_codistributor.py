@@ -73,6 +73,10 @@ def offsets(partition: Sequence[int]) -> Tuple[int, ...]:
     return tuple(out)
 
 
+# complete()'s answers (a Codistributor never changes), by what they were made from
+_COMPLETED: dict = {}
+
+
 class Codistributor:
     """How a codistributed array is split: along ``axis`` (0-based), ``partition[k]``
     slices on worker k + 1, for an array of global ``shape``.
@@ -164,6 +168,11 @@ class Codistributor:
                 raise error(SpmdValueError, call, f"the codistributor is for global shape "
                             f"{self._shape}, not {shape}")
         shape = self._shape if shape is None else shape
+        workers = _world.current().size
+        key = (self._axis, self._partition, shape, default_axis, workers)
+        done = _COMPLETED.get(key)
+        if done is not None:  # (a loop completes the same few codistributors)
+            return done
         if shape is None:
             raise error(SpmdValueError, call, "the global shape is not known; give it")
         if not shape:
@@ -171,7 +180,6 @@ class Codistributor:
                         "distributed; reshape it to (1,) first")
         axis = default_axis(shape) if self._axis is None else self._axis
         axis = check_axis(call, axis, len(shape))
-        workers = _world.current().size
         partition = self._partition
         if partition is None:
             partition = default_partition(shape[axis], workers)
@@ -180,9 +188,14 @@ class Codistributor:
                         f"{len(partition)} entries for {workers} worker"
                         f"{'s' if workers != 1 else ''}; give one per worker")
         _check_sum(call, partition, shape, axis)
-        if (axis, partition, shape) == (self._axis, self._partition, self._shape):
-            return self
-        return Codistributor(axis, partition, shape)
+        if (axis, partition, shape) != (self._axis, self._partition, self._shape):
+            done = Codistributor(axis, partition, shape)
+        else:
+            done = self
+        if len(_COMPLETED) > 256:
+            _COMPLETED.clear()
+        _COMPLETED[key] = done
+        return done
 
     def offsets(self) -> Tuple[int, ...]:
         """Where each worker's block starts along the axis (a complete codistributor)."""

@@ -15,13 +15,15 @@ fails here ends the job (``_ending.end_committed``) rather than leave the others
 
 
 import collections
+import functools
 import math
 
 import numpy as np
 from .._mpi import MPI
 
 from .. import _ending, _pack, _wait, _world
-from .._backends import LOCAL
+from .._backends import LOCAL, local_family
+from ._codistributor import offsets
 
 _PLANS: "collections.OrderedDict" = collections.OrderedDict()
 # Staging buffers are never handed to the user: kept from call to call (``_pack.scratch``),
@@ -32,30 +34,39 @@ _MAX_PLANS = 16
 
 
 def blocks(axis, ranges, shape):
-    """Each worker's block of a global array of ``shape``: a list of per-axis intervals,
-    ``ranges[k]`` along ``axis``, the whole extent along the others."""
-    return [[r if d == axis else (0, n) for d, n in enumerate(shape)] for r in ranges]
+    """Each worker's block of a global array of ``shape``: a tuple of per-axis intervals,
+    ``ranges[k]`` along ``axis``, the whole extent along the others (tuples all the
+    way down: a redistribution's plan is kept under them)."""
+    return tuple(tuple(tuple(r) if d == axis else (0, n) for d, n in enumerate(shape))
+                 for r in ranges)
 
 
-def exchange(scope, call, local, shape, src, dst):
+@functools.lru_cache(maxsize=64)
+def codist_blocks(codist):
+    """``blocks`` of a complete codistributor (kept: a loop redistributes the same few)."""
+    return blocks(codist.axis, [(o, o + c) for o, c in zip(offsets(codist.partition),
+                                                           codist.partition)], codist.shape)
+
+
+def exchange(scope, call, local, shape, src, dst, family=None):
     """The local part of the same global array after moving from blocks ``src`` to
-    blocks ``dst`` (each: one list of per-axis intervals per worker, see ``blocks``).
+    blocks ``dst`` (each: one tuple of per-axis intervals per worker, see ``blocks``).
 
-    ``local`` is this worker's source block (any family); the result is this worker's
-    destination block in the same family, dtype and device. One Alltoallv of bytes:
-    the pieces sent where they lie when each is contiguous in the local array (a split
-    along the first axis), else packed first; received in place when each is
-    contiguous in the result, else put there with one strided copy each."""
-    family = LOCAL[_family(local)]
+    ``local`` is this worker's source block (any family; ``family``: its name, when the
+    caller knows it); the result is this worker's destination block in the same
+    family, dtype and device. One Alltoallv of bytes: the pieces sent where they lie
+    when each is contiguous in the local array (a split along the first axis), else
+    packed first; received in place when each is contiguous in the result, else put
+    there with one strided copy each."""
+    family = LOCAL[family or local_family(local)]
     host = np.ascontiguousarray(family.host(local))
     me = scope.rank
-    out_shape = tuple(hi - lo for lo, hi in dst[me])
     try:
-        out = np.empty(out_shape, dtype=host.dtype)
-        if scope.size == 1 or host.dtype.itemsize == 0:
-            _copy_overlap(host, src[me], out, dst[me])
-            return family.like(out, local)
         plan = _plan(host.dtype.itemsize, src, dst, me)
+        out = np.empty(plan.out_shape, dtype=host.dtype)
+        if scope.size == 1 or host.dtype.itemsize == 0:
+            plan.copy_own(host, out)
+            return family.like(out, local)
         send = plan.pack(host)
         recv = out.reshape(-1).view(np.uint8) if plan.recv_in_place else \
             _pack.scratch.empty(_BYTES, plan.recv_total, use=_RECV)
@@ -63,7 +74,7 @@ def exchange(scope, call, local, shape, src, dst):
             [send, (plan.send_counts, plan.send_displs), MPI.BYTE],
             [recv, (plan.recv_counts, plan.recv_displs), MPI.BYTE])
         # this worker's own piece does not go through MPI: one copy, in place
-        _copy_overlap(host, src[me], out, dst[me])
+        plan.copy_own(host, out)
     except Exception:
         _ending.end_committed(scope, call)
     _wait.wait(request, scope, call)
@@ -75,18 +86,14 @@ def exchange(scope, call, local, shape, src, dst):
     return family.like(out, local)
 
 
-def _family(local):
-    from .._backends import local_family
-
-    return local_family(local)
-
-
-def _copy_overlap(src_array, src_block, out, dst_block):
+def _own_piece(src_block, dst_block):
+    """Where this worker's own piece lies (its source and destination blocks overlap):
+    (its box of the result, its box of the source block), or None."""
     box = _intersect(src_block, dst_block)
     if box is None:
-        return
-    out[tuple(slice(lo - d0, hi - d0) for (lo, hi), (d0, _) in zip(box, dst_block))] = \
-        src_array[tuple(slice(lo - s0, hi - s0) for (lo, hi), (s0, _) in zip(box, src_block))]
+        return None
+    return (tuple(slice(lo - d0, hi - d0) for (lo, hi), (d0, _) in zip(box, dst_block)),
+            tuple(slice(lo - s0, hi - s0) for (lo, hi), (s0, _) in zip(box, src_block)))
 
 
 def _intersect(a, b):
@@ -101,13 +108,20 @@ class _Plan:
 
     __slots__ = ("send_counts", "send_displs", "send_boxes", "send_in_place",
                  "send_total", "recv_counts", "recv_displs", "recv_boxes",
-                 "recv_in_place", "recv_total")
+                 "recv_in_place", "recv_total", "out_shape", "own")
 
     def __init__(self, itemsize, src, dst, me):
         (self.send_counts, self.send_displs, self.send_boxes, self.send_in_place,
          self.send_total) = _pieces(itemsize, src[me], dst, me)
         (self.recv_counts, self.recv_displs, self.recv_boxes, self.recv_in_place,
          self.recv_total) = _pieces(itemsize, dst[me], src, me)
+        self.out_shape = tuple(hi - lo for lo, hi in dst[me])
+        self.own = _own_piece(src[me], dst[me])
+
+    def copy_own(self, host, out):
+        """This worker's own piece, from its source block straight into the result."""
+        if self.own is not None:
+            out[self.own[0]] = host[self.own[1]]
 
     def pack(self, host):
         """The send buffer: ``host``'s own bytes, or its pieces end to end."""
@@ -173,7 +187,7 @@ def _pieces(itemsize, mine, others, me):
 
 
 def _plan(itemsize, src, dst, me):
-    key = (itemsize, me, _frozen(src), _frozen(dst))
+    key = (itemsize, me, src, dst)
     plan = _PLANS.pop(key, None)
     if plan is None:
         plan = _Plan(itemsize, src, dst, me)
@@ -183,14 +197,11 @@ def _plan(itemsize, src, dst, me):
     return plan
 
 
-def _frozen(block_list):
-    return tuple(tuple(tuple(iv) for iv in block) for block in block_list)
-
-
-def gather(scope, call, local, shape, axis, partition, destination=None):
+def gather(scope, call, local, shape, axis, partition, destination=None, family=None):
     """The global array, on every worker (or on worker ``destination``, None elsewhere),
-    in ``local``'s family: one Allgatherv (Gatherv) straight into the result's layout."""
-    family = LOCAL[_family(local)]
+    in ``local``'s family (``family``: its name, when the caller knows it): one
+    Allgatherv (Gatherv) straight into the result's layout."""
+    family = LOCAL[family or local_family(local)]
     host = np.ascontiguousarray(family.host(local))
     wanted = destination is None or destination == scope.index
     try:
@@ -209,20 +220,31 @@ def gather(scope, call, local, shape, axis, partition, destination=None):
     return family.like(out, local) if wanted else None
 
 
-def _start_gather(comm, host, out, shape, axis, partition, destination):
-    itemsize = host.dtype.itemsize
+@functools.lru_cache(maxsize=64)
+def _gather_plan(shape, axis, partition, itemsize):
+    """Where each worker's block goes in a gather: (byte counts, displacements, whether
+    the blocks follow each other in the result, each block's start along ``axis``), or
+    None when there is nothing to move (every worker knows it from the shape)."""
     outer = math.prod(shape[:axis])
     inner = math.prod(shape[axis + 1:]) * itemsize
     if outer * inner * shape[axis] == 0:
-        return None, None  # nothing to move: every worker knows it from the shape
-    starts = [0]
-    for count in partition[:-1]:
-        starts.append(starts[-1] + count)
+        return None
+    starts = offsets(partition)
+    # blocks follow each other in the result when nothing comes before the axis; else
+    # they are gathered end to end and put in place
+    counts = [outer * count * inner for count in partition]
+    displs = [outer * s * inner for s in starts]
+    return counts, displs, outer == 1, starts
+
+
+def _start_gather(comm, host, out, shape, axis, partition, destination):
+    plan = _gather_plan(shape, axis, partition, host.dtype.itemsize)
+    if plan is None:
+        return None, None
+    counts, displs, contiguous, starts = plan
     root = None if destination is None else destination - 1
     send = host.reshape(-1).view(np.uint8)
-    if outer == 1:  # blocks follow each other in the result: plain bytes
-        counts = [count * inner for count in partition]
-        displs = [s * inner for s in starts]
+    if contiguous:  # blocks follow each other in the result: plain bytes
         recv = None if out is None else [out.reshape(-1).view(np.uint8), (counts, displs),
                                          MPI.BYTE]
         if root is None:
@@ -231,8 +253,6 @@ def _start_gather(comm, host, out, shape, axis, partition, destination):
     # Blocks interleave in the result (a split along a later axis): gather them end to
     # end, then put each in place with one strided copy. MPI's vector datatypes would
     # write them in place, but MPICH moves them 9-17x slower than contiguous bytes.
-    counts = [outer * count * inner for count in partition]
-    displs = [outer * s * inner for s in starts]
     stage = None if out is None else _pack.scratch.empty(_BYTES, sum(counts), use=_RECV)
     recv = None if out is None else [stage, (counts, displs), MPI.BYTE]
     if root is None:

@@ -75,6 +75,11 @@ def array_ufunc(self, ufunc, method, inputs, kwargs):
 def elementwise(call, inputs, kwargs, apply, nout=1):
     """``apply(family, locals, kwargs)`` on the local parts of the operands, aligned to one
     distribution; the result (or ``nout`` results) codistributed like it."""
+    if not kwargs and nout == 1:
+        same = _same_distribution(call, inputs)
+        if same is not None:  # the common case (D * 2 + E), with nothing to align
+            ref, args = same
+            return ref._new(apply(LOCAL[ref.family], args, {}), ref._codist)
     kwargs = dict(kwargs)
     out = kwargs.pop("out", None)
     outs = () if out is None else (out if isinstance(out, tuple) else (out,))
@@ -116,6 +121,27 @@ def elementwise(call, inputs, kwargs, apply, nout=1):
         return outs[0] if nout == 1 else outs
     make = lambda local: ref._new(local, target)  # noqa: E731
     return tuple(map(make, result)) if nout > 1 else make(result)
+
+
+def _same_distribution(call, inputs):
+    """(the first array, the operands' local parts) when every operand is a Python number
+    or a codistributed array of one scope, distribution and kind of local part; else
+    None (``elementwise`` then aligns them, or says why it cannot)."""
+    ref, args = None, []
+    for x in inputs:
+        if type(x) in (int, float, bool):
+            args.append(x)
+        elif isinstance(x, CodistributedArray):
+            if ref is None:
+                x._check_scope(call)
+                ref = x
+            elif x._scope is not ref._scope or x._codist != ref._codist or \
+                    type(x._local) is not type(ref._local):
+                return None
+            args.append(x._local)
+        else:
+            return None
+    return None if ref is None else (ref, args)
 
 
 def _target(arrays, shape, cls):
