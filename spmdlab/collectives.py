@@ -17,7 +17,7 @@ from ._mpi import MPI
 from . import _count, _ending, _pack, _reduce, _wait, _world
 from ._agree import FLAG_INLINE, agree, describe_call
 from ._checks import check_worker, fail_together
-from ._backends import Leaf
+from ._backends import Leaf, classify
 from ._ops import SUM
 from ._pack import digest
 from .errors import SpmdError, SpmdTypeError, SpmdValueError
@@ -232,6 +232,9 @@ def spmd_cat(x: Any, axis: int = 0, destination: Optional[int] = None) -> Any:
     """
     scope = _world.current()
     call = "spmd_cat"
+    leaf = classify(x)  # one array or number: the common case, without a tree
+    if leaf is not None:
+        return _cat_arrays(call, scope, leaf, axis, destination)
     treedef, leaves = _pack.flatten(x)
     if treedef is None and type(leaves[0]) is Leaf:
         return _cat_arrays(call, scope, leaves[0], axis, destination)
@@ -251,6 +254,60 @@ def spmd_cat(x: Any, axis: int = 0, destination: Optional[int] = None) -> Any:
 
 
 def _cat_arrays(call, scope, leaf, axis, destination):
+    plain = type(axis) is int and (destination is None or type(destination) is int)
+    known = (call, leaf.dtype, leaf.shape, axis, destination, scope.size)
+    checked = _CAT_CHECKED.get(known) if plain else None
+    if checked is None:
+        checked = _cat_check(call, scope, leaf, axis, destination)
+        if plain:
+            if len(_CAT_CHECKED) > 256:
+                _CAT_CHECKED.clear()
+            _CAT_CHECKED[known] = checked
+    axis, key, length, other = checked
+    host = np.ascontiguousarray(leaf.host())
+    nbytes = host.nbytes
+    payload = host.tobytes() if nbytes <= scope.exchange.inline else None
+    ex, _, inline = agree(scope, call, key, exact=length, nbytes=nbytes, payload=payload,
+                          describe=lambda: describe_call(
+                              call, _pack.describe_leaf(leaf), {
+                                  "dtype": _pack.dtype_name(leaf.dtype),
+                                  "dimensions": str(len(leaf.shape)),
+                                  "sizes outside axis": str(other)},
+                              axis=axis, destination=destination))
+    wanted = destination is None or destination == scope.index
+    sizes = ex.sizes()
+    if inline:
+        if not wanted:
+            return None
+        buf = np.empty(sum(sizes), dtype=np.uint8)
+        start = 0
+        for k, size in enumerate(sizes):  # each worker's bytes, end to end
+            buf[start:start + size] = ex.payload(k, size)
+            start += size
+    else:
+        buf = _gatherv(call, scope, host.reshape(-1).view(np.uint8), sizes, destination)
+        if buf is None:
+            return None
+    shape = leaf.shape
+    if not shape:  # numbers: one 1-D array of them
+        result = buf.view(leaf.dtype)
+    elif axis == 0 and 0 not in shape[1:]:  # blocks follow each other: one reshape
+        result = buf.view(leaf.dtype).reshape((-1,) + tuple(shape[1:]))
+    else:
+        lengths = [ex.field(k, 1) for k in range(scope.size)]
+        result = _assemble(buf, leaf.dtype, shape, axis, lengths)
+    return leaf.wrap(result)
+
+
+# (call, dtype, shape, axis, destination, workers) -> what _cat_check made of them: a
+# loop of spmd_cat (or of a darray call that concatenates) checks its arguments and
+# works out its key once
+_CAT_CHECKED: dict = {}
+
+
+def _cat_check(call, scope, leaf, axis, destination):
+    """``spmd_cat``'s arguments checked (an error raised on every worker), and what the
+    call needs from them: (axis, agreement key, length along the axis, other sizes)."""
     ndim = len(leaf.shape)
     error = check_worker(call, scope, "destination", destination)
     if error is None and (isinstance(axis, bool) or not isinstance(axis, (int, np.integer))):
@@ -266,29 +323,7 @@ def _cat_arrays(call, scope, leaf, axis, destination):
     other = leaf.shape[:axis] + leaf.shape[axis + 1:]
     length = leaf.shape[axis] if ndim else 1
     key = digest((call, "array", axis, destination, leaf.dtype.str, ndim, other))
-    host = np.ascontiguousarray(leaf.host())
-    nbytes = host.nbytes
-    payload = host.tobytes() if nbytes <= scope.exchange.inline else None
-    ex, _, inline = agree(scope, call, key, exact=length, nbytes=nbytes, payload=payload,
-                          describe=lambda: describe_call(
-                              call, _pack.describe_leaf(leaf), {
-                                  "dtype": _pack.dtype_name(leaf.dtype),
-                                  "dimensions": str(ndim),
-                                  "sizes outside axis": str(other)},
-                              axis=axis, destination=destination))
-    wanted = destination is None or destination == scope.index
-    lengths = [ex.field(k, 1) for k in range(scope.size)]
-    sizes = ex.sizes()
-    if inline:
-        if not wanted:
-            return None
-        buf = b"".join(bytes(ex.payload(k, sizes[k])) for k in range(scope.size))
-        buf = np.frombuffer(buf, dtype=np.uint8).copy()
-    else:
-        buf = _gatherv(call, scope, host.reshape(-1).view(np.uint8), sizes, destination)
-        if buf is None:
-            return None
-    return leaf.wrap(_assemble(buf, leaf.dtype, leaf.shape, axis, lengths))
+    return axis, key, length, other
 
 
 def _assemble(buf, dtype, shape, axis, lengths):

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 import spmdlab
-from spmdlab import (spmd_barrier, spmd_broadcast, spmd_cat, spmd_index, spmd_plus,
-                     spmd_reduce, spmd_size)
+from spmdlab import (SpmdTypeError, SpmdValueError, spmd_barrier, spmd_broadcast, spmd_cat,
+                     spmd_index, spmd_plus, spmd_reduce, spmd_size)
 
 from conftest import expected_fold, same_family, torch
 
@@ -267,6 +267,26 @@ def test_cat_other_axis_and_negative_axis():
     np.testing.assert_array_equal(spmd_cat(y, axis=-1),
                                   np.concatenate([np.full((2, 3), j, np.int32)
                                                   for j in range(1, n + 1)], axis=1))
+
+
+def test_cat_checks_its_arguments_every_call():
+    # spmd_cat keeps what it made of (dtype, shape, axis, destination) for the next call:
+    # an argument that only looks the same must still be checked (True is not 1).
+    k, n = spmd_index(), spmd_size()
+    x = np.full((2, 2), k, np.float64)
+    expected = np.concatenate([np.full((2, 2), j, np.float64) for j in range(1, n + 1)],
+                              axis=1)
+    for _ in range(2):
+        np.testing.assert_array_equal(spmd_cat(x, axis=1), expected)
+        np.testing.assert_array_equal(spmd_cat(x, axis=np.int64(1)), expected)
+        with pytest.raises(SpmdTypeError, match="'axis' must be an int"):
+            spmd_cat(x, axis=True)
+        with pytest.raises(SpmdTypeError, match="'destination' must be a worker number"):
+            spmd_cat(x, destination=True)
+        with pytest.raises(SpmdValueError, match="axis 2 is out of range"):
+            spmd_cat(x, axis=2)
+    np.testing.assert_array_equal(spmd_cat(np.zeros((k, 0))), np.zeros((n * (n + 1) // 2, 0)))
+    np.testing.assert_array_equal(spmd_cat(np.zeros((2, 0, 3)), axis=1), np.zeros((2, 0, 3)))
 
 
 def test_cat_large_arrays():
