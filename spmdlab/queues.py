@@ -229,14 +229,13 @@ class _Hub:
     def take_own(self, queue, status):
         """What a poller does while it waits: take its own queue's messages itself (no
         other queue's, whose listeners run in the receiver thread), unless the receiver
-        thread is taking messages now. Returns whether it looked."""
+        thread is taking messages now."""
         if not self.busy.acquire(blocking=False):
-            return False
+            return
         try:
             self._receive(queue._chan, queue._tag, status)
         finally:
             self.busy.release()
-        return True
 
     def spinning(self, change):
         """A poller starts (+1) or stops (-1) taking its messages itself: meanwhile the

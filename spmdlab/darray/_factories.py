@@ -146,10 +146,7 @@ def _scatter(cls, call, x, codistributor, axis, source):
     n = shape[codist.axis]
     src = _exchange.blocks(codist.axis, [(0, n) if k == source - 1 else (0, 0)
                                          for k in range(scope.size)], shape)
-    dst = _exchange.blocks(codist.axis, [(o, o + c) for o, c in
-                                         zip(offsets(codist.partition), codist.partition)],
-                           shape)
-    local = _exchange.exchange(scope, call, x, shape, src, dst)
+    local = _exchange.exchange(scope, call, x, shape, src, _exchange.codist_blocks(codist))
     return cls._make(local, codist, scope)
 
 

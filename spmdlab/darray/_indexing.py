@@ -262,9 +262,8 @@ def getitem(D, key):
     agree(scope, call, _pack.digest((call, D.shape, str(D.dtype), D.axis, D.partition)),
           describe=lambda: D._describe(call))
     src = _exchange.blocks(at, share, shape)
-    dst = _exchange.blocks(at, [(o, o + c) for o, c in zip(offsets(target.partition),
-                                                           target.partition)], shape)
-    return D._new(_exchange.exchange(scope, call, local, shape, src, dst), target)
+    return D._new(_exchange.exchange(scope, call, local, shape, src,
+                                     _exchange.codist_blocks(target)), target)
 
 
 def _owner(partition, index):
