@@ -121,6 +121,36 @@ def test_a_script_drives_a_pool(layout):
             raise AssertionError("no error")
         assert pool.spmd(lambda: spmd_plus(1))[:] == [n] * n  # the pool survives
 
+        # a stop's signal handled after its block has ended (here: held back until the
+        # next block) is dropped, never cutting short what comes next
+        def holds_the_signal_back():
+            import signal
+            signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGINT])
+            if spmd_index() == spmd_size():
+                raise ValueError("stop the others")
+            spmd_plus(1)
+        try:
+            pool.spmd(holds_the_signal_back)
+        except SpmdError:
+            pass
+        def lets_it_go():
+            import signal
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGINT])
+            return spmd_plus(1)
+        assert pool.spmd(lets_it_go)[:] == [n] * n
+        # a KeyboardInterrupt raised by a block's own code on one worker stops the others
+        def interrupts_itself():
+            if spmd_index() == 1:
+                raise KeyboardInterrupt()
+            spmd_plus(1)
+        try:
+            pool.spmd(interrupts_itself)
+        except KeyboardInterrupt as exc:
+            assert "stopped on every worker" in str(exc), exc
+        else:
+            raise AssertionError("no KeyboardInterrupt")
+        assert pool.spmd(lambda: spmd_plus(1))[:] == [n] * n
+
         # a client DataQueue: every item, while the block runs, in each worker's order
         q = DataQueue()
         got = []
@@ -213,6 +243,36 @@ def test_ctrl_c_at_a_prompt_stops_every_worker(layout):
         child.expect(pexpect.EOF, timeout=30)
     finally:
         child.close(force=True)
+
+
+def test_workers_that_cannot_recover_from_a_stopped_block_get_a_new_pool():
+    env, _ = layout_env("2")
+    proc = run_client("""
+        import spmdlab
+        from spmdlab import SpmdError, spmd_index, spmd_plus
+        pool = spmdlab.start_pool(2)
+        def refresh_hangs_on_worker_1():
+            import time
+            from spmdlab import _world
+            if spmd_index() == 1:
+                _world.refresh = lambda: time.sleep(300)
+        pool.spmd(refresh_hangs_on_worker_1)
+        def fails():
+            if spmd_index() == 2:
+                raise ValueError("no good")
+            spmd_plus(1)
+        try:
+            pool.spmd(fails)
+        except SpmdError as exc:
+            print("FAILED", exc)
+        print("AFTER", pool.spmd(lambda: spmd_plus(1))[:])
+        pool.delete()
+    """, env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "FAILED spmd: worker 2 of 2 failed: ValueError: no good" in proc.stdout
+    assert "AFTER [2, 2]" in proc.stdout, proc.stdout + proc.stderr
+    assert "the workers could not recover from a stopped block; the pool was restarted " \
+        "with 2 workers" in proc.stderr, proc.stderr
 
 
 def test_killing_the_client_ends_every_worker():

@@ -417,13 +417,18 @@ class Pool:
             return
         self._handle(message)
 
-    def _request(self, call, workers, kind, *args):
-        """Send a request to ``workers`` and return ``{k: value}`` of their replies."""
+    def _request(self, call, workers, kind, *args, within=None):
+        """Send a request to ``workers`` and return ``{k: value}`` of their replies
+        (``within``: seconds they have to reply, else TimeoutError)."""
         self._check_open(call)
         rid = next(_request_ids)
         for k in workers:
             self._send(k, (kind, rid) + args)
+        deadline = None if within is None else time.monotonic() + within
         while len(self._replies.get(rid, ())) < len(workers):
+            if deadline is not None and time.monotonic() > deadline:
+                self._replies.pop(rid, None)
+                raise TimeoutError(f"{call}: no reply to {kind!r} within {within:g} s")
             self._pump(0.1)
         replies = self._replies.pop(rid)
         for k in sorted(replies):
@@ -450,13 +455,17 @@ class Pool:
                                              set(self._results.get(block, ())))
                         break
                     self._pump(0.05)
+                    outcomes = self._results.get(block, {}).values()
                     if failed is None:
-                        failed = next((o[1] for o in self._results.get(block, {}).values()
-                                       if o[0] == "failed"), None)  # the first to arrive
-                        if failed is not None:  # stop the others wherever they wait
-                            for k in range(1, self.size + 1):
-                                self._send(k, ("stop", block))
-                            stopped_at = time.monotonic()
+                        failed = next((o[1] for o in outcomes if o[0] == "failed"),
+                                      None)  # the first to arrive
+                    # a worker failed, or stopped by itself (a KeyboardInterrupt in the
+                    # block's code): stop the others wherever they wait
+                    if stopped_at is None and (failed is not None or
+                                               any(o[0] == "stopped" for o in outcomes)):
+                        for k in range(1, self.size + 1):
+                            self._send(k, ("stop", block))
+                        stopped_at = time.monotonic()
                 except KeyboardInterrupt:
                     if self.closed:
                         raise
@@ -489,8 +498,8 @@ class Pool:
     def _refresh(self):
         """After a stopped block: new communicators on every worker."""
         try:
-            self._request("spmd", range(1, self.size + 1), "refresh")
-        except SpmdError:
+            self._request("spmd", range(1, self.size + 1), "refresh", within=STOP_GRACE)
+        except (SpmdError, TimeoutError):
             self._restart("the workers could not recover from a stopped block")
 
     # -- blocks ------------------------------------------------------------------------------

@@ -135,8 +135,8 @@ class _Worker:
             if kind == "stop":
                 with self.lock:  # a stop may come before its block has started
                     self.stopped = max(self.stopped, message[1])
-                    if message[1] == self.block:
-                        self.stop_requested = True
+                    if message[1] == self.block and not self.stop_requested:
+                        self.stop_requested = True  # (one signal a block)
                         signal.pthread_kill(self.program, signal.SIGINT)
             elif kind == "queue_item":
                 self.deliver(message[1], message[2])
@@ -160,6 +160,15 @@ class _Worker:
         if self.stop_requested:
             raise Stopped()
 
+    def on_interrupt(self, signum, frame):
+        """SIGINT, which only a stop sends: it ends the block it was sent to. Python runs
+        this handler when the program thread next runs Python code, which may be after
+        that block has ended (it stopped at a wait's check first, or finished): then
+        the signal is dropped, so that it never cuts short the work that comes next (a
+        block's result, the refresh after a stopped block)."""
+        if self.block is not None and self.stop_requested:
+            raise KeyboardInterrupt()
+
     # -- the loop ----------------------------------------------------------------------------
 
     def serve(self):
@@ -167,31 +176,25 @@ class _Worker:
 
         _wait.interrupted = self.check_stop
         while True:
-            try:
-                message = self.commands.get()
-            except KeyboardInterrupt:  # a stop that came after its block had ended
-                continue
+            message = self.commands.get()
             kind = message[0]
-            try:
-                if kind == "run":
-                    self.run(message[1], message[2])
-                elif kind == "get":
-                    self.reply(message[1], self.get, message[2])
-                elif kind == "set":
-                    self.reply(message[1], self.set, message[2], message[3])
-                elif kind == "del":
-                    for name in message[1]:
-                        self.ns.pop(name, None)
-                elif kind == "refresh":
-                    self.reply(message[1], self.refresh)
-                elif kind == "distribute":
-                    self.reply(message[1], self.distribute, *message[2:])
-                elif kind == "part":
-                    self.reply(message[1], self.part, message[2])
-                elif kind == "exit":
-                    return
-            except KeyboardInterrupt:
-                continue
+            if kind == "run":
+                self.run(message[1], message[2])
+            elif kind == "get":
+                self.reply(message[1], self.get, message[2])
+            elif kind == "set":
+                self.reply(message[1], self.set, message[2], message[3])
+            elif kind == "del":
+                for name in message[1]:
+                    self.ns.pop(name, None)
+            elif kind == "refresh":
+                self.reply(message[1], self.refresh)
+            elif kind == "distribute":
+                self.reply(message[1], self.distribute, *message[2:])
+            elif kind == "part":
+                self.reply(message[1], self.part, message[2])
+            elif kind == "exit":
+                return
 
     def reply(self, request, fn, *args):
         try:
@@ -241,11 +244,29 @@ class _Worker:
         """Run a block; reply done (with the names it assigned that this worker holds),
         failed (the error and its traceback) or stopped."""
         from .. import _world
-        from ..region import spmd
 
         with self.lock:
             self.block, self.stop_requested = block, self.stopped >= block
-        outcome = None
+        try:
+            outcome = self.execute(spec)
+        except KeyboardInterrupt:  # the stop's signal, handled after the block had ended
+            outcome = ("stopped", None)
+        finally:
+            with self.lock:
+                self.block = None
+                self.stop_requested = False
+            while len(_world._stack) > 1:  # a block stopped inside spmd(n)
+                _world._stack.pop()
+        try:
+            self.sync_output()
+            self.conn.send(("result", block, self.index, outcome))
+        except _wire.Closed:
+            self.client_gone()
+
+    def execute(self, spec):
+        """Run a block's code: its outcome."""
+        from ..region import spmd
+
         try:
             self.check_stop()
             for name, value in spec["vars"].items():
@@ -269,24 +290,11 @@ class _Worker:
                 else:
                     self.ns[spec["result"]] = spec["fn"](*spec["args"], **spec["kwargs"])
             names = spec["assigned"] + ([spec["result"]] if spec.get("result") else [])
-            outcome = ("done", {name: _kind(self.ns, name) for name in names})
+            return ("done", {name: _kind(self.ns, name) for name in names})
         except (Stopped, KeyboardInterrupt):
-            outcome = ("stopped", None)
+            return ("stopped", None)
         except BaseException as exc:  # noqa: B902 - SystemExit in a cell is an error too
-            outcome = ("failed", describe(exc, self.index, spec.get("filename")))
-        finally:
-            with self.lock:
-                self.block = None
-                self.stop_requested = False
-            while len(_world._stack) > 1:  # a block stopped inside spmd(n)
-                _world._stack.pop()
-        try:
-            self.sync_output()
-            self.conn.send(("result", block, self.index, outcome))
-        except KeyboardInterrupt:  # a late stop: the result goes all the same
-            self.conn.send(("result", block, self.index, outcome))
-        except _wire.Closed:
-            self.client_gone()
+            return ("failed", describe(exc, self.index, spec.get("filename")))
 
 
 def _kind(ns, name):
@@ -344,13 +352,13 @@ def main():
                  f"{_wire.SECRET_VARIABLE} are not in this worker's environment: a pool's "
                  f"workers are started by its client (spmdlab.start_pool), whose launcher "
                  f"must pass the client's environment on (not srun --export=NONE)")
-    signal.signal(signal.SIGINT, signal.default_int_handler)
     conn = _connect(address, secret)
     from .. import _world
 
     _shared.side, _shared.connection = "worker", conn
     _world.QUEUE_REFERENCE = _shared.worker_queue
     worker = _Worker(conn)
+    signal.signal(signal.SIGINT, worker.on_interrupt)
     conn.send(("hello", worker.index, worker.size, socket.gethostname(), os.getpid()))
     # every worker starts spmdlab now, before any code of the user's (its host's watcher
     # keeps the launcher's stderr, so a killed worker is still named)
