@@ -275,6 +275,32 @@ def test_workers_that_cannot_recover_from_a_stopped_block_get_a_new_pool():
         "with 2 workers" in proc.stderr, proc.stderr
 
 
+def test_ctrl_c_while_a_large_value_is_sent_leaves_the_pool_working():
+    env, _ = layout_env("1")
+    proc = run_client("""
+        import os, signal, threading
+        import numpy as np
+        import spmdlab
+        pool = spmdlab.start_pool(1)
+        c = pool.spmd(lambda: 0)
+        big = np.ones(50_000_000)  # 400 MB: a Ctrl-C comes while it is on its way
+        interrupted = 0
+        for delay in (0.002, 0.01, 0.05):
+            timer = threading.Timer(delay, os.kill, (os.getpid(), signal.SIGINT))
+            timer.start()
+            try:
+                c[1] = big
+            except KeyboardInterrupt:
+                interrupted += 1
+            timer.join()
+            assert pool.spmd(lambda: 7)[1] == 7
+        print("INTERRUPTED", interrupted)
+        pool.delete()
+    """, env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "INTERRUPTED 3" in proc.stdout, proc.stdout + proc.stderr
+
+
 def test_killing_the_client_ends_every_worker():
     env, n = layout_env("2")
     proc = subprocess.Popen([sys.executable, "-c", textwrap.dedent("""

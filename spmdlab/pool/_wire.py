@@ -14,6 +14,7 @@ import hashlib
 import hmac
 import os
 import pickle
+import signal
 import socket
 import struct
 import threading
@@ -53,19 +54,32 @@ class Connection:
         return self.sock.fileno()
 
     def send(self, value):
+        """Send one frame, whole: in the main thread, Ctrl-C (or a pool's stop) waits
+        until the frame has gone (a frame cut short would leave the other end reading
+        the next frames as its rest, for good)."""
         data, buffers = dumps(value)
         head = _LENGTHS.pack(len(data), len(buffers)) + b"".join(
             _LENGTH.pack(b.nbytes) for b in buffers)
         with self._send_lock:
+            if threading.current_thread() is not threading.main_thread():
+                self._write(head, data, buffers)
+                return
+            mask = signal.pthread_sigmask(signal.SIG_BLOCK, (signal.SIGINT,))
             try:
-                self.sock.sendall(head + data if len(data) < 65536 else head)
-                if len(data) >= 65536:
-                    self.sock.sendall(data)
-                for buf in buffers:
-                    self.sock.sendall(buf)
-            except OSError as exc:
-                self.closed = True
-                raise Closed(str(exc)) from None
+                self._write(head, data, buffers)
+            finally:
+                signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+
+    def _write(self, head, data, buffers):
+        try:
+            self.sock.sendall(head + data if len(data) < 65536 else head)
+            if len(data) >= 65536:
+                self.sock.sendall(data)
+            for buf in buffers:
+                self.sock.sendall(buf)
+        except OSError as exc:
+            self.closed = True
+            raise Closed(str(exc)) from None
 
     def receive(self):
         """The next frame's value (blocking)."""
