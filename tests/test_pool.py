@@ -476,19 +476,23 @@ class Kernel:
         self.kc.start_channels()
         self.kc.wait_for_ready(timeout=60)
 
-    def run(self, code, timeout=120, interrupt_after=None):
+    def run(self, code, timeout=120, interrupt_after=None, interrupt_once=None):
+        """Run a cell: its output, error and seconds. The interrupt button is pressed
+        ``interrupt_after`` seconds in, once the output holds ``interrupt_once`` (the
+        cell's code is running: the kernel ignores an interrupt that comes before)."""
         msg_id = self.kc.execute(code)
         started = time.monotonic()
         interrupted = False
         out, error = [], None
         while True:
             try:
-                msg = self.kc.get_iopub_msg(timeout=0.5)
+                msg = self.kc.get_iopub_msg(timeout=0.1)
             except Exception:  # queue.Empty
                 msg = None
             now = time.monotonic()
             if interrupt_after is not None and not interrupted and \
-                    now - started > interrupt_after:
+                    now - started > interrupt_after and \
+                    (interrupt_once is None or interrupt_once in "".join(out)):
                 self.km.interrupt_kernel()
                 interrupted = True
             assert now - started < timeout, f"cell hung: {code!r}; output: {''.join(out)}"
@@ -538,9 +542,11 @@ def test_a_notebook_kernel_drives_a_pool(layout):
         assert f"worker {n} of {n} failed: ValueError: no good" in error["evalue"]
         assert "line 4" in error["evalue"] and "raise ValueError" in error["evalue"]
         # the interrupt button stops a cell stuck in a collective, on every worker
-        stuck = "import time\ntime.sleep(300)" if n == 1 else \
-            "if spmdIndex() == 1:\n    spmdReceive(2)\nelse:\n    spmdBarrier()"
-        out, error, seconds = kernel.run("%%spmd\n" + stuck, interrupt_after=3)
+        stuck = "print('waiting')\n" + ("import time\ntime.sleep(300)" if n == 1 else
+                                          "if spmdIndex() == 1:\n    spmdReceive(2)\n"
+                                          "else:\n    spmdBarrier()")
+        out, error, seconds = kernel.run("%%spmd\n" + stuck, interrupt_after=3,
+                                         interrupt_once="Worker 1: waiting")
         assert error is not None and error["ename"] == "KeyboardInterrupt", error
         assert seconds < 15
         assert str(n * (n + 1) // 2) in ok("%%spmd\ns = spmdPlus(spmdIndex())\nprint(s)")
