@@ -247,13 +247,16 @@ class _Worker:
 
         with self.lock:
             self.block, self.stop_requested = block, self.stopped >= block
+        outcome = ("stopped", None)
         try:
             outcome = self.execute(spec)
-        except KeyboardInterrupt:  # the stop's signal, handled after the block had ended
-            outcome = ("stopped", None)
+        except KeyboardInterrupt:  # the stop's signal, handled as the block ended
+            pass
         finally:
+            # first, with no call before it (Python handles a signal at a call): from
+            # here on a stop's signal is dropped (there is one a block)
+            self.block = None
             with self.lock:
-                self.block = None
                 self.stop_requested = False
             while len(_world._stack) > 1:  # a block stopped inside spmd(n)
                 _world._stack.pop()
