@@ -113,7 +113,7 @@ def reduce_op(call, x, op, destination):
         if kind is np.ndarray:
             entry = _array_entry(scope, call, op, x)
             if entry is not None:
-                return _reduce_array(scope, call, x, op, entry)
+                return reduce_array(scope, call, x, op, entry)
         fast = FAST.get((call, op, kind))
         if fast is not None and (kind is not int or _INT64_MIN <= x <= _INT64_MAX):
             return reduce_scalar(scope, call, x, op, fast)
@@ -494,13 +494,13 @@ def _describe_value(call, x):
     return _describe(call, None, [_backends.classify(x)])
 
 
-_ARRAYS: dict = {}  # (call, op, dtype, shape, workers) -> (header, nbytes, inline, key)
+ARRAYS: dict = {}  # (call, op, dtype, shape, workers) -> (header, nbytes, inline, key)
 
 
 def _array_entry(scope, call, op, x):
     """The fast-path entry for one numpy array, or None when the general path must run."""
     k = (call, op, x.dtype, x.shape, scope.size)
-    entry = _ARRAYS.get(k)
+    entry = ARRAYS.get(k)
     if entry is None:
         dtype = x.dtype
         if dtype.kind not in op.kinds or x.nbytes >= _shm.MIN_BYTES or dtype.hasobject:
@@ -508,17 +508,18 @@ def _array_entry(scope, call, op, x):
         inline = x.nbytes <= scope.exchange.inline
         digest_ = key(call, op, None, None, ((dtype.str, x.shape),))
         header = fast_header(digest_, x.nbytes, inline, _shm.AUX_NO)
-        if len(_ARRAYS) > 1024:
-            _ARRAYS.clear()
-        entry = _ARRAYS[k] = (header, x.nbytes, inline, digest_)
+        if len(ARRAYS) > 1024:
+            ARRAYS.clear()
+        entry = ARRAYS[k] = (header, x.nbytes, inline, digest_)
     return entry
 
 
-def _reduce_array(scope, call, x, op, entry):
+def reduce_array(scope, call, x, op, entry):
     """``reduce_op`` for one small numpy array (below the shared-memory size)."""
     header, nbytes, inline, k = entry
     ex = scope._exchange or scope.exchange
-    if nbytes <= _tree.ROOM and along_tree(ex, nbytes):  # folded in the agreement's merges
+    # among many workers: folded in the agreement's merges
+    if ex.tree and nbytes <= _tree.ROOM and along_tree(ex, nbytes):
         result = _tree_fold(scope, ex, call, k, op, x.dtype, x.shape, x,
                             lambda: _describe_value(call, x))
         return np.asarray(_wrap_int64(result)) if type(result) is int else result

@@ -109,10 +109,17 @@ def spmd_plus(x: T, destination: Optional[int] = None) -> Optional[T]:
     ``spmdPlus(X)``, ``spmdPlus(X, destination)``, ``gplus(X, targetlab)``
     """
     if destination is None:
-        fast = _reduce.FAST_PLUS.get(type(x))
         value: Any = x  # typed as T: a bound check on an int needs no call to cast
-        if fast is not None and (type(value) is not int or -2 ** 63 <= value < 2 ** 63):
+        kind = type(value)
+        fast = _reduce.FAST_PLUS.get(kind)
+        if fast is not None and (kind is not int or -2 ** 63 <= value < 2 ** 63):
             return _reduce.reduce_scalar(_world.current(), "spmd_plus", x, SUM, fast)
+        if kind is np.ndarray:  # a small array met before: straight to its fast path
+            scope = _world.current()
+            entry = _reduce.ARRAYS.get(("spmd_plus", SUM, value.dtype, value.shape,
+                                        scope.size))
+            if entry is not None:
+                return _reduce.reduce_array(scope, "spmd_plus", value, SUM, entry)
     return _reduce.reduce_op("spmd_plus", x, SUM, destination)
 
 
