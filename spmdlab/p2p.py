@@ -86,6 +86,11 @@ def spmd_send(x: Any, destination: Union[int, Sequence[int]], tag: int = 0) -> N
     call = "spmd_send"
     if type(destination) is int and 0 < destination <= scope.size and type(tag) is int \
             and 0 <= tag <= _world.TAG_UB:  # the common case, checked cheaply
+        if type(x) is np.ndarray and destination != scope.index:
+            buf = _small_array_message(x)
+            if buf is not None:
+                _isend(scope, buf, destination, tag)
+                return
         targets = [destination]
     else:
         targets = _destinations(call, scope, destination)
@@ -102,6 +107,17 @@ def spmd_send(x: Any, destination: Union[int, Sequence[int]], tag: int = 0) -> N
         if buf is None:
             buf = _message(x, plain, call, scope)
         _isend(scope, buf, d, tag)
+
+
+def _small_array_message(x):
+    """The message of a small C-ordered numpy array of a kind sent before (its kept
+    header and its bytes: ``_message``'s, with nothing asked twice), or None (a
+    Fortran-ordered array keeps its order by the general way)."""
+    entry = _pack._ENCODED.get(("numpy", x.dtype, x.shape))
+    if entry is not None and entry.total <= _pack._SMALL and x.nbytes < _pack._SMALL \
+            and x.flags.c_contiguous:
+        return bytearray(entry.prefix) + x.tobytes()
+    return None
 
 
 def _isend(scope, buf, destination, tag):
@@ -123,13 +139,14 @@ def _recv(message, st, scope, call="spmd_receive"):
     message.Recv(buf)
     if _count.ON:
         _count.p2p(received=count)
-    source, tag = st.Get_source(), st.Get_tag()
-    if source == scope.rank:
+    if scope.self_sends and st.Get_source() == scope.rank:  # a message to itself
+        tag = st.Get_tag()
         scope.self_sends[tag] -= 1
         if not scope.self_sends[tag]:
             del scope.self_sends[tag]
-    if not _pack.is_apart(buf):
+    if buf[0] != 3 or not buf[1] & _pack._APART:  # (not _pack.is_apart(buf))
         return _pack.decode(buf)
+    source, tag = st.Get_source(), st.Get_tag()
     full, request = _accept(scope, buf, source, tag)
     if not request.Test():
         _wait.spin(request.Test, scope, call, [scope.world_ranks[source]])
@@ -469,10 +486,14 @@ def spmd_send_receive(destination: Optional[int], source: Optional[int], x: Any,
         _check(call, scope, "source", source, none_ok=True)
         _check_tag(call, scope, tag, none_ok=False)
     if destination is not None:
-        plain = _plain(x)
-        if _by_rendezvous(plain, scope, destination):
-            return _exchange_in_place(call, scope, destination, source, plain, tag)
-        _isend(scope, _message(x, plain, call, scope), destination, tag)
+        buf = _small_array_message(x) if type(x) is np.ndarray and \
+            destination != scope.index else None
+        if buf is None:
+            plain = _plain(x)
+            if _by_rendezvous(plain, scope, destination):
+                return _exchange_in_place(call, scope, destination, source, plain, tag)
+            buf = _message(x, plain, call, scope)
+        _isend(scope, buf, destination, tag)
     if source is None:
         return None
     st = MPI.Status()

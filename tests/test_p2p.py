@@ -205,6 +205,40 @@ def test_small_tensors_of_every_kind_arrive_as_sent():
     spmd_barrier()
 
 
+class Tagged(np.ndarray):
+    """An ndarray subclass (it must keep its class through a message)."""
+
+
+def test_small_arrays_of_one_kind_in_every_layout_arrive_as_sent():
+    """A kind of array sent before takes a shorter way (its kept header): a strided or
+    Fortran-ordered view, a byte-swapped dtype, a subclass and a message to oneself of
+    the same dtype and shape each still arrive with their values, dtype and shape."""
+    base = np.arange(24.0).reshape(4, 6) + spmd_index()
+    want = np.arange(24.0).reshape(4, 6) + left()
+    cases = {
+        "plain": (base, want),
+        "strided": (base[::2, ::2].copy(), want[::2, ::2]),  # (4, 6) -> (2, 3), kept next
+        "view of that kind": (base[:2, :3], want[:2, :3]),  # C order, not contiguous
+        "fortran": (np.asfortranarray(base), want),
+        "byte-swapped": (base.astype(">f8"), want.astype(">f8")),
+        "subclass": (base.view(Tagged), want.view(Tagged)),
+    }
+    for round_ in range(2):  # the second round finds each kind's header kept
+        for i, (name, (x, expected)) in enumerate(cases.items()):
+            got = spmd_send_receive(right(), left(), x, tag=50 + i)
+            assert type(got) is type(expected), (name, type(got))
+            assert got.dtype == expected.dtype and got.shape == expected.shape, name
+            assert (np.asarray(got) == np.asarray(expected)).all(), name
+            assert got.flags.f_contiguous == (name == "fortran"), name  # its order kept
+            spmd_send(x, right(), tag=60 + i)
+            got = spmd_receive(left(), 60 + i)
+            assert got.dtype == expected.dtype and (np.asarray(got) == expected).all(), name
+            assert got.flags.f_contiguous == (name == "fortran"), name
+            spmd_send(x, spmd_index(), tag=70 + i)  # to oneself
+            assert (np.asarray(spmd_receive(spmd_index(), 70 + i)) == x).all(), name
+    spmd_barrier()
+
+
 def test_large_arrays_and_tensors_keep_family_dtype_and_shape(backend):
     """Large values go by rendezvous (numpy arrays and plain CPU tensors, from their own
     memory), by a copy to oneself, or pickled (a tensor that is not its own numpy view):
