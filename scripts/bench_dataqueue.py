@@ -14,6 +14,12 @@ At each worker count:
 - latency: a ping-pong between workers 2 and 1 through queues (worker 1's listener
   answers into worker 2's PollableDataQueue) against raw ``send``/``recv``; half the
   round trip.
+
+Before the runs it measures a *floor*: the one-way time of a ping-pong between two
+processes that wait by sleeping (a blocking read of a pipe), on this machine, with
+nothing else running. A raw ``recv`` spins on its core until the message comes; a queue
+that must not burn a core while it waits (a worker waiting for a Stop) sleeps after a
+short spin, and a sleeping wait cannot answer faster than the system wakes a process.
 """
 
 import time
@@ -159,7 +165,41 @@ def report(res):
           f"{ql:.1f} us, raw send/recv {rl:.1f} us")
 
 
+def sleeping_wait_floor(hops=5000):
+    """One-way seconds of a ping-pong between two processes blocked in pipe reads."""
+    import os
+
+    to_child, from_parent = os.pipe()
+    to_parent, from_child = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        for _ in range(hops + 200):
+            os.read(to_child, 1)
+            os.write(from_child, b"x")
+        os._exit(0)
+    for _ in range(200):
+        os.write(from_parent, b"x")
+        os.read(to_parent, 1)
+    start = time.perf_counter()
+    for _ in range(hops):
+        os.write(from_parent, b"x")
+        os.read(to_parent, 1)
+    seconds = (time.perf_counter() - start) / hops / 2
+    os.waitpid(pid, 0)
+    for fd in (to_child, from_parent, to_parent, from_child):
+        os.close(fd)
+    return seconds
+
+
 if __name__ == "__main__":
+    import sys
+
+    floor = ""
+    if "--worker" not in sys.argv:  # (the launcher: measured before any worker starts)
+        floors = sorted(sleeping_wait_floor() for _ in range(3))
+        floor = (f"\nfloor: a ping-pong between two processes that sleep while they wait "
+                 f"(pipe reads) takes {floors[1] * 1e6:.1f} us one-way on this machine "
+                 f"(median of 3: {', '.join(f'{f * 1e6:.1f}' for f in floors)})")
     bench_main(__file__, __doc__, worker, report, workers=(4, 2), options=[
         ("--items", dict(type=int, default=10_000)),
-        ("--rounds", dict(type=int, default=9))])
+        ("--rounds", dict(type=int, default=9))], extra=floor)
