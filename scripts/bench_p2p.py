@@ -22,11 +22,13 @@ For numpy arrays up to 64 KiB the ping-pong also runs a *floor*: the least that 
 which returns at once and a receive of a message whose size the receiver does not know
 cost through mpi4py, written out in raw mpi4py with no checks (a 16-byte header joined
 to the array's bytes, ``Isend`` and ``Test``; an ``Improbe`` loop, ``Recv`` into a new
-buffer, the array read back out of it). spmdlab's messages need both (``spmd_send``
+buffer, the array read back out of it; with more workers than cores the loop yields
+the core at each look, as spmdlab's waits do). spmdlab's messages need both (``spmd_send``
 returns at once; ``spmd_receive`` takes any value), so its ping-pong cannot be faster
 than the floor; "floor/raw" says how far above raw that floor already is.
 """
 
+import os
 import time
 
 from _launch import emit, layout_name, main as bench_main
@@ -92,11 +94,15 @@ def worker(args):
         if not request.Test():
             request.Wait()
 
+    oversubscribed = size > (os.cpu_count() or 1)
+
     def floor_recv(source, tag, dtype):
-        while True:
+        while True:  # (yielding the core at each look when oversubscribed, as spmdlab)
             message = comm.Improbe(source, tag, status)
             if message is not None:
                 break
+            if oversubscribed:
+                os.sched_yield()
         buf = bytearray(status.Get_count(MPI.BYTE))
         message.Recv(buf)
         return np.frombuffer(buf, dtype, offset=16).copy()
