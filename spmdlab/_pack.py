@@ -385,6 +385,15 @@ def array_message(array, family="numpy"):
     return _array_message(entry, array)
 
 
+def kept_array_message(array):
+    """``array_message`` of a numpy array whose header is kept and whose message is
+    built by joining bytes (up to _SMALL), or None: a hot path's shortcut."""
+    entry = _ENCODED.get(("numpy", array.dtype, array.shape))
+    if entry is not None and entry.total <= _SMALL:
+        return bytearray(entry.prefix) + array.tobytes()
+    return None
+
+
 def _array_message(entry, array):
     """The message of one array (C order) behind its kept header ``entry``."""
     if entry.total <= _SMALL:

@@ -111,7 +111,7 @@ def reduce_op(call, x, op, destination):
     if destination is None:
         kind = type(x)
         if kind is np.ndarray:
-            entry = _array_entry(scope, call, op, x)
+            entry = array_entry(scope, call, op, x)
             if entry is not None:
                 return reduce_array(scope, call, x, op, entry)
         fast = FAST.get((call, op, kind))
@@ -494,13 +494,13 @@ def _describe_value(call, x):
     return _describe(call, None, [_backends.classify(x)])
 
 
-ARRAYS: dict = {}  # (call, op, dtype, shape, workers) -> (header, nbytes, inline, key)
+_ARRAYS: dict = {}  # (call, op, dtype, shape, workers) -> (header, nbytes, inline, key)
 
 
-def _array_entry(scope, call, op, x):
+def array_entry(scope, call, op, x):
     """The fast-path entry for one numpy array, or None when the general path must run."""
     k = (call, op, x.dtype, x.shape, scope.size)
-    entry = ARRAYS.get(k)
+    entry = _ARRAYS.get(k)
     if entry is None:
         dtype = x.dtype
         if dtype.kind not in op.kinds or x.nbytes >= _shm.MIN_BYTES or dtype.hasobject:
@@ -508,9 +508,9 @@ def _array_entry(scope, call, op, x):
         inline = x.nbytes <= scope.exchange.inline
         digest_ = key(call, op, None, None, ((dtype.str, x.shape),))
         header = fast_header(digest_, x.nbytes, inline, _shm.AUX_NO)
-        if len(ARRAYS) > 1024:
-            ARRAYS.clear()
-        entry = ARRAYS[k] = (header, x.nbytes, inline, digest_)
+        if len(_ARRAYS) > 1024:
+            _ARRAYS.clear()
+        entry = _ARRAYS[k] = (header, x.nbytes, inline, digest_)
     return entry
 
 

@@ -17,7 +17,7 @@ from ._mpi import MPI
 from . import _count, _ending, _pack, _reduce, _wait, _world
 from ._agree import FLAG_INLINE, agree, describe_call
 from ._checks import check_worker, fail_together
-from ._backends import Leaf, classify
+from ._backends import Leaf
 from ._ops import SUM
 from ._pack import digest
 from .errors import SpmdError, SpmdTypeError, SpmdValueError
@@ -114,10 +114,9 @@ def spmd_plus(x: T, destination: Optional[int] = None) -> Optional[T]:
         fast = _reduce.FAST_PLUS.get(kind)
         if fast is not None and (kind is not int or -2 ** 63 <= value < 2 ** 63):
             return _reduce.reduce_scalar(_world.current(), "spmd_plus", x, SUM, fast)
-        if kind is np.ndarray:  # a small array met before: straight to its fast path
+        if kind is np.ndarray:  # a small array: straight to its fast path
             scope = _world.current()
-            entry = _reduce.ARRAYS.get(("spmd_plus", SUM, value.dtype, value.shape,
-                                        scope.size))
+            entry = _reduce.array_entry(scope, "spmd_plus", SUM, value)
             if entry is not None:
                 return _reduce.reduce_array(scope, "spmd_plus", value, SUM, entry)
     return _reduce.reduce_op("spmd_plus", x, SUM, destination)
@@ -239,9 +238,6 @@ def spmd_cat(x: Any, axis: int = 0, destination: Optional[int] = None) -> Any:
     """
     scope = _world.current()
     call = "spmd_cat"
-    leaf = classify(x)  # one array or number: the common case, without a tree
-    if leaf is not None:
-        return _cat_arrays(call, scope, leaf, axis, destination)
     treedef, leaves = _pack.flatten(x)
     if treedef is None and type(leaves[0]) is Leaf:
         return _cat_arrays(call, scope, leaves[0], axis, destination)

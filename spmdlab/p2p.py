@@ -110,13 +110,11 @@ def spmd_send(x: Any, destination: Union[int, Sequence[int]], tag: int = 0) -> N
 
 
 def _small_array_message(x):
-    """The message of a small C-ordered numpy array of a kind sent before (its kept
-    header and its bytes: ``_message``'s, with nothing asked twice), or None (a
-    Fortran-ordered array keeps its order by the general way)."""
-    entry = _pack._ENCODED.get(("numpy", x.dtype, x.shape))
-    if entry is not None and entry.total <= _pack._SMALL and x.nbytes < _pack._SMALL \
-            and x.flags.c_contiguous:
-        return bytearray(entry.prefix) + x.tobytes()
+    """``_message`` of a small C-ordered numpy array of a kind sent before, with nothing
+    asked twice; None for any other (a Fortran-ordered array keeps its order by the
+    general way)."""
+    if x.nbytes < _pack._SMALL and x.flags.c_contiguous:
+        return _pack.kept_array_message(x)
     return None
 
 
@@ -144,7 +142,7 @@ def _recv(message, st, scope, call="spmd_receive"):
         scope.self_sends[tag] -= 1
         if not scope.self_sends[tag]:
             del scope.self_sends[tag]
-    if buf[0] != 3 or not buf[1] & _pack._APART:  # (not _pack.is_apart(buf))
+    if not _pack.is_apart(buf):
         return _pack.decode(buf)
     source, tag = st.Get_source(), st.Get_tag()
     full, request = _accept(scope, buf, source, tag)
