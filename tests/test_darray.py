@@ -270,6 +270,21 @@ def test_reductions_along_every_axis(backend):
                                np.cumprod(G[..., :2] * 0 + 1.5, axis=0))
 
 
+def test_max_and_min_of_bools_along_every_axis(backend):
+    # numpy's max of bools is any and its min all; along the split axis they are folded
+    # over the workers (the partial results are bools there too)
+    for shape in shapes():
+        G = whole(shape) > 0
+        for axis in range(len(shape)):
+            D = distribute(backend.make(G), axis=axis)
+            for ax in [None, *range(len(shape))]:
+                for name in ("max", "min"):
+                    got = getattr(np, name)(D, axis=ax)
+                    want = getattr(np, name)(G, axis=ax)
+                    assert value(got).dtype == np.bool_, (shape, axis, ax, name)
+                    assert np.array_equal(value(got), want), (shape, axis, ax, name)
+
+
 def test_reductions_are_identical_on_every_worker():
     from spmdlab import spmd_cat
 

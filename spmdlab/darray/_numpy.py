@@ -367,7 +367,10 @@ def reduction(call, name, a, axis=None, dtype=None, keepdims=False, out=None,
                               family.dtype(local), local)
     else:
         partial = family.reduce(name, local, axes, True, dtype)
-    total = _reduce.reduce_op(call, partial, _OPS[name], None)
+    op = _OPS[name]
+    if name in ("max", "min") and family.dtype(partial).kind == "b":
+        op = LOR if name == "max" else LAND  # numpy's max of bools is any, min is all
+    total = _reduce.reduce_op(call, partial, op, None)
     if not keepdims:
         total = total.reshape(shape)
     return _replicated_result(a, total, shape)
