@@ -358,6 +358,25 @@ def test_subscripts_write_where_the_elements_live(backend):
         assert np.array_equal(value(D), H)
 
 
+def test_written_values_that_do_not_fit_fail_on_every_worker(backend):
+    # the selection D[:, 0] lies on worker 1 alone when D is split by columns: every
+    # worker must raise, not only the one that writes (the others would go on)
+    n, k = spmd_size(), spmd_index()
+    G = whole((n + 1, 2 * n))
+    for axis in (0, 1):
+        D = distribute(backend.make(G), axis=axis)
+        for key, v in [((slice(None), 0), np.ones(n + 2)), ((0, slice(None)), np.ones(3)),
+                       ((0, 0), np.ones(2)), (([0, 1], slice(None)), np.ones((3, 2 * n)))]:
+            with pytest.raises(SpmdValueError, match=rf"\(worker {k} of {n}\): could not "
+                               rf"broadcast a value of shape"):
+                D[key] = backend.make(v)
+        assert np.array_equal(value(D), G)
+        D[:, 0] = backend.make(np.ones((1, n + 1)))  # numpy drops leading length-1 axes
+        H = G.copy()
+        H[:, 0] = np.ones((1, n + 1))
+        assert np.array_equal(value(D), H)
+
+
 def test_subscripts_out_of_range_fail_on_every_worker():
     n = spmd_size()
     D = da.zeros((n + 1, 2))

@@ -344,6 +344,7 @@ def setitem(D, key, value):
                        value._moved(call, region).local)
                 return
         value = value.gather()  # collective, like the value's distribution
+    value = _fitted(call, value, shape)  # checked on every worker, not only the owners
     if isinstance(sel, int):
         if _owner(D.partition, sel) == scope.index:
             _write(family, D.local, _local_key(sels, axis, sel - start),
@@ -363,6 +364,25 @@ def setitem(D, key, value):
         part = _restricted(value, shape, at, slice(j0, j1))
         _write(family, D.local, _local_key(sels, axis, _local_slice(r, j0, j1, start)),
                _converted(family, part, D.local))
+
+
+def _fitted(call, value, shape):
+    """``value`` (the same on every worker) ready to be written into a selection of
+    ``shape``: lists as numpy, numpy's leading length-1 axes dropped; SpmdValueError on
+    every worker when it does not broadcast to ``shape``."""
+    if isinstance(value, (list, tuple)):
+        value = np.asarray(value)
+    vshape = tuple(np.shape(value))
+    while len(vshape) > len(shape) and vshape[0] == 1:
+        vshape = vshape[1:]
+    try:
+        fits = len(vshape) <= len(shape) and np.broadcast_shapes(vshape, shape) == shape
+    except ValueError:
+        fits = False
+    if not fits:
+        raise error(SpmdValueError, call, f"could not broadcast a value of shape "
+                    f"{tuple(np.shape(value))} into the selection's shape {shape}")
+    return value.reshape(vshape) if vshape != tuple(np.shape(value)) else value
 
 
 def _restricted(value, shape, at, which):
