@@ -70,6 +70,22 @@ def test_build_checks_that_the_parts_add_up():
         codistributor1d(1, [1] * N, [N + 1, 3])
 
 
+def test_build_errors_name_codistributed_build():
+    # a MATLAB user called codistributed.build, not spmdlab's from_local: the error says so
+    N, k = spmdSize(), spmdIndex()
+    codist = codistributor1d(2, codistributor1d.defaultPartition(N + 1), [3, N + 1])
+    L = np.ones((3, int(codist.Partition[k - 1]) + (2 if k == N else 0)))
+    with pytest.raises(SpmdValueError, match=rf"^codistributed.build \(worker {k} of {N}\)"):
+        codistributed.build(L, codist)
+    if N > 1:  # no global size: the parts' other sizes differ
+        with pytest.raises(SpmdMismatchError, match=rf"^codistributed.build \(worker {k} "):
+            codistributed.build(np.ones((k, 2)), codistributor1d(2))
+    with pytest.raises(SpmdTypeError, match=rf"^codistributed.build \(worker {k} of {N}\)"):
+        codistributed.build(np.array([object()]), codist)
+    with pytest.raises(SpmdValueError, match=rf"^codistributed \(worker {k} of {N}\)"):
+        codistributed(np.ones((2, N + 1)), codistributor1d(2, [N + 2] + [0] * (N - 1)))
+
+
 def test_getlocalpart_is_read_only_as_matlabs_copy():
     D = codistributed(np.zeros((3, 4)))
     L = getLocalPart(D)

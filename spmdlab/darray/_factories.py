@@ -104,9 +104,9 @@ def distribute(x: Any, codistributor: Optional[Codistributor] = None, *,
     return distribute_as(CodistributedArray, x, codistributor, axis, source)
 
 
-def distribute_as(cls, x, codistributor=None, axis=None, source=None):
-    """``distribute`` making an array of class ``cls`` (MATLAB's classes use it)."""
-    call = "distribute"
+def distribute_as(cls, x, codistributor=None, axis=None, source=None, call="distribute"):
+    """``distribute`` making an array of class ``cls`` (MATLAB's classes use it, with
+    their own name for ``call``)."""
     if source is not None:
         return _scatter(cls, call, x, codistributor, axis, source)
     x = as_local(call, x)
@@ -200,9 +200,8 @@ def from_local(local: Any, codistributor: Optional[Codistributor] = None, *,
     return from_local_as(CodistributedArray, local, codistributor, axis, check)
 
 
-def from_local_as(cls, local, codistributor=None, axis=None, check=True):
-    """``from_local`` making an array of class ``cls``."""
-    call = "from_local"
+def from_local_as(cls, local, codistributor=None, axis=None, check=True, call="from_local"):
+    """``from_local`` making an array of class ``cls`` (errors name ``call``)."""
     scope = _world.current()
     local = as_local(call, local)
     if codistributor is not None and axis is not None:

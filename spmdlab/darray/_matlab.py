@@ -255,7 +255,7 @@ class codistributed(CodistributedArray):
             return _scatter_matlab(cls, call, X, lab, codist)
         X = _as_array(call, X)
         target = _to_codistributor(call, codist, X.shape)
-        return _factories.distribute_as(cls, X.reshape(target.shape), target)
+        return _factories.distribute_as(cls, X.reshape(target.shape), target, call=call)
 
     def __repr__(self) -> str:
         size = "x".join(map(str, _matlab_size(self.shape)))
@@ -300,14 +300,14 @@ class codistributed(CodistributedArray):
             target = codist._codistributor(codist._gsize, call)
             if L.ndim != len(target.shape) and L.size == math.prod(target.local_shape()):
                 L = L.reshape(target.local_shape())  # a 1-D part of a 1-by-n row, say
-            return _factories.from_local_as(cls, L, target, check=check)
+            return _factories.from_local_as(cls, L, target, check=check, call=call)
         if not codist._dim:
             raise error(SpmdValueError, call, "the codistributor must be complete (give "
                         "codistributor1d(dim, part, gsize)), or name at least its "
                         "dimension")
         axis = _axis_of(codist._dim, L.shape)
         return _factories.from_local_as(cls, L, Codistributor(axis, codist._part),
-                                        check=check)
+                                        check=check, call=call)
 
     @classmethod
     def zeros(cls, *args: Any) -> "codistributed":
@@ -606,7 +606,7 @@ def _scatter_matlab(cls, call, X, lab, codist):
     target = _to_codistributor(call, codist, shape)
     if scope.index == lab:
         X = X.reshape(target.shape)
-    return _factories.distribute_as(cls, X, target, source=lab)
+    return _factories.distribute_as(cls, X, target, source=lab, call=call)
 
 
 # -- functions ----------------------------------------------------------------------------------
