@@ -212,6 +212,21 @@ def test_errors_name_the_call_and_the_worker():
         codistributed(np.ones(3), N + 1)
 
 
+def test_globalindices_and_defaultpartition_errors_name_the_matlab_call():
+    N, k = spmdSize(), spmdIndex()
+    D = codistributed.zeros(3, N + 1)
+    codist = getCodistributor(D)
+    for lab in (0, N + 1):
+        with pytest.raises(SpmdValueError, match=rf"^globalIndices \(worker {k} of {N}\): "
+                           rf"'lab' must be a worker number from 1 to {N} \(got {lab}\)"):
+            globalIndices(D, 2, lab)
+        with pytest.raises(SpmdValueError, match=r"^globalIndices .*'lab'"):
+            globalIndices(codist, 1, lab)
+    with pytest.raises(SpmdValueError, match=rf"^codistributor1d.defaultPartition \(worker "
+                       rf"{k} of {N}\): 'n' must be at least 0 \(got -1\)"):
+        codistributor1d.defaultPartition(-1)
+
+
 def test_torch_local_parts():
     if torch is None:
         pytest.skip("needs torch")

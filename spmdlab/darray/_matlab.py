@@ -116,8 +116,11 @@ class codistributor1d:
         ------
         ``codistributor1d.defaultPartition(n)``
         """
-        return np.array(default_partition(_number("codistributor1d.defaultPartition", "n",
-                                                  n)), dtype=np.int64)
+        call = "codistributor1d.defaultPartition"
+        n = _number(call, "n", n)
+        if n < 0:
+            raise error(SpmdValueError, call, f"'n' must be at least 0 (got {n})")
+        return np.array(default_partition(n), dtype=np.int64)
 
     @property
     def Dimension(self) -> int:
@@ -699,6 +702,9 @@ def _global_indices(call, codist, msize, dim, lab, nargout):
         raise error(SpmdValueError, call, f"'dim' must be 1 or more (got {dim}); "
                     f"dimensions are 1-based")
     worker = None if lab is None or np.size(lab) == 0 else _number(call, "lab", lab)
+    if worker is not None and not 1 <= worker <= len(codist.partition):
+        raise error(SpmdValueError, call, f"'lab' must be a worker number from 1 to "
+                    f"{len(codist.partition)} (got {worker}); worker numbers are 1-based")
     ndim = len(codist.shape)
     here = _matlab_dim(codist.axis, ndim)
     if dim == here:
