@@ -122,6 +122,18 @@ def test_redistribute_and_gather_to_one_worker():
     assert gather(7) == 7 and gather(Composite(k)) == list(range(1, N + 1))
 
 
+def test_redistributing_a_row_along_dimension_1_says_why_not():
+    # a 1-D array is MATLAB's 1-by-n row: dimension 1 is not past it, it is a singleton
+    N, k = spmdSize(), spmdIndex()
+    v = codistributed(np.arange(5.0))
+    with pytest.raises(SpmdValueError, match=rf"^redistribute \(worker {k} of {N}\): "
+                       r"dimension 1 of a 1-D array \(MATLAB's 1-by-5 row\) is a singleton"):
+        redistribute(v, codistributor1d(1))
+    with pytest.raises(SpmdValueError, match=r"dimension 3 is past the array's 2"):
+        redistribute(codistributed.zeros(2, 3), codistributor1d(3))
+    assert np.array_equal(gather(redistribute(v, codistributor1d(2))), np.arange(5.0))
+
+
 def test_scatter_from_a_worker():
     N, k = spmdSize(), spmdIndex()
     for lab in range(1, N + 1):

@@ -737,9 +737,14 @@ def redistribute(D: CodistributedArray, codist: Optional[codistributor1d] = None
     call = "redistribute"
     D = _check_array(call, D)
     target = _to_codistributor(call, codist, D.shape)
-    if target.shape != D.shape:  # a dimension past the array's: reshape, then move
-        raise error(SpmdValueError, call, f"dimension {codist.Dimension if codist else 0} "
-                    f"is past the array's {D.ndim}; redistribute along one of its own")
+    if target.shape != D.shape:  # a dimension past the array's (or a row's dimension 1)
+        dim = codist.Dimension if codist else 0
+        if D.ndim == 1:
+            raise error(SpmdValueError, call, f"dimension {dim} of a 1-D array (MATLAB's "
+                        f"1-by-{D.shape[0]} row) is a singleton; redistribute it along "
+                        f"dimension 2, or reshape it to a matrix first")
+        raise error(SpmdValueError, call, f"dimension {dim} is past the array's {D.ndim}; "
+                    f"redistribute along one of its own")
     return D.redistribute(target)
 
 
