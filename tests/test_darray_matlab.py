@@ -134,6 +134,26 @@ def test_redistributing_a_row_along_dimension_1_says_why_not():
     assert np.array_equal(gather(redistribute(v, codistributor1d(2))), np.arange(5.0))
 
 
+def test_codistributed_of_a_codistributed_array_redistributes_it():
+    # MATLAB: C = codistributed(C1, codist) is the same as C = redistribute(C1, codist)
+    N, k = spmdSize(), spmdIndex()
+    A = np.arange(6.0 * (N + 1)).reshape(6, N + 1)
+    D = codistributed(A)  # by columns
+    C = codistributed(D, codistributor1d(1))
+    assert isinstance(C, codistributed) and getCodistributor(C).Dimension == 1
+    assert np.array_equal(gather(C), A)
+    assert np.array_equal(getLocalPart(C), A[globalIndices(C, 1) - 1])
+    part = [0] * (N - 1) + [N + 1]
+    C = codistributed(C, codistributor1d(2, part, [6, N + 1]))
+    assert list(getCodistributor(C).Partition) == part and np.array_equal(gather(C), A)
+    C = codistributed(C)  # the default distribution again
+    assert getCodistributor(C).Dimension == 2 and np.array_equal(getLocalPart(C),
+                                                                  getLocalPart(D))
+    import spmdlab.darray as da
+    E = codistributed(da.distribute(A), codistributor1d(2))  # a snake_case array
+    assert isinstance(E, codistributed) and np.array_equal(gather(E), A)
+
+
 def test_scatter_from_a_worker():
     N, k = spmdSize(), spmdIndex()
     for lab in range(1, N + 1):

@@ -216,7 +216,8 @@ class codistributed(CodistributedArray):
 
     ``codistributed(X)`` and ``codistributed(X, codist)`` split a replicated array (no
     communication); ``codistributed(X, lab)`` and ``codistributed(X, lab, codist)``
-    scatter worker ``lab``'s array (collective). ``codistributed.build(L, codist)``
+    scatter worker ``lab``'s array (collective); ``codistributed(C1, codist)`` of a
+    codistributed ``C1`` is ``redistribute(C1, codist)``. ``codistributed.build(L, codist)``
     joins every worker's local part (checked; ``"noCommunication"`` skips the check).
     Constructors: ``codistributed.zeros``, ``.ones``, ``.rand``, ``.randn``, ``.eye``,
     ``.colon``, ``.Inf``, ``.NaN``, ``.true``, ``.false``, taking MATLAB's arguments
@@ -254,6 +255,10 @@ class codistributed(CodistributedArray):
                 raise error(SpmdTypeError, call, f"unexpected argument {a!r}; use "
                             f"{call}(X), {call}(X, codist), {call}(X, lab) or "
                             f"{call}(X, lab, codist)")
+        if isinstance(X, CodistributedArray) and lab is None:
+            # MATLAB's codistributed(C1, codist) is redistribute(C1, codist)
+            moved = redistribute(X, codist)
+            return cls._make(moved.local, moved.codistributor, moved._scope)
         if lab is not None:
             return _scatter_matlab(cls, call, X, lab, codist)
         X = _as_array(call, X)
