@@ -60,6 +60,27 @@ def test_build_from_local_parts_as_matlab_programs_do():
     assert np.array_equal(gather(D2), gather(D))
 
 
+def test_a_global_size_completes_the_codistributor_as_in_matlabs_build_example():
+    # MATLAB's codistributed.build example: the partition left unset is derived from the
+    # global size, so codistr.globalIndices(2) works before any array exists
+    N, n = spmdSize(), 11
+    codistr = codistributor1d(2, codistributor1d.unsetPartition, [n, n])
+    assert codistr.isComplete() and codistr.Dimension == 2
+    assert np.array_equal(codistr.Partition, codistributor1d.defaultPartition(n))
+    globalInd = codistr.globalIndices(2)
+    localPart = np.zeros((n, len(globalInd)))
+    for localCol in range(1, len(globalInd) + 1):
+        localPart[:, localCol - 1] = globalInd[localCol - 1]
+    D = codistributed.build(localPart, codistr)
+    assert np.array_equal(gather(D), np.tile(np.arange(1.0, n + 1), (n, 1)))
+    c = codistributor1d(codistributor1d.unsetDimension, codistributor1d.unsetPartition,
+                        [n, 1])  # the last non-singleton dimension: 1
+    assert c.isComplete() and c.Dimension == 1 and c.Partition.sum() == n
+    c = codistributor1d(codistributor1d.unsetDimension, [n] + [0] * (N - 1), [3, n])
+    assert c.Dimension == 2 and list(c.Partition) == [n] + [0] * (N - 1)
+    assert codistributor1d(1).Partition.size == 0 and not codistributor1d(1).isComplete()
+
+
 def test_build_checks_that_the_parts_add_up():
     N, k = spmdSize(), spmdIndex()
     codist = codistributor1d(1, [2] * N, [2 * N, 3])

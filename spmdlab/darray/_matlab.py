@@ -57,8 +57,9 @@ class codistributor1d:
     dimension, the default partition); ``codistributor1d(dim)``,
     ``codistributor1d(dim, part)`` and ``codistributor1d(dim, part, gsize)`` fix more
     (``codistributor1d.unsetDimension`` and ``codistributor1d.unsetPartition`` leave one
-    out). ``gsize`` is MATLAB's size vector: ``[m, n]`` is an m-by-n (numpy (m, n))
-    array. Not collective.
+    out; with ``gsize`` they are derived at once, as MATLAB does, so the codistributor
+    is complete). ``gsize`` is MATLAB's size vector: ``[m, n]`` is an m-by-n (numpy
+    (m, n)) array. Not collective.
 
     Parameters
     ----------
@@ -100,8 +101,11 @@ class codistributor1d:
         self._made: dict = {}
         self._gsize = None if gsize is None or np.size(gsize) == 0 else tuple(
             _number(call, "gsize", s) for s in np.asarray(gsize).reshape(-1))
-        if self._gsize is not None and self._dim and self._part is not None:
-            self._codistributor(self._gsize, call)  # checks that they fit
+        if self._gsize is not None:  # checks that they fit, and, as MATLAB, derives
+            # what the global size leaves unset: the dimension, then the partition
+            made = self._codistributor(self._gsize, call)
+            self._dim = _matlab_dim(made.axis, len(made.shape))
+            self._part = made.partition
 
     @staticmethod
     def defaultPartition(n: Any) -> np.ndarray:
