@@ -204,6 +204,19 @@ def test_constructors_take_matlabs_arguments():
     assert codistributed.randn(4).shape == (4, 4)
 
 
+def test_colon_split_along_dimension_1_holds_the_row():
+    # codistributed.colon(a, b, codistributor1d(1)): the 1-by-n row split along its
+    # (singleton) dimension 1: worker 1 holds all of it, the others a 0-by-n part
+    N, k = spmdSize(), spmdIndex()
+    c = codistributed.colon(1, 10, codistributor1d(1))
+    assert c.shape == (1, 10) and getCodistributor(c).Dimension == 1
+    assert getLocalPart(c).shape == ((1, 10) if k == 1 else (0, 10))
+    assert np.array_equal(gather(c), np.arange(1, 11).reshape(1, 10))
+    c = codistributed.colon(2, 0.5, 4, codistributor1d(1, [0] * (N - 1) + [1]))
+    assert np.array_equal(gather(c), np.array([[2.0, 2.5, 3.0, 3.5, 4.0]]))
+    assert getLocalPart(c).shape == ((1, 5) if k == N else (0, 5))
+
+
 def test_builtin_forms_with_codistributed():
     n = spmdSize() + 2
     T = ones(n, "codistributed")  # T = ones(n, "codistributed")

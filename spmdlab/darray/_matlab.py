@@ -480,8 +480,8 @@ class codistributed(CodistributedArray):
         start, step, stop = (numbers[0], 1, numbers[1]) if len(numbers) == 2 else numbers
         values = _colon(call, start, step, stop)
         target = _to_codistributor(call, codist, values.shape)
-        r = target.global_indices()
-        return cls._make(values[r.start:r.stop].copy(), target, _world.current())
+        values = values.reshape(target.shape)  # a row 1-by-n when split along dimension 1
+        return cls._make(_factories.block(values, target).copy(), target, _world.current())
 
 
 def _colon(call, a, d, b):
