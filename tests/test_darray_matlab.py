@@ -262,6 +262,18 @@ def test_arithmetic_and_reductions_keep_matlab_classes():
     assert "stores (:," in repr(D)
 
 
+def test_conjugate_transpose_as_numpy_writes_it():
+    # MATLAB's D' (the conjugate transpose) is numpy's D.conj().T
+    N = spmdSize()
+    A = np.arange(2.0 * (N + 1)).reshape(2, N + 1) * (1 - 2j)
+    D = codistributed(A)
+    Dh = D.conj().T
+    assert isinstance(Dh, codistributed) and getCodistributor(Dh).Dimension == 1
+    assert np.array_equal(gather(Dh), A.conj().T)
+    assert np.array_equal(gather(D.conjugate()), A.conjugate())
+    assert np.allclose(gather(D.conj().T @ D), A.conj().T @ A)
+
+
 def test_errors_name_the_call_and_the_worker():
     N, k = spmdSize(), spmdIndex()
     with pytest.raises(SpmdValueError, match=rf"globalIndices \(worker {k} of {N}\): 'dim' "):

@@ -320,6 +320,12 @@ class CodistributedArray(np.lib.mixins.NDArrayOperatorsMixin):
         return transpose(self, axes[0] if len(axes) == 1 and axes[0] is not None and
                          np.ndim(axes[0]) else (axes or None))
 
+    def conj(self) -> Any:
+        """The complex conjugate (no communication): ``D.conj().T`` is MATLAB's ``D'``."""
+        return np.conjugate(self)
+
+    conjugate = conj
+
     def copy(self) -> CodistributedArray:
         """A copy with the same distribution (no communication)."""
         return self._new(LOCAL[self.family].copy(self._local), self._codist)
