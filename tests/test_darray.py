@@ -432,3 +432,15 @@ def test_mixed_families_are_refused():
     T = da.ones(4, like=torch.zeros(0))
     with pytest.raises(SpmdTypeError, match="different families"):
         D + T
+
+
+def test_a_cast_numpy_refuses_is_named_on_every_worker():
+    k, n = spmd_index(), spmd_size()
+    D = distribute(np.arange(2 * n + 1))  # integers, uneven
+    with pytest.raises(SpmdTypeError, match=rf"\(worker {k} of {n}\): Cannot cast"):
+        D += 1.5  # MATLAB would round; numpy refuses to cast float into int in place
+    with pytest.raises(SpmdTypeError, match=rf"\(worker {k} of {n}\): Cannot cast"):
+        np.add(D, 1.5, out=D, casting="same_kind")
+    assert np.array_equal(D.gather(), np.arange(2 * n + 1))  # nothing was written
+    D += 2  # an int: fine
+    assert np.array_equal(D.gather(), np.arange(2 * n + 1) + 2)

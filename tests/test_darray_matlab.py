@@ -272,6 +272,12 @@ def test_conjugate_transpose_as_numpy_writes_it():
     assert np.array_equal(gather(Dh), A.conj().T)
     assert np.array_equal(gather(D.conjugate()), A.conjugate())
     assert np.allclose(gather(D.conj().T @ D), A.conj().T @ A)
+    # real(D), imag(D), round(D), min(max(D, lo), hi) the numpy way, as methods too
+    assert np.array_equal(gather(D.real), A.real) and np.array_equal(gather(D.imag), A.imag)
+    R = codistributed(np.linspace(-2, 2, 2 * (N + 1)).reshape(2, N + 1))
+    assert np.array_equal(gather(R.round(1)), gather(R).round(1))
+    assert np.array_equal(gather(R.clip(-1, 0.5)), gather(R).clip(-1, 0.5))
+    assert isinstance(R.clip(None, 0), codistributed)
 
 
 def test_errors_name_the_call_and_the_worker():

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import Any, Iterator, Optional, Sequence, Tuple, Union
+from typing import Any, Iterator, Optional, Sequence, Tuple, Union, cast
 
 import numpy as np
 
@@ -325,6 +325,24 @@ class CodistributedArray(np.lib.mixins.NDArrayOperatorsMixin):
         return np.conjugate(self)
 
     conjugate = conj
+
+    @property
+    def real(self) -> CodistributedArray:
+        """The real part (no communication)."""
+        return np.real(self)
+
+    @property
+    def imag(self) -> CodistributedArray:
+        """The imaginary part (no communication)."""
+        return np.imag(self)
+
+    def round(self, decimals: int = 0) -> CodistributedArray:
+        """Rounded to ``decimals`` places, halves to even as numpy (no communication)."""
+        return cast(CodistributedArray, np.round(self, decimals))
+
+    def clip(self, min: Any = None, max: Any = None) -> CodistributedArray:
+        """Limited to ``[min, max]`` (no communication)."""
+        return cast(CodistributedArray, np.clip(self, min, max))
 
     def copy(self) -> CodistributedArray:
         """A copy with the same distribution (no communication)."""

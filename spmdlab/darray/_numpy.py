@@ -79,7 +79,7 @@ def elementwise(call, inputs, kwargs, apply, nout=1):
         same = _same_distribution(call, inputs)
         if same is not None:  # the common case (D * 2 + E), with nothing to align
             ref, args = same
-            return ref._new(apply(LOCAL[ref.family], args, {}), ref._codist)
+            return ref._new(_applied(call, apply, LOCAL[ref.family], args, {}), ref._codist)
     kwargs = dict(kwargs)
     out = kwargs.pop("out", None)
     outs = () if out is None else (out if isinstance(out, tuple) else (out,))
@@ -116,11 +116,23 @@ def elementwise(call, inputs, kwargs, apply, nout=1):
     if outs:
         kwargs["out"] = tuple(_aligned(call, o, target, shape, family, ref.local)
                               for o in outs)
-    result = apply(family, args, kwargs)
+    result = _applied(call, apply, family, args, kwargs)
     if outs:  # numpy returns the output array itself (a tuple of them for several)
         return outs[0] if nout == 1 else outs
     make = lambda local: ref._new(local, target)  # noqa: E731
     return tuple(map(make, result)) if nout > 1 else make(result)
+
+
+def _applied(call, apply, family, args, kwargs):
+    """``apply(family, args, kwargs)``, a refusal of the local parts' library (numpy's
+    casting rules: ``D += 1.5`` on integers) named as the call and worker's; the local
+    parts share their dtype, so every worker refuses alike."""
+    try:
+        return apply(family, args, kwargs)
+    except TypeError as exc:
+        if isinstance(exc, SpmdTypeError):
+            raise
+        raise error(SpmdTypeError, call, str(exc)) from exc
 
 
 def _same_distribution(call, inputs):
