@@ -21,11 +21,13 @@ speed; above is slower).
 For numpy arrays up to 64 KiB the ping-pong also runs a *floor*: the least that a send
 which returns at once and a receive of a message whose size the receiver does not know
 cost through mpi4py, written out in raw mpi4py with no checks (a 16-byte header joined
-to the array's bytes, ``Isend`` and ``Test``; an ``Improbe`` loop, ``Recv`` into a new
-buffer, the array read back out of it; with more workers than cores the loop yields
-the core at each look, as spmdlab's waits do). spmdlab's messages need both (``spmd_send``
-returns at once; ``spmd_receive`` takes any value), so its ping-pong cannot be faster
-than the floor; "floor/raw" says how far above raw that floor already is.
+to the array's bytes, ``Isend`` and ``Test``; an ``Irecv`` into a buffer as large as
+any such message and a ``Test`` loop, the array copied back out of it; with more
+workers than cores the loop yields the core at each look, as spmdlab's waits do).
+spmdlab's messages need both (``spmd_send`` returns at once; ``spmd_receive`` takes
+any value), so its ping-pong cannot be faster than the floor; "floor/raw" says how far
+above raw that floor already is, and what is left between the floor and spmdlab is
+the Python of its calls and checks.
 """
 
 import os
@@ -96,16 +98,14 @@ def worker(args):
 
     oversubscribed = size > (os.cpu_count() or 1)
 
+    inbox = bytearray(FLOOR_UP_TO + 4096)
+
     def floor_recv(source, tag, dtype):
-        while True:  # (yielding the core at each look when oversubscribed, as spmdlab)
-            message = comm.Improbe(source, tag, status)
-            if message is not None:
-                break
-            if oversubscribed:
+        request = comm.Irecv(inbox, source, tag)
+        while not request.Test(status):  # (yielding the core at each look when
+            if oversubscribed:           # oversubscribed, as spmdlab's waits do)
                 os.sched_yield()
-        buf = bytearray(status.Get_count(MPI.BYTE))
-        message.Recv(buf)
-        return np.frombuffer(buf, dtype, offset=16).copy()
+        return np.frombuffer(inbox[:status.Get_count(MPI.BYTE)], dtype, offset=16)
 
     def case(label, nbytes, x, raw_buf, raw_out, spmd_value=None):
         value = x if spmd_value is None else spmd_value

@@ -152,15 +152,23 @@ def _drain_unreceived():
     """Receive and report messages sent to this worker that it never received."""
     for scope in _world.SCOPES:
         status = MPI.Status()
+        unreceived = [(source, tag) for source, tag, _ in scope.early]
+        scope.early.clear()
         while True:
             message = scope.comm.Improbe(MPI.ANY_SOURCE, MPI.ANY_TAG, status)
             if message is None:
                 break
-            message.Recv(bytearray(status.Get_count(MPI.BYTE)))
+            head = bytearray(status.Get_count(MPI.BYTE))
+            message.Recv(head)
+            source, tag = status.Get_source(), status.Get_tag()
+            if head[:1] == b"\x04":  # the head of a message that follows: one message
+                message = scope.comm.Mprobe(source, tag, status)
+                message.Recv(bytearray(status.Get_count(MPI.BYTE)))
+            unreceived.append((source, tag))
+        for source, tag in unreceived:
             sys.stderr.write(
                 f"spmdlab: worker {scope.index} of {scope.size}: a message from worker "
-                f"{status.Get_source() + 1} (tag {status.Get_tag()}) sent with spmd_send "
-                f"was never received\n")
+                f"{source + 1} (tag {tag}) sent with spmd_send was never received\n")
 
 
 # -- failing ----------------------------------------------------------------------------------

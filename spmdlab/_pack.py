@@ -165,11 +165,15 @@ def value_fields(treedef, leaves):
 #         [u8 3 | u8 flags | pad | u32 skeleton length | u64 skeleton digest | skeleton |
 #          pad to 16 | the leaf's bytes]
 #   2     a batch of messages: [u8 2 | pad | u32 count | u64 sizes[count] | messages]
+#   4     point-to-point only: the message is larger than a receiver's inbox (see p2p) and
+#         follows, whole, as the next message of the same sender and tag: [u8 4 | pad |
+#         u64 its size]
 
 _ALIGN = 16
 _HEAD1 = struct.Struct("<B3xIQ")  # format 1: number of arrays, length of the pickle
 _HEAD = struct.Struct("<BBxxIq")  # format 3: flags, skeleton length, skeleton digest
 _BATCH = struct.Struct("<B3xI")  # format 2: number of messages
+_FOLLOWS = struct.Struct("<B7xQ")  # format 4
 _APART = 2  # format 3 flag: the leaf's bytes follow as a second message (see p2p)
 _SMALL = 1 << 16  # format 3 messages up to this size are built by joining bytes
 _BYTE = np.dtype(np.uint8)
@@ -226,18 +230,18 @@ def _pickled(value, call):
         return bytearray(head)
     raws = [b.raw() for b in enc.buffers]
     enc.buffers.clear()  # the pickle buffers hold the caller's arrays
-    start = _aligned(_HEAD1.size + 8 * len(raws) + len(head))
-    total = start + sum(_aligned(r.nbytes) for r in raws)
-    message = np.empty(total, dtype=np.uint8)
-    _HEAD1.pack_into(message, 0, 1, len(raws), len(head))
-    message[_HEAD1.size:_HEAD1.size + 8 * len(raws)].view(np.uint64)[:] = \
-        [r.nbytes for r in raws]
-    message[_HEAD1.size + 8 * len(raws):_HEAD1.size + 8 * len(raws) + len(head)] = \
-        np.frombuffer(head, dtype=np.uint8)
-    for raw in raws:
-        message[start:start + raw.nbytes] = np.frombuffer(raw, dtype=np.uint8)
-        start += _aligned(raw.nbytes)
-    return message
+    count = len(raws)
+    used = _HEAD1.size + 8 * count + len(head)
+    parts = [_HEAD1.pack(1, count, len(head)),
+             struct.pack(f"<{count}Q", *[r.nbytes for r in raws]), head,
+             _PAD[:_aligned(used) - used]]
+    for raw in raws:  # (one join: a small dict of arrays costs half of numpy's copies)
+        parts.append(raw)
+        parts.append(_PAD[:_aligned(raw.nbytes) - raw.nbytes])
+    return bytearray().join(parts)
+
+
+_PAD = bytes(_ALIGN)
 
 
 def _unpickled(view):
@@ -271,11 +275,12 @@ class _Leaf:
         self.prefix = head + skeleton + bytes(start - _HEAD.size - len(skeleton))
         self.total = start + dtype.itemsize * _prod(shape)
         family = info[0]
+        # (closures: a partial with a keyword argument costs twice as much to call)
         if family == "numpy":
-            self.read = functools.partial(np.ndarray, shape, dtype, offset=start)
+            self.read = lambda buf, nd=np.ndarray: nd(shape, dtype, buf, start)
         elif family in ("py-float", "py-int", "py-bool"):
-            self.read = functools.partial(_number, _SCALAR_STRUCTS[family].unpack_from,
-                                          offset=start)
+            unpack = _SCALAR_STRUCTS[family].unpack_from
+            self.read = lambda buf: unpack(buf, start)[0]
         elif family == "np-scalar":
             self.read = functools.partial(_np_scalar, dtype, start)
         elif family == "torch" and info[1] is None and dtype != BF16_HOST:
@@ -295,10 +300,6 @@ def _prod(shape):
     for s in shape:
         n *= s
     return n
-
-
-def _number(unpack, buf, offset):
-    return unpack(buf, offset)[0]
 
 
 def _np_scalar(dtype, offset, buf):
@@ -387,11 +388,23 @@ def array_message(array, family="numpy"):
 
 def kept_array_message(array):
     """``array_message`` of a numpy array whose header is kept and whose message is
-    built by joining bytes (up to _SMALL), or None: a hot path's shortcut."""
-    entry = _ENCODED.get(("numpy", array.dtype, array.shape))
-    if entry is not None and entry.total <= _SMALL:
-        return bytearray(entry.prefix) + array.tobytes()
-    return None
+    built by joining bytes (up to _SMALL), or None: a hot path's shortcut. The last
+    kind asked for is remembered apart (a loop sends one kind: no dtype to hash)."""
+    dtype, shape, entry = _last_kept
+    if array.dtype is not dtype or array.shape != shape:
+        entry = _ENCODED.get(("numpy", array.dtype, array.shape))
+        if entry is None or entry.total > _SMALL:
+            return None
+        _remember_kept(array.dtype, array.shape, entry)
+    return bytearray(entry.prefix) + array.tobytes()
+
+
+def _remember_kept(*last):
+    global _last_kept
+    _last_kept = last  # (one tuple: a thread reads all of it or none)
+
+
+_last_kept = (None, None, None)
 
 
 def _array_message(entry, array):
@@ -434,9 +447,18 @@ def head_apart(x, seq, family="numpy"):
 _SEQ = struct.Struct("<q")
 
 
+def head_follows(size):
+    """The first message of a point-to-point message of ``size`` bytes that follows
+    whole, as the next message (format 4)."""
+    return _FOLLOWS.pack(4, size)
+
+
 def apart(buf):
-    """``(total, start, seq)`` for a first message whose array follows apart: the whole
-    message's size, where the array starts, the sender's number."""
+    """``(total, start, seq)`` for a first message whose bytes follow apart: the whole
+    message's size, where the bytes that follow start in it, the sender's number (None:
+    they follow without being asked for, format 4)."""
+    if buf[0] == 4:
+        return _FOLLOWS.unpack_from(buf, 0)[1], 0, None
     _, flags, length, key = _HEAD.unpack_from(buf, 0)
     kept = _DECODED.get(key)
     if kept is None or kept[0] != length:
@@ -448,8 +470,9 @@ def apart(buf):
 
 
 def is_apart(buf):
-    """Whether ``buf`` is the first message of an array that follows apart."""
-    return buf[0] == 3 and buf[1] & _APART
+    """Whether ``buf`` is the first message of one whose bytes follow apart: an array
+    sent from its own memory, or a message larger than a receiver's inbox."""
+    return buf[0] == 4 or (buf[0] == 3 and buf[1] & _APART)
 
 
 def batch(messages):

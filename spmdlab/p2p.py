@@ -119,45 +119,137 @@ def _small_array_message(x):
 
 
 def _isend(scope, buf, destination, tag):
+    if len(buf) > _INBOX:  # the receiver's inbox takes the head; the message follows
+        _isend_one(scope, _pack.head_follows(len(buf)), destination, tag)
+    _isend_one(scope, buf, destination, tag)
+    if destination == scope.index:
+        scope.self_sends[tag] = scope.self_sends.get(tag, 0) + 1
+
+
+def _isend_one(scope, buf, destination, tag):
     request = scope.comm.Isend(buf, destination - 1, tag)
     if _count.ON:
         _count.p2p(sent=len(buf))
     if not request.Test():  # a small message usually leaves at once: nothing to keep
         _ending.SENDS.track(request, buf, scope.world_ranks[destination - 1])
-    if destination == scope.index:
-        scope.self_sends[tag] = scope.self_sends.get(tag, 0) + 1
 
 
-def _recv(message, st, scope, call="spmd_receive"):
-    """Receive a matched message, and the large array that follows it apart (see
-    ``_Rendezvous``) if one does; returns its value."""
-    count = st.Get_count(MPI.BYTE)
-    buf = bytearray(count) if count <= _SMALL_RECEIVE else \
-        _pack.results.empty(_pack._BYTE, count)  # recycled once its values are dropped
+def _receive(scope, source, tag, status, call, out=None):
+    """The value of the next message from ``source`` (None: any worker) with ``tag``
+    (None: any), its source and tag into ``status``.
+
+    From a given worker, the receive is posted into the scope's inbox, a buffer as large
+    as any first message (larger ones follow their head, see ``_isend``), so that no
+    probe is needed to learn its size; it is tested in a tight loop first (the message
+    is often there by now), then waited for by ``_wait.spin``, which raises instead of
+    waiting for ever when no worker that could send it is left, and after
+    SPMDLAB_TIMEOUT. A message that arrives as such a wait gives up is kept for the next
+    receive. From any worker, the message is probed for (``_probed``).
+
+    ``out``: ``(message, destination)`` to send once the receive is posted (for
+    ``spmd_send_receive``, from a given worker other than this one, none kept early)."""
+    if scope.early:
+        buf = _early(scope, source, tag, status)
+        if buf is not None:
+            return _value(scope, buf, status, call)
+    if source == scope.index or (source is None and scope.size == 1):
+        _check_self_sent(call, scope, tag)
+    if source is None:
+        return _value(scope, _probed(scope, tag, status, call), status, call)
+    inbox = scope.inbox
+    if inbox is None:  # (in use by a receive that this one interrupts: a callback's)
+        inbox = bytearray(_INBOX)
+    scope.inbox = None
+    request = scope.comm.Irecv(inbox, source - 1, MPI.ANY_TAG if tag is None else tag)
+    test = request.Test
+    try:
+        if out is not None:
+            _isend(scope, out[0], out[1], tag)
+        for _ in range(_QUICK_TESTS):
+            if test(status):
+                break
+        else:
+            _wait.spin(lambda: test(status), scope, call, [scope.world_ranks[source - 1]])
+    except BaseException:
+        if request:  # (else it completed just before: its status is filled)
+            request.Cancel()
+            request.Wait(status)
+        if not status.Is_cancelled():  # it came after all: the next receive gets it
+            scope.early.append((status.Get_source(), status.Get_tag(),
+                                inbox[:status.Get_count(MPI.BYTE)]))
+        raise
+    finally:
+        scope.inbox = inbox
+    return _value(scope, inbox[:status.Get_count(MPI.BYTE)], status, call)
+
+
+def _probed(scope, tag, status, call):
+    """The next message from any worker with ``tag`` (None: any), matched by a probe.
+
+    (MPICH 5.0 with two nodes or more never completes a receive from any source posted
+    after a message from another node has arrived: such a receive must be probed.)"""
+    improbe, mpi_tag = scope.comm.Improbe, MPI.ANY_TAG if tag is None else tag
+    message = _wait.spin(lambda: improbe(MPI.ANY_SOURCE, mpi_tag, status), scope, call,
+                         scope.others, any_of=True)
+    count = status.Get_count(MPI.BYTE)
+    buf = bytearray(count) if count <= _INBOX else _pack.results.empty(_pack._BYTE, count)
     message.Recv(buf)
+    return buf
+
+
+def _early(scope, source, tag, status):
+    """The first message kept from a receive that gave up (see ``_receive``) that
+    matches; None if none does. Its source and tag go into ``status``."""
+    for i, (src, tg, buf) in enumerate(scope.early):
+        if (source is None or src == source - 1) and (tag is None or tg == tag):
+            del scope.early[i]
+            status.Set_source(src)
+            status.Set_tag(tg)
+            return buf
+    return None
+
+
+def _check_self_sent(call, scope, tag):
+    """Only this worker can send what it waits for: with no such message sent, none
+    ever will be."""
+    sent = scope.self_sends
+    if not (sent.get(tag, 0) if tag is not None else sum(sent.values())):
+        raise SpmdValueError(
+            f"{call} ({scope.who()}): receiving from this worker itself"
+            f"{'' if tag is None else f' with tag {tag}'}, but no such message was "
+            f"sent to it, so the receive would wait for ever; send first (spmd_send "
+            f"returns at once)")
+
+
+def _value(scope, buf, status, call):
+    """The value of a received first message ``buf``, with the bytes that follow it
+    apart received when it has them (see ``_Rendezvous``, ``_isend``)."""
     if _count.ON:
-        _count.p2p(received=count)
-    if scope.self_sends and st.Get_source() == scope.rank:  # a message to itself
-        tag = st.Get_tag()
+        _count.p2p(received=len(buf))
+    if scope.self_sends and status.Get_source() == scope.rank:  # a message to itself
+        tag = status.Get_tag()
         scope.self_sends[tag] -= 1
         if not scope.self_sends[tag]:
             del scope.self_sends[tag]
     if not _pack.is_apart(buf):
         return _pack.decode(buf)
-    source, tag = st.Get_source(), st.Get_tag()
-    full, request = _accept(scope, buf, source, tag)
+    source = status.Get_source()
+    full, request = _accept(scope, buf, source, status.Get_tag())
     if not request.Test():
         _wait.spin(request.Test, scope, call, [scope.world_ranks[source]])
     return _pack.decode(full)
 
 
 def _accept(scope, head, source, tag):
-    """For a first message whose array follows apart: the buffer of the whole message,
-    with its array's receive posted, and the sender told so (clear to send)."""
+    """For a first message whose bytes follow apart: the buffer of the whole message,
+    with the receive of the rest posted, and, for an array sent from its own memory,
+    the sender told so (clear to send)."""
     total, start, seq = _pack.apart(head)
     full = _pack.results.empty(_pack._BYTE, total)  # recycled once its values are dropped
     full[:start] = np.frombuffer(head, dtype=np.uint8, count=start)
     request = scope.comm.Irecv(full[start:], source, tag)
+    if seq is None:  # (format 4: it follows unasked)
+        return full, request
     note = _SEQ.pack(seq)
     answer = _world.CTL.Isend(note, scope.world_ranks[source], _world.CTS_TAG)
     if not answer.Test():  # a tiny message: MPI sends it on its own, keep its buffer
@@ -290,48 +382,13 @@ def _message(x, plain, call, scope):
 # arrays below this size leave copied into one message instead (at 4 workers on 2 cores,
 # a 64 KiB ping-pong took 37-47 us so against 67-91 us by rendezvous)
 _OVERSUBSCRIBED_RENDEZVOUS = 1 << 18
-_SMALL_RECEIVE = 1 << 16  # below, a zeroed bytearray is cheaper to make than an array
-# A receive first probes this many times in a tight loop (microseconds) before the wait
-# that watches for workers that have left, timeouts and stall reports.
-_QUICK_PROBES = 64
-
-
-def _arrived(scope, source, tag, status, call):
-    """The matched message from ``source`` (None: any) with ``tag``: probed in a tight
-    loop first (it is often there by now), then waited for by ``_match``."""
-    if source is not None and source != scope.index:
-        improbe, src, mpi_tag = scope.comm.Improbe, source - 1, \
-            MPI.ANY_TAG if tag is None else tag
-        for _ in range(_QUICK_PROBES):
-            message = improbe(src, mpi_tag, status)
-            if message is not None:
-                return message
-    return _match(call, scope, source, tag, status)
-
-
-def _match(call, scope, source, tag, status):
-    """Wait for a matching message (its status into ``status``); returns the matched MPI
-    message. Raises instead of waiting for ever when no worker that could send it is
-    left, and after SPMDLAB_TIMEOUT."""
-    src = MPI.ANY_SOURCE if source is None else source - 1
-    mpi_tag = MPI.ANY_TAG if tag is None else tag
-    improbe = scope.comm.Improbe
-
-    def probe():
-        return improbe(src, mpi_tag, status)
-
-    if source == scope.index or (source is None and scope.size == 1):
-        # Only this worker can send it: with no such message sent, none ever will be.
-        sent = scope.self_sends
-        if not (sent.get(tag, 0) if tag is not None else sum(sent.values())):
-            raise SpmdValueError(
-                f"{call} ({scope.who()}): receiving from this worker itself"
-                f"{'' if tag is None else f' with tag {tag}'}, but no such message was "
-                f"sent to it, so the receive would wait for ever; send first (spmd_send "
-                f"returns at once)")
-    if source is None:
-        return _wait.spin(probe, scope, call, scope.others, any_of=True)
-    return _wait.spin(probe, scope, call, [scope.world_ranks[source - 1]])
+# A point-to-point message larger than this goes as two: a head that an inbox of this
+# size takes, then the message (arrays of 64 KiB and more leave by rendezvous instead,
+# unless more workers than cores make one message cheaper; see _by_rendezvous)
+_INBOX = _pack._SMALL + 4096
+# A receive first tests this many times in a tight loop before the wait that watches for
+# workers that have left, timeouts and stall reports.
+_QUICK_TESTS = 64
 
 
 @overload
@@ -386,7 +443,7 @@ def spmd_receive(source: Optional[int] = None, tag: Optional[int] = None, *,
         _check(call, scope, "source", source, none_ok=True)
         _check_tag(call, scope, tag, none_ok=True)
     st = MPI.Status()
-    value = _recv(_arrived(scope, source, tag, st, "spmd_receive"), st, scope)
+    value = _receive(scope, source, tag, st, "spmd_receive")
     if status:
         return value, st.Get_source() + 1, st.Get_tag()
     return value
@@ -439,6 +496,9 @@ def spmd_probe(source: Optional[int] = None, tag: Optional[int] = None, *,
         _world.refuse_in_parfor("spmd_probe", scope)
     _check(call, scope, "source", source, none_ok=True)
     _check_tag(call, scope, tag, none_ok=True)
+    for src, tg, _ in scope.early:  # kept from a receive that gave up: they come first
+        if (source is None or src == source - 1) and (tag is None or tg == tag):
+            return (True, src + 1, tg) if status else True
     st = MPI.Status()
     src = MPI.ANY_SOURCE if source is None else source - 1
     found = scope.comm.Iprobe(src, MPI.ANY_TAG if tag is None else tag, st)
@@ -497,11 +557,14 @@ def spmd_send_receive(destination: Optional[int], source: Optional[int], x: Any,
             if _by_rendezvous(plain, scope, destination):
                 return _exchange_in_place(call, scope, destination, source, plain, tag)
             buf = _message(x, plain, call, scope)
+        if source is not None and source != scope.index and not scope.early:
+            # the receive is posted first, so that the message from source lands
+            # straight in it, and sends on its way
+            return _receive(scope, source, tag, MPI.Status(), call, (buf, destination))
         _isend(scope, buf, destination, tag)
     if source is None:
         return None
-    st = MPI.Status()
-    return _recv(_arrived(scope, source, tag, st, call), st, scope, call)
+    return _receive(scope, source, tag, MPI.Status(), call)
 
 
 def _exchange_in_place(call, scope, destination, source, apart, tag):
@@ -514,23 +577,30 @@ def _exchange_in_place(call, scope, destination, source, apart, tag):
     state = {"value": None, "pending": source is not None, "request": None}
     status, src = MPI.Status(), None if source is None else source - 1
 
+    def received(buf):
+        state["pending"] = False
+        if status.Get_source() == scope.rank:
+            scope.self_sends[tag] -= 1
+            if not scope.self_sends[tag]:
+                del scope.self_sends[tag]
+        if _pack.is_apart(buf):  # the rest follows
+            state["full"], state["request"] = _accept(scope, buf, src, tag)
+        else:
+            state["value"] = _pack.decode(buf)
+
+    if state["pending"] and scope.early:
+        buf = _early(scope, source, tag, status)
+        if buf is not None:
+            received(buf)
+
     def step():
         sent = sending.step()
         if state["pending"]:
             message = scope.comm.Improbe(src, tag, status)
             if message is not None:
-                state["pending"] = False
-                count = status.Get_count(MPI.BYTE)
-                buf = bytearray(count)
+                buf = bytearray(status.Get_count(MPI.BYTE))
                 message.Recv(buf)
-                if status.Get_source() == scope.rank:
-                    scope.self_sends[tag] -= 1
-                    if not scope.self_sends[tag]:
-                        del scope.self_sends[tag]
-                if _pack.is_apart(buf):  # its array follows
-                    state["full"], state["request"] = _accept(scope, buf, src, tag)
-                else:
-                    state["value"] = _pack.decode(buf)
+                received(buf)
         if state["request"] is not None and state["request"].Test():
             state["value"] = _pack.decode(state.pop("full"))
             state["request"] = None

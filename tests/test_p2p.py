@@ -30,12 +30,15 @@ def test_ring_send_receive_with_status(backend):
 
 
 def test_receive_any_source_and_tag():
-    if spmd_index() != 1:
-        spmd_send(spmd_index(), 1, tag=spmd_index())
-    if spmd_index() == 1:
-        got = sorted(spmd_receive(status=True) for _ in range(spmd_size() - 1))
-        assert got == [(k, k, k) for k in range(2, spmd_size() + 1)]
-    spmd_barrier()
+    for arrived_first in (False, True):  # (MPICH at 2x2: a late receive never matched)
+        if spmd_index() != 1:
+            spmd_send(spmd_index(), 1, tag=spmd_index())
+        if arrived_first:
+            spmd_barrier()
+        if spmd_index() == 1:
+            got = sorted(spmd_receive(status=True) for _ in range(spmd_size() - 1))
+            assert got == [(k, k, k) for k in range(2, spmd_size() + 1)]
+        spmd_barrier()
 
 
 def test_send_to_a_list_of_workers():
@@ -262,4 +265,71 @@ def test_large_arrays_and_tensors_keep_family_dtype_and_shape(backend):
     same_family(got, transposed)
     expected = (np.arange(600 * 500, dtype=np.float64).reshape(600, 500) + left()).T
     assert np.array_equal(backend.read(got), expected)
+    spmd_barrier()
+
+
+# -- a receive lands in a buffer of a fixed size (its inbox): a message larger than that
+# travels as a head that says so, then itself; a message that comes as a receive gives
+# up is kept for the next one
+
+def test_messages_larger_than_an_inbox_arrive_whole_and_in_order():
+    from spmdlab import p2p
+
+    k, n = spmd_index(), spmd_size()
+    big = {"rows": [list(range(i, i + 50)) for i in range(2000)], "from": k}  # pickled
+    assert len(p2p._message(big, None, "", None)) > p2p._INBOX
+    for i in range(3):  # a large one between small ones, same tag: order kept
+        spmd_send(i, right(), tag=31)
+        spmd_send(big, right(), tag=31)
+    for i in range(3):
+        assert spmd_receive(left(), 31) == i
+        got = spmd_receive(left(), 31)
+        assert got["from"] == left() and got["rows"][1999][49] == 1999 + 49
+    spmd_send(big, k, tag=32)  # to oneself, received from any worker with any tag
+    got, source, tag = spmd_receive(status=True) if n == 1 else \
+        spmd_receive(k, status=True)
+    assert (got["from"], source, tag) == (k, k, 32)
+    # oversubscribed or not, an array between the inbox and the rendezvous size, and one
+    # in a ring exchange
+    x = np.full(40_000, float(k))  # 320 kB
+    got = spmd_send_receive(right(), left(), {"x": x}, tag=33)
+    assert (got["x"] == left()).all()
+    spmd_barrier()
+
+
+def test_a_message_that_comes_as_a_receive_gives_up_is_received_next(monkeypatch):
+    """A receive whose wait raises (a timeout, a Ctrl-C) cancels its posted receive; one
+    that had already taken a message keeps it for the next receive and probe, in order."""
+    from spmdlab import _wait, p2p
+
+    k, n = spmd_index(), spmd_size()
+    if n == 1:
+        pytest.skip("needs a sender other than this worker")
+    if k == 2:
+        spmd_send("first", 1, tag=41)
+        spmd_send("second", 1, tag=41)
+    spmd_barrier()  # both are waiting at worker 1: its next receive takes one at once
+    if k == 1:
+        def gives_up(*args, **kwargs):
+            raise TimeoutError("given up")
+
+        monkeypatch.setattr(p2p, "_QUICK_TESTS", 0)
+        monkeypatch.setattr(_wait, "spin", gives_up)
+        with pytest.raises(TimeoutError):
+            spmd_receive(2, 41)
+        monkeypatch.undo()
+        assert spmd_probe(2, 41, status=True) == (True, 2, 41)
+        assert spmd_receive(status=True) == ("first", 2, 41)
+        assert spmd_receive(2, 41) == "second"
+        with pytest.raises(TimeoutError):  # nothing there: the receive is cancelled
+            monkeypatch.setattr(p2p, "_QUICK_TESTS", 0)
+            monkeypatch.setattr(_wait, "spin", gives_up)
+            spmd_receive(2, 42)
+        monkeypatch.undo()
+        assert not spmd_probe(2, 42)
+    spmd_barrier()
+    if k == 2:
+        spmd_send("third", 1, tag=42)
+    if k == 1:
+        assert spmd_receive(2, 42) == "third"
     spmd_barrier()
