@@ -444,3 +444,25 @@ def test_a_cast_numpy_refuses_is_named_on_every_worker():
     assert np.array_equal(D.gather(), np.arange(2 * n + 1))  # nothing was written
     D += 2  # an int: fine
     assert np.array_equal(D.gather(), np.arange(2 * n + 1) + 2)
+
+
+def test_a_vector_written_through_a_mask_fills_in_numpys_order_in_every_split(backend):
+    """MATLAB's D(D > t) = v on its default split (by columns) as on rows and on a 3-D
+    array's middle axis: the i-th selected element (C order) gets v[i]."""
+    k, n = spmd_index(), spmd_size()
+    for shape in ((2 * n + 1, n + 2), (3, 2 * n + 1, 2)):
+        G = np.arange(float(np.prod(shape))).reshape(shape) % 7
+        for axis in range(len(shape)):
+            D = distribute(backend.make(G), axis=axis)
+            H = G.copy()
+            picked = int((G > 3).sum())
+            v = np.arange(100.0, 100.0 + picked)
+            D[D > 3] = backend.make(v)  # a codistributed mask
+            H[H > 3] = v
+            assert np.array_equal(value(D), H), (shape, axis)
+            D[G < 1] = list(range(int((G < 1).sum())))  # a replicated mask, a list
+            H[G < 1] = list(range(int((G < 1).sum())))
+            assert np.array_equal(value(D), H), (shape, axis)
+            with pytest.raises(SpmdValueError, match=rf"\(worker {k} of {n}\): a value of "
+                               rf"shape \({picked - 1},\) for {picked} selected"):
+                D[G > 3] = v[:-1]

@@ -413,20 +413,31 @@ def _converted(family, value, like):
 
 
 def _set_masked(call, scope, D, mask, value):
+    """``D[mask] = value``: a scalar everywhere the mask is true (no communication); a
+    vector's elements in numpy's (C) order of the selected positions. Each worker learns
+    where its own selected elements fall in that order from every worker's count of
+    them per index before the split axis (one gather), then takes them from the value
+    (replicated) with no more communication."""
     local_mask = _mask_for(call, D, mask)
     if isinstance(value, CodistributedArray):
         value = value.gather()
     if np.ndim(value) == 0:
         D.local[local_mask] = _converted(LOCAL[D.family], value, D.local)
         return
-    if D.axis != 0:
-        raise error(SpmdValueError, call, "assigning an array through a boolean mask needs "
-                    "the array split along axis 0 (redistribute it); a scalar works for "
-                    "any axis")
-    count = int(LOCAL[D.family].host(local_mask).sum())
-    counts = gather(call, count)
-    first = sum(counts[:scope.rank])
-    if np.shape(value)[0] != sum(counts):
-        raise error(SpmdValueError, call, f"{np.shape(value)[0]} values for {sum(counts)} "
-                    f"selected elements")
-    D.local[local_mask] = _converted(LOCAL[D.family], value[first:first + count], D.local)
+    if isinstance(value, (list, tuple)):
+        value = np.asarray(value)
+    outer = int(np.prod(D.shape[:D.axis], dtype=np.int64))
+    picked = np.asarray(LOCAL[D.family].host(local_mask), dtype=bool)
+    picked = picked.reshape(outer, picked.size // outer if outer else 0)
+    counts = np.stack(gather(call, picked.sum(axis=1)))  # (workers, outer)
+    total = counts.sum(axis=0)
+    if np.ndim(value) != 1 or np.shape(value)[0] != int(total.sum()):
+        raise error(SpmdValueError, call, f"a value of shape {tuple(np.shape(value))} "
+                    f"for {int(total.sum())} selected elements (numpy's rule: one value "
+                    f"per selected element, in a 1-D array)")
+    # C order: index by index before the axis; within one, worker by worker
+    start = np.cumsum(total) - total + counts[:scope.rank].sum(axis=0)
+    where = (start[:, None] + np.cumsum(picked, axis=1) - 1)[picked]
+    family = LOCAL[D.family]  # (torch writes through a mask only its own dtype)
+    D.local[local_mask] = family.astype(_converted(family, value[where], D.local),
+                                        family.dtype(D.local))
