@@ -333,3 +333,24 @@ def test_a_message_that_comes_as_a_receive_gives_up_is_received_next(monkeypatch
     if k == 1:
         assert spmd_receive(2, 42) == "third"
     spmd_barrier()
+
+
+def test_a_receive_that_timed_out_takes_nothing_from_the_next(monkeypatch):
+    """A program may catch SpmdTimeoutError and receive again: the receive that gave up
+    is withdrawn, so the message goes to the next one (it would wait for ever else)."""
+    from spmdlab import SpmdTimeoutError, _env
+
+    k, n = spmd_index(), spmd_size()
+    if n == 1:
+        pytest.skip("needs a sender other than this worker")
+    if k == 1:
+        monkeypatch.setattr(_env, "TIMEOUT", 0.3)
+        with pytest.raises(SpmdTimeoutError, match="no message from worker 2"):
+            spmd_receive(2, 43)
+        monkeypatch.setattr(_env, "TIMEOUT", 20.0)  # (a failure, not a hang)
+    spmd_barrier()
+    if k == 2:
+        spmd_send("after", 1, tag=43)
+    if k == 1:
+        assert spmd_receive(2, 43) == "after"
+    spmd_barrier()
