@@ -156,7 +156,7 @@ def test_large_arrays_head_to_head_and_to_a_busy_receiver():
 
 def test_large_ring_exchange_and_mixed_sizes():
     k = spmd_index()
-    for size in (10, BIG, 70_000, BIG):
+    for size in (10, BIG, 70_000, 8192, BIG):  # (8192 float64: 64 KiB, one message)
         x = np.full(size, float(k))
         got = spmd_send_receive(right(), left(), x, tag=6)
         assert got.shape == (size,) and (got == left()).all()
