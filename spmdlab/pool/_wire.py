@@ -64,11 +64,21 @@ class Connection:
             if threading.current_thread() is not threading.main_thread():
                 self._write(head, data, buffers)
                 return
-            mask = signal.pthread_sigmask(signal.SIG_BLOCK, (signal.SIGINT,))
+            # Python runs a signal's handler in the main thread between any two of its
+            # instructions, whichever thread the signal reached (blocking SIGINT in this
+            # thread only sends it to another): the handler is swapped for one that
+            # notes it, and the noted signal is handed on once the frame has gone
+            noted = []
+            previous = signal.signal(signal.SIGINT, lambda signum, frame: noted.append(
+                frame))
             try:
                 self._write(head, data, buffers)
             finally:
-                signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+                signal.signal(signal.SIGINT, previous)
+            if noted and callable(previous):
+                previous(signal.SIGINT, noted[0])
+            elif noted and previous == signal.SIG_DFL:
+                signal.raise_signal(signal.SIGINT)
 
     def _write(self, head, data, buffers):
         try:
