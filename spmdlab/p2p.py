@@ -198,13 +198,31 @@ def _probed(scope, tag, status, call):
 def _early(scope, source, tag, status):
     """The first message kept from a receive that gave up (see ``_receive``) that
     matches; None if none does. Its source and tag go into ``status``."""
-    for i, (src, tg, buf) in enumerate(scope.early):
+    i = _early_index(scope, source, tag)
+    if i is None:
+        return None
+    src, tg, buf = scope.early.pop(i)
+    status.Set_source(src)
+    status.Set_tag(tg)
+    return buf
+
+
+def _early_index(scope, source, tag):
+    """Where the first kept message from ``source`` with ``tag`` (None: any) is in
+    ``scope.early``; None if none matches."""
+    for i, (src, tg, _) in enumerate(scope.early):
         if (source is None or src == source - 1) and (tag is None or tg == tag):
-            del scope.early[i]
-            status.Set_source(src)
-            status.Set_tag(tg)
-            return buf
+            return i
     return None
+
+
+def _took_own(scope, status):
+    """Count off a received message that this worker sent itself (see ``_isend``)."""
+    if status.Get_source() == scope.rank:
+        tag = status.Get_tag()
+        scope.self_sends[tag] -= 1
+        if not scope.self_sends[tag]:
+            del scope.self_sends[tag]
 
 
 def _check_self_sent(call, scope, tag):
@@ -224,11 +242,8 @@ def _value(scope, buf, status, call):
     apart received when it has them (see ``_Rendezvous``, ``_isend``)."""
     if _count.ON:
         _count.p2p(received=len(buf))
-    if scope.self_sends and status.Get_source() == scope.rank:  # a message to itself
-        tag = status.Get_tag()
-        scope.self_sends[tag] -= 1
-        if not scope.self_sends[tag]:
-            del scope.self_sends[tag]
+    if scope.self_sends:
+        _took_own(scope, status)
     if not _pack.is_apart(buf):
         return _pack.decode(buf)
     source = status.Get_source()
@@ -326,7 +341,7 @@ class _Rendezvous:
         if self.x.nbytes < _WAIT_IN_MPI:  # (a short send: looking costs less than MPI's wait)
             if not self.step():
                 _wait.spin(self.step, self.scope, call, [self.world_rank])
-        elif not _wait.spin(self.posted, self.scope, call, [self.world_rank]) is _LEFT:
+        elif _wait.spin(self.posted, self.scope, call, [self.world_rank]) is not _LEFT:
             _wait.wait_body(self.request, self.scope, call, [self.world_rank])
 
     def posted(self):
@@ -404,7 +419,7 @@ def _message(x, plain, call, scope):
 # a 64 KiB ping-pong took 37-47 us so against 67-91 us by rendezvous)
 _OVERSUBSCRIBED_RENDEZVOUS = 1 << 18
 # A point-to-point message larger than this goes as two: a head that an inbox of this
-# size takes, then the message (arrays of 64 KiB and more leave by rendezvous instead,
+# size takes, then the message (arrays larger than 64 KiB leave by rendezvous instead,
 # unless more workers than cores make one message cheaper; see _by_rendezvous)
 _INBOX = _pack._SMALL + 4096
 # A transfer this large, once posted, is waited for inside MPI (``_wait.wait_body``): at
@@ -521,9 +536,10 @@ def spmd_probe(source: Optional[int] = None, tag: Optional[int] = None, *,
         _world.refuse_in_parfor("spmd_probe", scope)
     _check(call, scope, "source", source, none_ok=True)
     _check_tag(call, scope, tag, none_ok=True)
-    for src, tg, _ in scope.early:  # kept from a receive that gave up: they come first
-        if (source is None or src == source - 1) and (tag is None or tg == tag):
-            return (True, src + 1, tg) if status else True
+    i = _early_index(scope, source, tag) if scope.early else None
+    if i is not None:  # kept from a receive that gave up: it comes first
+        src, tg, _ = scope.early[i]
+        return (True, src + 1, tg) if status else True
     st = MPI.Status()
     src = MPI.ANY_SOURCE if source is None else source - 1
     found = scope.comm.Iprobe(src, MPI.ANY_TAG if tag is None else tag, st)
@@ -604,10 +620,7 @@ def _exchange_in_place(call, scope, destination, source, apart, tag):
 
     def received(buf):
         state["pending"] = False
-        if status.Get_source() == scope.rank:
-            scope.self_sends[tag] -= 1
-            if not scope.self_sends[tag]:
-                del scope.self_sends[tag]
+        _took_own(scope, status)
         if _pack.is_apart(buf):  # the rest follows
             state["full"], state["request"] = _accept(scope, buf, src, tag)
         else:
