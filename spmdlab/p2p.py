@@ -87,9 +87,9 @@ def spmd_send(x: Any, destination: Union[int, Sequence[int]], tag: int = 0) -> N
     if type(destination) is int and 0 < destination <= scope.size and type(tag) is int \
             and 0 <= tag <= _world.TAG_UB:  # the common case, checked cheaply
         if type(x) is np.ndarray and destination != scope.index:
-            buf = _small_array_message(x)
-            if buf is not None:
-                _isend(scope, buf, destination, tag)
+            buf = _pack.kept_array_message(x)
+            if buf is not None:  # (small: neither to itself nor in two parts)
+                _isend_one(scope, buf, destination, tag)
                 return
         targets = [destination]
     else:
@@ -105,15 +105,6 @@ def spmd_send(x: Any, destination: Union[int, Sequence[int]], tag: int = 0) -> N
         if buf is None:
             buf = _message(x, plain, call, scope)
         _isend(scope, buf, d, tag)
-
-
-def _small_array_message(x):
-    """``_message`` of a small C-ordered numpy array of a kind sent before, with nothing
-    asked twice; None for any other (a Fortran-ordered array keeps its order by the
-    general way)."""
-    if x.nbytes < _pack._SMALL and x.flags.c_contiguous:
-        return _pack.kept_array_message(x)
-    return None
 
 
 def _isend(scope, buf, destination, tag):
@@ -244,8 +235,9 @@ def _value(scope, buf, status, call):
         _count.p2p(received=len(buf))
     if scope.self_sends:
         _took_own(scope, status)
-    if not _pack.is_apart(buf):
-        return _pack.decode(buf)
+    value = _pack.decode_received(buf)
+    if value is not _pack.FOLLOWS:
+        return value
     source = status.Get_source()
     full, request = _accept(scope, buf, source, status.Get_tag())
     if len(full) >= _WAIT_IN_MPI:
@@ -261,7 +253,7 @@ def _accept(scope, head, source, tag):
     the sender told so (clear to send)."""
     total, start, seq = _pack.apart(head)
     full = _pack.results.empty(_pack._BYTE, total)  # recycled once its values are dropped
-    full[:start] = np.frombuffer(head, dtype=np.uint8, count=start)
+    _pack.begin_whole(full, head, start)
     request = scope.comm.Irecv(full[start:], source, tag)
     if seq is None:  # (format 4: it follows unasked)
         return full, request
@@ -410,7 +402,7 @@ def _by_rendezvous(plain, scope, destination):
 def _message(x, plain, call, scope):
     """The one message that holds ``x`` (``plain``: its ``_plain`` form, or None)."""
     if plain is not None:
-        return _pack.array_message(*plain)
+        return _pack.kept_array_message(*plain) or _pack.array_message(*plain)
     return _pack.encode(x, lambda: f"{call} ({scope.who()})")
 
 
@@ -591,7 +583,7 @@ def spmd_send_receive(destination: Optional[int], source: Optional[int], x: Any,
         _check(call, scope, "source", source, none_ok=True)
         _check_tag(call, scope, tag, none_ok=False)
     if destination is not None:
-        buf = _small_array_message(x) if type(x) is np.ndarray and \
+        buf = _pack.kept_array_message(x) if type(x) is np.ndarray and \
             destination != scope.index else None
         if buf is None:
             plain = _plain(x)
@@ -621,10 +613,11 @@ def _exchange_in_place(call, scope, destination, source, apart, tag):
     def received(buf):
         state["pending"] = False
         _took_own(scope, status)
-        if _pack.is_apart(buf):  # the rest follows
+        value = _pack.decode(buf)
+        if value is _pack.FOLLOWS:  # the rest follows
             state["full"], state["request"] = _accept(scope, buf, src, tag)
         else:
-            state["value"] = _pack.decode(buf)
+            state["value"] = value
 
     if state["pending"] and scope.early:
         buf = _early(scope, source, tag, status)

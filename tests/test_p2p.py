@@ -208,6 +208,26 @@ def test_small_tensors_of_every_kind_arrive_as_sent():
     spmd_barrier()
 
 
+def test_one_kind_in_two_families_alternately_keeps_each_family():
+    """A numpy array and a tensor of the same dtype and shape, sent in turn: each short
+    way that remembers the last kind sent or received (by dtype and shape) tells the
+    families apart; arrays past 8 KiB join their own memory into the message, and a
+    change after sending does not reach the receiver."""
+    torch = pytest.importorskip("torch")
+    for n in (4, 3000):
+        for round_ in range(3):
+            for family in ("numpy", "torch", "numpy"):
+                x = np.arange(n, dtype=np.float32) + 10 * spmd_index() + round_
+                sent = torch.from_numpy(x) if family == "torch" else x
+                spmd_send(sent, right(), tag=90)
+                x += 1000  # after the send: the message keeps the value sent
+                got = spmd_receive(left(), 90)
+                assert isinstance(got, torch.Tensor) == (family == "torch"), (n, family)
+                want = np.arange(n, dtype=np.float32) + 10 * left() + round_
+                assert (np.asarray(got) == want).all() and got.shape == (n,), (n, family)
+    spmd_barrier()
+
+
 class Tagged(np.ndarray):
     """An ndarray subclass (it must keep its class through a message)."""
 
