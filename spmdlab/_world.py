@@ -55,7 +55,9 @@ class Scope:
         self.arena = None  # shared-memory windows, made on first use (see _shm)
         self.next_queue_tag = 1  # MPI tag of the next DataQueue made in this scope
         self.self_sends = {}  # tag -> messages this worker sent itself, not yet received
-        self.inbox = None  # the buffer point-to-point receives land in (see p2p)
+        # where point-to-point receives land (p2p's _Inbox; None: not made yet, False:
+        # in use by a receive)
+        self.inbox = None
         self.early = []  # (rank, tag, message) that came as a receive gave up (see p2p)
 
     @property

@@ -145,11 +145,16 @@ def _receive(scope, source, tag, status, call, out=None):
         _check_self_sent(call, scope, tag)
     if source is None:
         return _value(scope, _probed(scope, tag, status, call), status, call)
-    inbox = scope.inbox
-    if inbox is None:  # (in use by a receive that this one interrupts: a callback's)
+    box = scope.inbox
+    scope.inbox = False  # in use (by this receive, until it ends)
+    if box:
+        inbox, request = box.buf, box.started(scope.comm, source, tag)
+    elif box is None:  # (the scope's first receive from a given worker)
+        box = _Inbox()
+        inbox, request = box.buf, box.started(scope.comm, source, tag)
+    else:  # (in use by a receive that this one interrupts: a callback's)
         inbox = bytearray(_INBOX)
-    scope.inbox = None
-    request = scope.comm.Irecv(inbox, source - 1, MPI.ANY_TAG if tag is None else tag)
+        request = scope.comm.Irecv(inbox, source - 1, MPI.ANY_TAG if tag is None else tag)
     test = request.Test
     try:
         if out is not None:
@@ -160,7 +165,7 @@ def _receive(scope, source, tag, status, call, out=None):
         else:
             _wait.spin(lambda: test(status), scope, call, [scope.world_ranks[source - 1]])
     except BaseException:
-        if request:  # (else it completed just before: its status is filled)
+        if status.Get_source() == MPI.ANY_SOURCE:  # (else it completed: status filled)
             request.Cancel()
             request.Wait(status)
         if not status.Is_cancelled():  # it came after all: the next receive gets it
@@ -168,8 +173,47 @@ def _receive(scope, source, tag, status, call, out=None):
                                 inbox[:status.Get_count(MPI.BYTE)]))
         raise
     finally:
-        scope.inbox = inbox
+        if box:
+            scope.inbox = box
     return _value(scope, inbox[:status.Get_count(MPI.BYTE)], status, call)
+
+
+class _Inbox:
+    """A scope's inbox: the buffer its receives from a given worker land in, and a
+    persistent receive into it for each (source, tag) met lately (starting one costs
+    half what posting a new receive does: no buffer or request to make)."""
+
+    __slots__ = ("buf", "posted")
+
+    def __init__(self):
+        self.buf = bytearray(_INBOX)
+        self.posted = {}  # (source, tag) -> an inactive persistent receive into buf
+
+    def started(self, comm, source, tag):
+        """The persistent receive from ``source`` (1-based) with ``tag`` (None: any),
+        started."""
+        request = self.posted.get((source, tag))
+        if request is None:
+            if len(self.posted) >= _POSTED:  # (a program that uses many tags)
+                self.free()
+            request = self.posted[(source, tag)] = comm.Recv_init(
+                self.buf, source - 1, MPI.ANY_TAG if tag is None else tag)
+        request.Start()
+        return request
+
+    def free(self):
+        for request in self.posted.values():
+            request.Free()
+        self.posted.clear()
+
+
+@_ending.at_exit
+def _free_inboxes():
+    """At the end of the program: free the persistent receives (MPI warns of those left
+    at its end). None is active: every receive completes or withdraws its own."""
+    for scope in _world.SCOPES:
+        if scope.inbox:
+            scope.inbox.free()
 
 
 def _probed(scope, tag, status, call):
@@ -418,6 +462,8 @@ _INBOX = _pack._SMALL + 4096
 # 1x2 a 4 MiB ring exchange took 620-700 us so against 780-820 us when each look at it
 # was a turn of a Python loop; a 64 KiB one was slower so (26-31 against 18-23 us)
 _WAIT_IN_MPI = 1 << 19
+# An inbox keeps the persistent receives of this many (source, tag) pairs at most
+_POSTED = 64
 # A receive first tests this many times in a tight loop before the wait that watches for
 # workers that have left, timeouts and stall reports.
 _QUICK_TESTS = 64

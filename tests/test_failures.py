@@ -126,6 +126,35 @@ if spmd_index() == 1:
     assert "a message from worker 1 (tag 5)" in job.stderr and job.seconds < 20
 
 
+def test_receives_over_many_tags_and_a_withdrawn_one_end_cleanly():
+    """Receives from a given worker start persistent receives (one per source and tag,
+    64 kept at most): over 100 tags, and after a receive that gave up (withdrawn: the
+    next receive with its tag starts it again), the job ends at once, nothing on
+    stderr."""
+    job = run_job(PROLOGUE + """
+from spmdlab import _env
+k, n = spmd_index(), spmd_size()
+for tag in range(100):
+    spmd_send(np.full(3, k), k % n + 1, tag=tag)
+    assert (spmd_receive((k - 2) % n + 1, tag) == (k - 2) % n + 1).all()
+    assert spmd_send_receive(k % n + 1, (k - 2) % n + 1, tag, tag=tag) == tag
+if k == 1:
+    _env.TIMEOUT = 0.3
+    try:
+        spmd_receive(2, 999)
+    except SpmdTimeoutError:
+        print("withdrawn")
+    _env.TIMEOUT = None
+spmd_barrier()
+spmd_send("after", k % n + 1, tag=999)
+print("got", spmd_receive((k - 2) % n + 1, 999))
+""", 2)
+    assert job.returncode == 0, job.stderr
+    assert job.stdout.count("got after") == 2 and "withdrawn" in job.stdout
+    assert not job.stderr.strip(), job.stderr
+    assert job.seconds < 20
+
+
 def test_clean_run_exits_zero_quickly():
     job = run_job(PROLOGUE + """
 x = spmd_plus(np.ones(10))
