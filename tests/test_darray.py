@@ -466,3 +466,113 @@ def test_a_vector_written_through_a_mask_fills_in_numpys_order_in_every_split(ba
             with pytest.raises(SpmdValueError, match=rf"\(worker {k} of {n}\): a value of "
                                rf"shape \({picked - 1},\) for {picked} selected"):
                 D[G > 3] = v[:-1]
+
+
+# -- complex max/min, argmax/argmin, reshape -------------------------------------------------
+
+
+def complex_whole(shape, nan=False):
+    """Complex values with ties in the real part (broken by the imaginary part), ties in
+    both, and, with ``nan``, a NaN or two."""
+    G = whole(shape)
+    Z = np.round(G / 2) + 1j * np.round(np.cos(G) * 3)
+    if nan:
+        Z.reshape(-1)[Z.size // 2] = complex(np.nan, 1)
+        Z.reshape(-1)[-1] = complex(np.nan, np.nan)
+    return Z
+
+
+def same_result(got, want, like):
+    """``got`` (codistributed or a scalar of the family) equals numpy's ``want``
+    exactly (NaN where numpy has NaN), with the family and numpy's dtype."""
+    if isinstance(got, CodistributedArray):
+        assert got.family == da.distribute(like).family
+    elif np.ndim(want) == 0:
+        assert type(got) is type(np.asarray(want)[()]) or type(got) is type(like)
+    np.testing.assert_array_equal(value(got), want)
+    assert value(got).dtype == np.asarray(want).dtype
+
+
+def test_max_and_min_of_complex_values_are_numpys(backend):
+    for shape in shapes():
+        for nan in (False, True):
+            G = complex_whole(shape, nan)
+            for axis in range(len(shape)):
+                D = distribute(backend.make(G), axis=axis)
+                for ax in [None, *range(len(shape)), (0, len(shape) - 1)]:
+                    for name in ("max", "min", "amax", "amin"):
+                        got = getattr(np, name)(D, axis=ax)
+                        same_result(got, getattr(np, name)(G, axis=ax), D.local)
+                    kept = np.max(D, axis=ax, keepdims=True)
+                    np.testing.assert_array_equal(value(kept),
+                                                  np.max(G, axis=ax, keepdims=True))
+                np.testing.assert_array_equal(value(D.min(axis=axis)), G.min(axis=axis))
+    with pytest.raises(SpmdValueError, match=rf"numpy.max \(worker {spmd_index()} of "
+                       rf"{spmd_size()}\): zero-size array"):
+        np.max(distribute(np.zeros((0, 3), complex)))
+
+
+def test_argmax_and_argmin_are_numpys(backend):
+    for shape in shapes():
+        for G in (np.round(whole(shape) / 3) ** 2, complex_whole(shape),
+                  complex_whole(shape, nan=True), np.where(whole(shape) > 0, np.nan, 1.0)):
+            for axis in range(len(shape)):
+                D = distribute(backend.make(G), axis=axis)
+                for ax in [None, *range(len(shape))]:
+                    for name in ("argmax", "argmin"):
+                        got = getattr(np, name)(D, axis=ax)
+                        want = getattr(np, name)(G, axis=ax)
+                        same_result(got, want, D.local)
+                        kept = getattr(D, name)(axis=ax, keepdims=True)
+                        np.testing.assert_array_equal(
+                            value(kept), getattr(np, name)(G, axis=ax, keepdims=True))
+                if ax is not None and shape[ax] > 1 and ax != axis:
+                    assert got.axis == axis - (ax < axis)  # along another axis: local
+    n, k = spmd_size(), spmd_index()
+    with pytest.raises(SpmdValueError, match=rf"numpy.argmax \(worker {k} of {n}\): "
+                       r"attempt to get the argmax of an empty sequence \(shape \(3, 0\)"):
+        np.argmax(da.zeros((3, 0)))
+    with pytest.raises(SpmdValueError, match=rf"numpy.argmin \(worker {k} of {n}\): axis 2 "
+                       r"is out of bounds"):
+        np.argmin(da.zeros((3, 2)), axis=2)
+
+
+def test_reshape_ravel_and_flatten_are_numpys(backend):
+    n = spmd_size()
+    for shape in shapes():
+        G = whole(shape)
+        size = G.size
+        news = [(-1,), (1, -1), (-1, 1), shape[::-1], shape + (1,), (size // shape[0],
+                                                                       shape[0])]
+        for axis in range(len(shape)):
+            D = distribute(backend.make(G), axis=axis)
+            for new in news:
+                for order in ("C", "F"):
+                    R = D.reshape(new, order=order)
+                    want = G.reshape(new, order=order)
+                    assert R.shape == want.shape and R.axis == 0
+                    assert R.partition == da.default_partition(want.shape[0])
+                    assert type(R.local) is type(D.local)
+                    assert np.array_equal(backend.read(R.local), want[R.global_slice()])
+                    assert np.array_equal(value(np.reshape(D, new, order=order)), want)
+            assert np.array_equal(value(D.reshape(*shape[::-1])), G.reshape(shape[::-1]))
+            for order in ("C", "F"):
+                assert np.array_equal(value(D.ravel(order)), G.ravel(order))
+                assert np.array_equal(value(np.ravel(D, order)), G.ravel(order))
+            F = D.flatten()
+            F.local[...] = 0  # a copy
+            assert np.array_equal(value(D), G)
+            M = da.distribute(backend.make(G), axis=axis)
+            R = M.reshape(new)
+            assert R.dtype == M.dtype
+    k = spmd_index()
+    D = da.zeros((n + 1, 3))
+    with pytest.raises(SpmdValueError, match=rf"^CodistributedArray.reshape \(worker {k} of "
+                       rf"{n}\): cannot reshape an array of size {3 * n + 3} into shape "
+                       r"\(2, 5\)"):
+        D.reshape(2, 5)
+    with pytest.raises(SpmdValueError, match="may hold one -1"):
+        np.reshape(D, (-1, -1))
+    if n > 1:  # a shape that differs between workers is named, never waited on
+        with pytest.raises(SpmdMismatchError, match="numpy.reshape"):
+            np.reshape(D, (1, -1) if k == 1 else (-1, 1))

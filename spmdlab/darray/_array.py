@@ -209,6 +209,25 @@ class CodistributedArray(np.lib.mixins.NDArrayOperatorsMixin):
                                    _exchange.codist_blocks(target), self.family)
         return self._new(local, target)
 
+    def _reshaped(self, call, target, order="C", err=None):
+        """Collective: this array's elements, read in numpy's ``order`` ("C": row by row,
+        "F": column by column), as an array of the complete codistributor ``target``
+        (its shape and split); each element moves once, in one all-to-all. ``err``:
+        this worker's own failure, raised on every worker."""
+        scope = self._check_scope(call)
+        agree(scope, call, _pack.digest((self._key(call), order, None if err else
+                                        _codist_key(target))), error=err,
+              describe=lambda: self._describe(call, target=target, order=order))
+        if order == "F":  # the F order of an array is the C order of its transpose
+            inner = Codistributor(len(target.shape) - 1 - target.axis, target.partition,
+                                  target.shape[::-1])
+            local = _exchange.reshape(scope, call, self.T._local, self.T._codist, inner,
+                                      self.family)
+            return self._new(local, inner).T
+        local = _exchange.reshape(scope, call, self._local, self._codist, target,
+                                  self.family)
+        return self._new(local, target)
+
     def _target(self, call, codistributor, axis, partition):
         if codistributor is not None and (axis is not None or partition is not None):
             raise error(SpmdTypeError, call, "give a codistributor or axis and partition, "
@@ -381,6 +400,39 @@ class CodistributedArray(np.lib.mixins.NDArrayOperatorsMixin):
 
     def dot(self, other: Any) -> Any:
         return np.dot(self, other)
+
+    def argmax(self, axis: Any = None, keepdims: bool = False) -> Any:
+        """numpy's ``argmax`` of the global array: see ``numpy.argmax`` on a
+        codistributed array (collective along the distribution axis or over all)."""
+        return np.argmax(self, axis=axis, keepdims=keepdims)
+
+    def argmin(self, axis: Any = None, keepdims: bool = False) -> Any:
+        """numpy's ``argmin`` of the global array, as ``argmax``."""
+        return np.argmin(self, axis=axis, keepdims=keepdims)
+
+    def reshape(self, *shape: Any, order: str = "C") -> CodistributedArray:
+        """The global array in another shape, read in numpy's ``order`` ("C" or "F"),
+        split by the default distribution of the new shape (the class's default axis,
+        the default partition). Collective: each element moves once, in one all-to-all;
+        always a new array."""
+        from ._numpy import reshaped
+
+        if len(shape) == 1 and not isinstance(shape[0], (int, np.integer)):
+            shape = shape[0]
+        return reshaped(f"{type(self).__name__}.reshape", self, shape, order)
+
+    def ravel(self, order: str = "C") -> CodistributedArray:
+        """The global array as a vector, in numpy's ``order``, split by the default
+        partition. Collective, as ``reshape``; always a new array."""
+        from ._numpy import reshaped
+
+        return reshaped(f"{type(self).__name__}.ravel", self, (-1,), order)
+
+    def flatten(self, order: str = "C") -> CodistributedArray:
+        """As ``ravel`` (always a copy)."""
+        from ._numpy import reshaped
+
+        return reshaped(f"{type(self).__name__}.flatten", self, (-1,), order)
 
 
 def _codist_key(codist):

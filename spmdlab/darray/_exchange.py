@@ -268,3 +268,98 @@ def _start_gather(comm, host, out, shape, axis, partition, destination):
                 index = (slice(None),) * axis + (slice(starts[k], starts[k] + count),)
                 out[index] = block.reshape(before + (count,) + after)
     return request, finish
+
+
+# -- a reshape: the same elements in numpy's C order, another shape and split -----------------
+
+
+def reshape(scope, call, local, src, dst, family=None):
+    """This worker's part of the global array of complete codistributor ``src``, read in
+    numpy's C order into the shape of complete codistributor ``dst`` (the same number of
+    elements) and split by it: each element moves once, in one Alltoallv of bytes.
+
+    Element ``g`` of the C order lies in the block of one worker before and one after;
+    a worker's block, read in its own C order, visits its elements in increasing ``g``,
+    so the elements a worker sends another leave in that order and land, in that
+    order, in the places of the receiver's block that come from the sender."""
+    family = LOCAL[family or local_family(local)]
+    host = np.ascontiguousarray(family.host(local)).reshape(-1)
+    me = scope.rank
+    try:
+        plan = _reshape_plan(src, dst, me)
+        size, item = host.dtype.itemsize, host.dtype
+        out = np.empty(plan.out_size, dtype=item)
+        values = host[plan.send_order]  # the elements in the order they leave
+        got = np.empty(plan.out_size, dtype=item)
+        own = slice(plan.send_displs[me], plan.send_displs[me] + plan.send_counts[me])
+        got[plan.recv_displs[me]:plan.recv_displs[me] + plan.recv_counts[me]] = values[own]
+        if scope.size > 1 and size:
+            scounts = [0 if k == me else c * size for k, c in enumerate(plan.send_counts)]
+            rcounts = [0 if k == me else c * size for k, c in enumerate(plan.recv_counts)]
+            request = scope.comm.Ialltoallv(
+                [values.view(np.uint8), (scounts, [d * size for d in plan.send_displs]),
+                 MPI.BYTE],
+                [got.view(np.uint8), (rcounts, [d * size for d in plan.recv_displs]),
+                 MPI.BYTE])
+        else:
+            request = None
+    except Exception:
+        _ending.end_committed(scope, call)
+    if request is not None:
+        _wait.wait(request, scope, call)
+    try:
+        out[plan.recv_order] = got
+    except Exception:
+        _ending.end_committed(scope, call)
+    return family.like(out.reshape(plan.out_shape), local)
+
+
+class _ReshapePlan:
+    """For one worker: the order its elements leave in (grouped by receiver), where the
+    elements it receives go (grouped by sender), and the counts and displacements."""
+
+    __slots__ = ("send_order", "send_counts", "send_displs", "recv_order", "recv_counts",
+                 "recv_displs", "out_shape", "out_size")
+
+    def __init__(self, src, dst, me):
+        workers = len(src.partition)
+        self.send_order, self.send_counts, self.send_displs = _grouped(
+            _flat_indices(src, me), dst, workers)
+        self.recv_order, self.recv_counts, self.recv_displs = _grouped(
+            _flat_indices(dst, me), src, workers)
+        self.out_shape = dst.local_shape(me + 1)
+        self.out_size = math.prod(self.out_shape)
+
+
+def _flat_indices(codist, rank):
+    """The C-order indices in the global array of worker ``rank + 1``'s elements, in the
+    C order of its block."""
+    shape, axis = codist.shape, codist.axis
+    start = offsets(codist.partition)[rank]
+    local = codist.local_shape(rank + 1)
+    flat = np.zeros(local, dtype=np.int64)
+    stride = 1
+    for d in range(len(shape) - 1, -1, -1):
+        first = start if d == axis else 0
+        along = (np.arange(local[d], dtype=np.int64) + first) * stride
+        flat += along.reshape((-1,) + (1,) * (len(shape) - 1 - d))
+        stride *= shape[d]
+    return flat.reshape(-1)
+
+
+def _grouped(flat, codist, workers):
+    """Positions of the elements ``flat`` (C-order global indices), grouped by the worker
+    whose block of ``codist`` holds them (in increasing index within each group), with
+    counts and displacements per worker."""
+    inner = math.prod(codist.shape[codist.axis + 1:])
+    along = (flat // inner) % codist.shape[codist.axis] if flat.size else flat
+    owner = np.searchsorted(np.cumsum(codist.partition), along, side="right")
+    order = np.argsort(owner, kind="stable")
+    counts = np.bincount(owner, minlength=workers).tolist()
+    displs = list(offsets(counts))
+    return order, counts, displs
+
+
+@functools.lru_cache(maxsize=8)
+def _reshape_plan(src, dst, me):
+    return _ReshapePlan(src, dst, me)

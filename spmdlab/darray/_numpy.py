@@ -19,8 +19,9 @@ from .. import _reduce
 from .._backends import LOCAL, classify
 from .._ops import LAND, LOR, MAX, MIN, PROD, SUM
 from ..collectives import _cat_arrays
-from ..errors import SpmdTypeError, SpmdValueError
+from ..errors import SpmdError, SpmdTypeError, SpmdValueError
 from ._array import CodistributedArray
+from . import _extrema
 from ._codistributor import Codistributor, error
 
 _FUNCTIONS: Dict[Any, Callable[..., Any]] = {}
@@ -311,6 +312,58 @@ def transpose(a, axes=None):
     return a._new(local, Codistributor(axes.index(a.axis), a.partition, shape))
 
 
+# -- collective: another shape --------------------------------------------------------------
+
+
+def new_shape(call, size, shape):
+    """numpy's ``shape`` argument of a reshape of ``size`` elements (ints, one of them
+    -1 at most) as a tuple; SpmdValueError naming ``call`` when it does not fit."""
+    values = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
+    if any(isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer))
+           for v in values):
+        raise error(SpmdTypeError, call, f"the new shape must be ints (got {shape!r})")
+    values = tuple(int(v) for v in values)
+    unknown = [d for d, v in enumerate(values) if v == -1]
+    if len(unknown) > 1 or any(v < -1 for v in values):
+        raise error(SpmdValueError, call, f"the new shape {values} may hold one -1 and "
+                    f"otherwise sizes of at least 0")
+    known = math.prod(v for v in values if v != -1)
+    if unknown and known and size % known == 0:
+        values = values[:unknown[0]] + (size // known,) + values[unknown[0] + 1:]
+    if -1 in values or math.prod(values) != size:
+        raise error(SpmdValueError, call, f"cannot reshape an array of size {size} into "
+                    f"shape {values}")
+    return values
+
+
+def reshaped(call, a, shape, order="C", codistributor=None):
+    """``a`` in the new ``shape``, read in numpy's ``order``, split by ``codistributor``
+    (default: the default distribution of the new shape for ``a``'s class). Collective:
+    one all-to-all; bad arguments raise on every worker."""
+    a._check_scope(call)
+    target, err = None, None
+    try:
+        if order not in ("C", "F"):
+            raise error(SpmdValueError, call, f"'order' must be 'C' or 'F' here (got "
+                        f"{order!r})")
+        shape = new_shape(call, a.size, shape)
+        target = (codistributor or Codistributor()).complete(
+            shape, default_axis=type(a)._default_axis, call=call)
+    except SpmdError as exc:
+        err = exc
+    return a._reshaped(call, target, order, err)
+
+
+@implements(np.reshape)
+def _reshape(a, shape=None, order="C", *, newshape=None, copy=None):
+    return reshaped("numpy.reshape", a, newshape if shape is None else shape, order)
+
+
+@implements(np.ravel)
+def _ravel(a, order="C"):
+    return reshaped("numpy.ravel", a, (-1,), order)
+
+
 @implements(np.swapaxes)
 def _swapaxes(a, axis1, axis2):
     axes = list(range(a.ndim))
@@ -366,6 +419,11 @@ def reduction(call, name, a, axis=None, dtype=None, keepdims=False, out=None,
         local = a.local
     shape = tuple(1 if d in axes else n for d, n in enumerate(a.shape)) if keepdims \
         else tuple(n for d, n in enumerate(a.shape) if d not in axes)
+    if name in ("max", "min") and family.dtype(local).kind == "c":
+        if any(a.shape[d] == 0 for d in axes):
+            raise error(SpmdValueError, call, f"zero-size array to reduction operation "
+                        f"{name} which has no identity (shape {a.shape})")
+        return _extrema.complex_extremum(call, name, a, axes, keepdims)
     if a.axis not in axes:  # every worker reduces its own block: no communication
         result = family.reduce(name, local, axes, keepdims, dtype)
         new_axis = a.axis if keepdims else a.axis - sum(1 for d in axes if d < a.axis)
@@ -434,6 +492,12 @@ def _extremum(name):
 
 implements(np.max, np.amax)(_extremum("max"))
 implements(np.min, np.amin)(_extremum("min"))
+
+
+implements(np.argmax)(lambda a, axis=None, out=None, *, keepdims=np._NoValue:
+                      _extrema.arg("numpy.argmax", "max", a, axis, out, keepdims))
+implements(np.argmin)(lambda a, axis=None, out=None, *, keepdims=np._NoValue:
+                      _extrema.arg("numpy.argmin", "min", a, axis, out, keepdims))
 
 
 def _count(a, axis):

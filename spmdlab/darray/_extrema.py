@@ -1,0 +1,212 @@
+"""Where the largest and smallest elements are: numpy's ``argmax``/``argmin`` and the
+maximum and minimum of complex values (numpy's order: real part, then imaginary part),
+and MATLAB's ``max``/``min`` (complex values by absolute value, then phase angle; NaN
+left out unless asked for; the 1-based index as a second output).
+
+Along an axis other than the distribution axis every worker works on its own block.
+Along the distribution axis (or over the whole array) every worker finds its own
+candidate, the first it holds of the best, with its global index; the candidates are
+joined in worker order (one small ``spmd_cat``) and the same rule, applied to them in
+the order of their global indices, picks the first best of the global array. So every
+rule that picks the first best (numpy's, MATLAB's, ties and NaN included) gives the
+answer it gives on the gathered array, on every worker, bit for bit.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .._backends import LOCAL, classify
+from ..collectives import _cat_arrays
+from ..errors import SpmdValueError
+from ._codistributor import Codistributor, error
+
+# -- the rules, on host numpy arrays: the index along ``axis`` of the first best element -----
+
+
+def numpy_pick(x, axis, name):
+    """numpy's ``argmax``/``argmin`` (name "max" or "min") along ``axis``, kept."""
+    return np.expand_dims((np.argmax if name == "max" else np.argmin)(x, axis=axis), axis)
+
+
+def matlab_pick(x, axis, name, omitnan=True, method="auto"):
+    """MATLAB's ``[~, I] = max(x, [], axis)`` (or ``min``), 0-based and kept: elements
+    compared by ``method`` ("auto": complex values by ``abs`` then ``angle``, real ones
+    by value; "abs": by ``abs`` then ``angle``; "real": by real part then imaginary
+    part), ties to the first; NaN left out (``omitnan``: the first NaN when all are) or,
+    with ``omitnan=False``, the first NaN wins."""
+    complex_ = x.dtype.kind == "c"
+    if method == "real" or (method == "auto" and not complex_):
+        keys = [x.real, x.imag] if complex_ else [x]
+    else:
+        keys = [np.abs(x.astype(np.float64) if x.dtype.kind in "biu" else x), np.angle(x)]
+    nan = np.isnan(x) if x.dtype.kind in "fc" else np.zeros(x.shape, dtype=bool)
+    best = np.max if name == "max" else np.min
+    candidate = ~nan
+    for key in keys:
+        if key.dtype.kind == "b":
+            key = key.astype(np.uint8)
+        # the best key among the candidates; the others get the best key's opposite
+        worst = _worst(key.dtype, name)
+        masked = np.where(candidate, key, worst)
+        top = best(masked, axis=axis, keepdims=True) if masked.shape[axis] else masked
+        candidate = candidate & (masked == top)
+    has = candidate.any(axis=axis, keepdims=True)
+    first_nan = np.argmax(nan, axis=axis, keepdims=True)
+    index = np.where(has, np.argmax(candidate, axis=axis, keepdims=True), first_nan)
+    if not omitnan:
+        index = np.where(nan.any(axis=axis, keepdims=True), first_nan, index)
+    return index
+
+
+def _worst(dtype, name):
+    if dtype.kind in "fc":
+        return -np.inf if name == "max" else np.inf
+    info = np.iinfo(dtype)
+    return info.min if name == "max" else info.max
+
+
+# -- on a local part -------------------------------------------------------------------------
+
+
+def _host(family, local):
+    return np.asarray(family.host(local))
+
+
+def local_pick(family, local, axis, name, pick):
+    """``pick``'s index along ``axis`` of a local part (kept), as host int64. numpy's
+    rule on numpy and torch real parts runs in the family (torch's argmax takes the
+    first best and the first NaN, as numpy's); the rest on a host copy."""
+    if pick is numpy_pick and family is LOCAL["torch"] and \
+            not local.dtype.is_complex:
+        import torch
+
+        fn = torch.argmax if name == "max" else torch.argmin
+        return _host(family, fn(local, dim=axis, keepdim=True)).astype(np.int64)
+    if pick is numpy_pick and family is not LOCAL["torch"]:
+        fn = np.argmax if name == "max" else np.argmin
+        return _host(family, fn(local, axis=axis, keepdims=True)).astype(np.int64)
+    return pick(_host(family, local), axis, name).astype(np.int64)
+
+
+def along(call, a, axis, name, pick):
+    """(values, 0-based global indices) of the best elements along ``axis`` of
+    codistributed ``a``, both kept (length 1 along ``axis``) and whole on every worker
+    when ``axis`` is the distribution axis, else this worker's block of them. Host
+    numpy arrays. Collective when ``axis`` is the distribution axis."""
+    family = LOCAL[a.family]
+    local = a.local
+    if local.shape[axis]:
+        index = local_pick(family, local, axis, name, pick)
+        values = np.take_along_axis(_host(family, local), index, axis=axis)
+    else:  # nothing here: no candidate
+        kept = tuple(0 if d == axis else n for d, n in enumerate(local.shape))
+        index = np.zeros(kept, dtype=np.int64)
+        values = np.zeros(kept, dtype=_host(family, local).dtype)
+    if axis != a.axis:
+        return values, index
+    index = index + a.codistributor.global_indices().start
+    scope = a._scope
+    values = _cat_arrays(call, scope, classify(np.ascontiguousarray(values)), axis, None)
+    index = _cat_arrays(call, scope, classify(np.ascontiguousarray(index)), axis, None)
+    # the candidates follow each other in worker order, which is their global order
+    which = pick(values, axis, name)
+    return (np.take_along_axis(values, which, axis=axis),
+            np.take_along_axis(index, which, axis=axis))
+
+
+def overall(call, a, name, pick, order="C"):
+    """(value, 0-based flat index in ``order``) of the best element of codistributed
+    ``a``, on every worker (host numpy scalars). Collective."""
+    family = LOCAL[a.family]
+    host = _host(family, a.local)
+    if host.size:
+        flat = host.reshape(-1, order=order)
+        i = int(pick(flat, 0, name)[0])
+        value = flat[i:i + 1]
+        where = np.unravel_index(i, host.shape, order=order)
+        start = a.codistributor.global_indices().start
+        where = tuple(w + start if d == a.axis else w for d, w in enumerate(where))
+        index = np.array([np.ravel_multi_index(where, a.shape, order=order)],
+                         dtype=np.int64)
+    else:
+        value, index = host.reshape(-1)[:0], np.zeros(0, dtype=np.int64)
+    scope = a._scope
+    values = _cat_arrays(call, scope, classify(np.ascontiguousarray(value)), 0, None)
+    indices = _cat_arrays(call, scope, classify(index), 0, None)
+    ranked = np.argsort(indices, kind="stable")  # the candidates in the array's order
+    values, indices = values[ranked], indices[ranked]
+    i = int(pick(values, 0, name)[0])
+    return values[i], int(indices[i])
+
+
+def check_not_empty(call, a, axis, what):
+    """numpy's and MATLAB's refusal of the best of nothing, on every worker (the shape
+    is the same everywhere)."""
+    n = a.size if axis is None else a.shape[axis]
+    if n == 0:
+        raise error(SpmdValueError, call, f"attempt to get the {what} of an empty sequence "
+                    f"(shape {a.shape}{'' if axis is None else f', axis {axis}'})")
+
+
+# -- numpy's argmax and argmin, and the complex max and min --------------------------------
+
+
+def arg(call, name, a, axis=None, out=None, keepdims=False):
+    """numpy's ``argmax``/``argmin`` of codistributed ``a``: int64 indices, codistributed
+    like ``a`` without ``axis`` (a replicated scalar of the family for ``axis=None``)."""
+    from ._numpy import _axes, _replicated_result, _unsupported
+
+    _unsupported(call, out=out)
+    a._check_scope(call)
+    keepdims = bool(keepdims) if keepdims is not np._NoValue else False
+    family = LOCAL[a.family]
+    if axis is None:
+        check_not_empty(call, a, None, f"arg{name}")
+        _, index = overall(call, a, name, numpy_pick)
+        if keepdims:
+            return _replicated_result(a, family.like(np.full((1,) * a.ndim, index,
+                                                             dtype=np.int64), a.local),
+                                      (1,) * a.ndim)
+        return _replicated_result(a, family.like(np.array(index, dtype=np.int64),
+                                                 a.local), ())
+    (axis,) = _axes(call, a, axis)
+    check_not_empty(call, a, axis, f"arg{name}")
+    _, index = along(call, a, axis, name, numpy_pick)
+    shape = tuple(1 if d == axis else n for d, n in enumerate(a.shape))
+    if not keepdims:
+        index = index.reshape(index.shape[:axis] + index.shape[axis + 1:])
+        shape = shape[:axis] + shape[axis + 1:]
+    result = family.like(index.copy(), a.local)
+    if axis != a.axis:
+        new_axis = a.axis if keepdims or a.axis < axis else a.axis - 1
+        return a._new(result, Codistributor(new_axis, a.partition, shape))
+    return _replicated_result(a, result, shape)
+
+
+def complex_extremum(call, name, a, axes, keepdims):
+    """numpy's ``max``/``min`` of complex ``a`` over ``axes`` (numpy's order: real
+    part, then imaginary part; the first NaN wins): along the distribution axis, each
+    worker's candidate, joined in worker order and reduced again."""
+    from ._numpy import _replicated_result
+
+    family = LOCAL[a.family]
+    host = _host(family, a.local)
+    reduce = np.max if name == "max" else np.min
+    shape = tuple(1 if d in axes else n for d, n in enumerate(a.shape)) if keepdims \
+        else tuple(n for d, n in enumerate(a.shape) if d not in axes)
+    if a.axis not in axes:
+        result = reduce(host, axis=axes, keepdims=keepdims)
+        new_axis = a.axis if keepdims else a.axis - sum(1 for d in axes if d < a.axis)
+        return a._new(family.like(np.asarray(result).copy(), a.local),
+                      Codistributor(new_axis, a.partition, shape))
+    if host.shape[a.axis]:
+        partial = reduce(host, axis=axes, keepdims=True)
+    else:
+        partial = np.zeros(tuple(0 if d == a.axis else (1 if d in axes else n)
+                                 for d, n in enumerate(host.shape)), dtype=host.dtype)
+    joined = _cat_arrays(call, a._scope, classify(np.ascontiguousarray(partial)), a.axis,
+                         None)
+    total = reduce(joined, axis=a.axis, keepdims=True)
+    total = total.reshape(shape).copy()
+    return _replicated_result(a, family.like(total, a.local), shape)
