@@ -38,8 +38,8 @@ from . import _checks, collectives, composite, p2p, region
 from ._backends import classify
 from .darray._matlab import (codistributed, codistributor, codistributor1d, distributed,
                              drange, eye, gather, getCodistributor, getLocalPart,
-                             globalIndices, iscodistributed, isdistributed, ones, rand, randn,
-                             redistribute, zeros)
+                             globalIndices, iscodistributed, isdistributed, ndims, numel,
+                             ones, rand, randn, redistribute, reshape, size, zeros)
 from .errors import SpmdValueError
 
 __all__ = [
@@ -47,8 +47,9 @@ __all__ = [
     "delete", "drange", "eye", "gather", "gcat", "gcp", "getCodistributor", "getLocalPart", "globalIndices",
     "gop", "gplus", "iscodistributed", "isdistributed", "labBarrier", "labBroadcast",
     "labProbe", "labProbeStatus", "labReceive", "labReceiveStatus", "labSend",
-    "labSendReceive", "labindex", "mpiprofile", "numlabs", "ones", "parpool", "rand", "randn",
-    "redistribute", "spmdBarrier", "spmdBroadcast", "spmdCat", "spmdIndex", "spmdPlus",
+    "labSendReceive", "labindex", "mpiprofile", "ndims", "numel", "numlabs", "ones",
+    "parpool", "rand", "randn", "redistribute", "reshape", "size", "spmdBarrier",
+    "spmdBroadcast", "spmdCat", "spmdIndex", "spmdPlus",
     "spmd", "spmdProbe", "spmdProbeStatus", "spmdReceive", "spmdReceiveStatus",
     "spmdReduce", "spmdSend", "spmdSendReceive", "spmdSize", "zeros",
 ]

@@ -8,7 +8,8 @@ from spmdlab import SpmdError, SpmdMismatchError, SpmdTypeError, SpmdValueError
 from spmdlab.matlab import (Composite, codistributed, codistributor, codistributor1d,
                             distributed, drange, eye, gather, getCodistributor,
                             getLocalPart, globalIndices, iscodistributed, isdistributed,
-                            ones, rand, randn, redistribute, spmdIndex, spmdSize, zeros)
+                            ndims, numel, ones, rand, randn, redistribute, reshape, size,
+                            spmdIndex, spmdSize, zeros)
 
 from conftest import torch
 
@@ -143,16 +144,41 @@ def test_redistribute_and_gather_to_one_worker():
     assert gather(7) == 7 and gather(Composite(k)) == list(range(1, N + 1))
 
 
-def test_redistributing_a_row_along_dimension_1_says_why_not():
-    # a 1-D array is MATLAB's 1-by-n row: dimension 1 is not past it, it is a singleton
+def test_redistribute_along_a_singleton_dimension_does_what_the_constructors_do(backend):
+    # a 1-D array is MATLAB's 1-by-n row: along dimension 1 it becomes (1, n), as
+    # codistributed(x, codistributor1d(1)) makes it; a 2-D array along dimension 3 gains
+    # the trailing singleton axis it is split along, as zeros(m, n, codistributor1d(3))
     N, k = spmdSize(), spmdIndex()
-    v = codistributed(np.arange(5.0))
-    with pytest.raises(SpmdValueError, match=rf"^redistribute \(worker {k} of {N}\): "
-                       r"dimension 1 of a 1-D array \(MATLAB's 1-by-5 row\) is a singleton"):
-        redistribute(v, codistributor1d(1))
-    with pytest.raises(SpmdValueError, match=r"dimension 3 is past the array's 2"):
-        redistribute(codistributed.zeros(2, 3), codistributor1d(3))
-    assert np.array_equal(gather(redistribute(v, codistributor1d(2))), np.arange(5.0))
+    x = np.arange(N + 4.0)
+    v = codistributed(backend.make(x))
+    R = redistribute(v, codistributor1d(1))
+    C = codistributed(backend.make(x), codistributor1d(1))
+    assert R.shape == C.shape == (1, N + 4) and R.codistributor == C.codistributor
+    assert type(R.local) is type(v.local) and np.array_equal(gather_np(R), x[None])
+    assert np.array_equal(gather_np(redistribute(v, codistributor1d(2))), x)
+    A = np.arange(4.0 * (N + 1)).reshape(4, N + 1)
+    for D in (codistributed(backend.make(A)), codistributed(backend.make(A),
+                                                           codistributor1d(1))):
+        R = redistribute(D, codistributor1d(3))
+        Z = zeros(4, N + 1, codistributor1d(3))
+        assert R.shape == Z.shape == (4, N + 1, 1) and R.codistributor == Z.codistributor
+        assert R.local.shape == ((4, N + 1, 1) if k == 1 else (4, N + 1, 0))
+        assert np.array_equal(gather_np(R), A[..., None])
+        assert list(size(R)) == [4, N + 1] and size(R, 3) == 1
+        assert getCodistributor(R).Dimension == 3
+        assert list(globalIndices(R, 3)) == ([1] if k == 1 else [])
+        back = redistribute(R, codistributor1d(1))  # MATLAB's size again: 4-by-(N+1)
+        assert back.shape == (4, N + 1) and np.array_equal(gather_np(back), A)
+        assert redistribute(R).shape == (4, N + 1)
+    part = [2] + [0] * (N - 1)
+    with pytest.raises(SpmdValueError, match=rf"^redistribute \(worker {k} of {N}\): the "
+                       r"partition \[2(, 0)*\] adds up to 2, but the array has 1"):
+        redistribute(codistributed.zeros(2, 3), codistributor1d(3, part))
+
+
+def gather_np(D):
+    X = gather(D)
+    return X.cpu().numpy() if torch is not None and isinstance(X, torch.Tensor) else X
 
 
 def test_codistributed_of_a_codistributed_array_redistributes_it():
@@ -319,3 +345,71 @@ def test_torch_local_parts():
     assert isinstance(getLocalPart(D), torch.Tensor)
     G = gather(D * 2)
     assert isinstance(G, torch.Tensor) and torch.equal(G, T * 2)
+
+
+# -- MATLAB's sizes, reshape, max and min -----------------------------------------------------
+
+
+def test_sizes_drop_trailing_singletons_unless_a_codistributor_names_one():
+    N, k = spmdSize(), spmdIndex()
+    for made in (ones(2, 3, 1, "codistributed"), codistributed.ones(2, 3, 1),
+                 zeros([2, 3, 1, 1], "codistributed"), rand(2, 3, 1, codistributor1d())):
+        assert made.shape == (2, 3) and list(size(made)) == [2, 3] and ndims(made) == 2
+    assert ones(2, 3, 1).shape == (2, 3)  # not distributed: MATLAB's too
+    assert codistributed(np.zeros((2, 3, 1))).shape == (2, 3)  # a numpy array's too
+    part = [3] + [0] * (N - 1)
+    L = np.ones((2, 3, 1) if k == 1 else (2, 0, 1))
+    assert codistributed.build(L, codistributor1d(2, part, [2, 3, 1])).shape == (2, 3)
+    assert zeros(2, 1, 3, "codistributed").shape == (2, 1, 3)
+    for Z in (zeros(4, 4, codistributor1d(3)), zeros(4, 4, 1, codistributor1d(3)),
+              codistributed.zeros(4, 4, codistributor1d(3, [], [4, 4, 1]))):
+        assert Z.shape == (4, 4, 1) and Z.axis == 2
+        assert Z.local.shape == ((4, 4, 1) if k == 1 else (4, 4, 0))
+        assert list(size(Z)) == [4, 4] and size(Z, 3) == 1 and size(Z, 1) == 4
+        assert ndims(Z) == 2 and numel(Z) == 16 and getCodistributor(Z).Dimension == 3
+    Z = zeros(2, 3, 4, codistributor1d(5))
+    assert Z.shape == (2, 3, 4, 1, 1) and list(size(Z)) == [2, 3, 4] and ndims(Z) == 3
+    assert list(size(np.zeros((2, 3, 4)), [1, 3, 7])) == [2, 4, 1]
+    assert list(size(np.zeros((2, 3, 4)), 3, 1)) == [4, 2]
+    assert size(np.zeros((2, 3, 4)), nargout=2) == (2, 12)
+    assert size(np.zeros((2, 3)), nargout=4) == (2, 3, 1, 1)
+    assert list(size(5.0)) == [1, 1] and list(size(np.arange(4))) == [1, 4]
+    assert size(codistributed(np.arange(N + 2.0)), 2) == N + 2
+    with pytest.raises(SpmdValueError, match=rf"^size \(worker {k} of {N}\): dimensions are "
+                       r"1-based: 'dim' must be 1 or more \(got \[0\]\)"):
+        size(Z, 0)
+
+
+def test_reshape_is_column_major_as_matlabs(backend):
+    N, k = spmdSize(), spmdIndex()
+    for shape in [(N + 1, 6), (2 * N, N + 2), (3, 2, N + 2), (N + 3,)]:
+        G = np.arange(float(np.prod(shape))).reshape(shape) - 2
+        count = G.size
+        for dim in range(1, len(shape) + 1):
+            D = codistributed(backend.make(G), codistributor1d(dim if len(shape) > 1
+                                                               else 2))
+            for sizes, want in [((count, 1), (count, 1)), ((1, []), (1, count)),
+                                (([], 2 if count % 2 == 0 else 1), None),
+                                (([shape[-1], count // shape[-1], 1],), None)]:
+                R = reshape(D, *sizes)
+                msize = sizes[0] if len(sizes) == 1 else sizes
+                numpy_shape = want or tuple(
+                    s if not isinstance(s, list) else count // int(np.prod(
+                        [v for v in msize if not isinstance(v, list)])) for s in msize)
+                numpy_shape = numpy_shape[:2] if len(numpy_shape) == 3 and \
+                    numpy_shape[2] == 1 else numpy_shape
+                ref = G.reshape(numpy_shape, order="F")
+                assert R.shape == ref.shape and isinstance(R, codistributed)
+                last = max(d for d in range(len(ref.shape)) if ref.shape[d] != 1) \
+                    if any(n != 1 for n in ref.shape) else len(ref.shape) - 1
+                assert R.axis == last  # the default distribution of the new size
+                assert type(R.local) is type(D.local)
+                assert np.array_equal(gather_np(R), ref)
+            assert np.array_equal(np.asarray(gather_np(reshape(backend.make(G), 1, []))),
+                                  G.reshape((1, count), order="F"))
+    D = codistributed(np.zeros((N + 1, 3)))
+    with pytest.raises(SpmdValueError, match=rf"^reshape \(worker {k} of {N}\): the number "
+                       rf"of elements must not change: {3 * N + 3} elements into size 5x7"):
+        reshape(D, 5, 7)
+    with pytest.raises(SpmdValueError, match="one of them \\[\\] at most"):
+        reshape(D, [], [])

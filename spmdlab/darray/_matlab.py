@@ -37,12 +37,17 @@ def _number(call, name, value):
 
 
 def _matlab_size(shape):
-    """MATLAB's size vector of a numpy shape: a scalar is 1x1, a vector 1xk."""
+    """MATLAB's size vector of a numpy shape: a scalar is 1x1, a vector 1xk, and
+    trailing singleton dimensions past the second are dropped (an array of numpy shape
+    (4, 4, 1) is 4x4)."""
     if len(shape) == 0:
         return (1, 1)
     if len(shape) == 1:
         return (1, shape[0])
-    return tuple(shape)
+    shape = tuple(shape)
+    while len(shape) > 2 and shape[-1] == 1:
+        shape = shape[:-1]
+    return shape
 
 
 def _matlab_dim(axis, ndim):
@@ -167,6 +172,8 @@ class codistributor1d:
                         f"{'x'.join(map(str, self._gsize))} array, not "
                         f"{'x'.join(map(str, _matlab_size(shape)))}")
         axis = None if not self._dim else _axis_of(self._dim, shape)
+        if len(shape) > 2:  # MATLAB's size: trailing singletons go, but the one named
+            shape = _matlab_size(shape)
         return Codistributor(axis, self._part).complete(
             _shaped_for(self._dim, shape), default_axis=last_non_singleton, call=call)
 
@@ -273,8 +280,8 @@ class codistributed(CodistributedArray):
         size = "x".join(map(str, _matlab_size(self.shape)))
         r = self.codistributor.global_indices()
         dims = []
-        for d, n in enumerate(_matlab_size(self.shape)):
-            here = _matlab_dim(self.axis, self.ndim) - 1
+        here = _matlab_dim(self.axis, self.ndim) - 1
+        for d in range(max(len(_matlab_size(self.shape)), here + 1)):
             dims.append(f"{r.start + 1}:{r.stop}" if d == here else ":")
         return (f"<{type(self).__name__} {size} {str(self.dtype).replace('torch.', '')} "
                 f"({self.family}); {self._scope.who()} stores ({','.join(dims)})>")
@@ -570,7 +577,9 @@ def _parse(call, args):
         else tuple(sizes)
     if any(s < 0 for s in shape):
         shape = tuple(max(s, 0) for s in shape)  # MATLAB's negative sizes are 0
-    return shape, dtype, codist, like, wanted
+    # MATLAB's ones(2, 3, 1) is 2x3: trailing singletons past the second are dropped
+    # (a codistributor along a dimension past them adds the one it names back)
+    return _matlab_size(shape), dtype, codist, like, wanted
 
 
 def _construct(cls, name, args):
@@ -745,16 +754,158 @@ def redistribute(D: CodistributedArray, codist: Optional[codistributor1d] = None
     """
     call = "redistribute"
     D = _check_array(call, D)
-    target = _to_codistributor(call, codist, D.shape)
-    if target.shape != D.shape:  # a dimension past the array's (or a row's dimension 1)
-        dim = codist.Dimension if codist else 0
-        if D.ndim == 1:
-            raise error(SpmdValueError, call, f"dimension {dim} of a 1-D array (MATLAB's "
-                        f"1-by-{D.shape[0]} row) is a singleton; redistribute it along "
-                        f"dimension 2, or reshape it to a matrix first")
-        raise error(SpmdValueError, call, f"dimension {dim} is past the array's {D.ndim}; "
-                    f"redistribute along one of its own")
-    return D.redistribute(target)
+    target, err = None, None
+    try:
+        # the array as MATLAB sees it (trailing singletons past the second dropped),
+        # with the singleton dimension the codistributor names added back, as the
+        # constructors do: a 2-D array along dimension 3 becomes (m, n, 1), a 1-D one
+        # (MATLAB's 1-by-k row) along dimension 1 becomes (1, k)
+        shape = D.shape if D.ndim < 2 else _matlab_size(D.shape)
+        target = _to_codistributor(call, codist, shape)
+    except SpmdError as exc:
+        err = exc
+    if target is not None and target.shape != D.shape:  # the same elements, reshaped
+        return D._reshaped(call, target, "C", err)
+    return D._moved(call, target, err, copy=True)
+
+
+def size(A: Any, *dims: Any, nargout: int = 1) -> Any:
+    """``sz = size(A)``: MATLAB's size vector of ``A`` (codistributed or not) as int64:
+    a scalar is 1x1, a 1-D array 1-by-k, and trailing singleton dimensions past the
+    second are dropped (``ones(2, 3, 1)`` is 2x3). ``size(A, dim)`` is one size (1 past
+    the last dimension), ``size(A, dim1, dim2)`` or ``size(A, [dim1 dim2])`` several;
+    MATLAB's ``[m, n] = size(A)`` is ``m, n = size(A, nargout=2)`` (the last output
+    holds the product of the dimensions left). Not collective.
+
+    Examples
+    --------
+    >>> size(ones(2, 3, 1, "codistributed"))
+    array([2, 3])
+    >>> size(zeros(4, 4, codistributor1d(3)), 3), size(np.arange(5.0), 1)
+    (1, 1)
+    >>> size(np.zeros((2, 3, 4)), nargout=2)
+    (2, 12)
+
+    MATLAB
+    ------
+    ``sz = size(A)``, ``szdim = size(A, dim)``, ``[m, n] = size(A)``
+    """
+    call = "size"
+    msize = _matlab_size(A.shape if isinstance(A, CodistributedArray) else np.shape(A))
+    if dims:
+        wanted = [_number(call, "dim", d) for x in dims for d in np.ravel(x)]
+        if any(d < 1 for d in wanted):
+            raise error(SpmdValueError, call, f"dimensions are 1-based: 'dim' must be 1 "
+                        f"or more (got {wanted})")
+        sizes = [msize[d - 1] if d <= len(msize) else 1 for d in wanted]
+        return sizes[0] if len(dims) == 1 and np.ndim(dims[0]) == 0 else \
+            np.array(sizes, dtype=np.int64)
+    if nargout == 1:
+        return np.array(msize, dtype=np.int64)
+    if isinstance(nargout, bool) or not isinstance(nargout, int) or nargout < 1:
+        raise error(SpmdValueError, call, f"'nargout' must be 1 or more (got {nargout!r})")
+    sizes = list(msize[:nargout - 1]) + [int(math.prod(msize[nargout - 1:]))]
+    return tuple(sizes + [1] * (nargout - len(sizes)))
+
+
+def ndims(A: Any) -> int:
+    """``n = ndims(A)``: the number of MATLAB dimensions of ``A`` (at least 2; trailing
+    singletons past the second do not count). Not collective.
+
+    Examples
+    --------
+    >>> ndims(np.arange(3.0)), ndims(zeros(2, 3, 1, "codistributed"))
+    (2, 2)
+
+    MATLAB
+    ------
+    ``N = ndims(A)``
+    """
+    return len(size(A))
+
+
+def numel(A: Any) -> int:
+    """``n = numel(A)``: the number of elements of ``A`` (codistributed or not). Not
+    collective.
+
+    Examples
+    --------
+    >>> numel(zeros(3, 4, "codistributed"))
+    12
+
+    MATLAB
+    ------
+    ``n = numel(A)``
+    """
+    return int(math.prod(size(A)))
+
+
+def reshape(A: Any, *sizes: Any) -> Any:
+    """``B = reshape(A, m, n, ...)`` and ``reshape(A, [m n ...])``: the elements of ``A``
+    in MATLAB's (column-major) order, in an array of that size (one size may be ``[]``,
+    worked out from the others; trailing singletons past the second are dropped, as
+    MATLAB's size drops them). A codistributed ``A`` gives a codistributed ``B`` with
+    the default distribution of its size (the last non-singleton dimension): collective,
+    each element moves once, in one all-to-all. numpy's row-major reshape is
+    ``A.reshape(...)`` / ``np.reshape``.
+
+    Examples
+    --------
+    >>> reshape(np.arange(6.0), 2, 3)              # column by column, as MATLAB's
+    array([[0., 2., 4.],
+           [1., 3., 5.]])
+    >>> gather(reshape(codistributed(np.arange(6.0)), 3, [])).shape
+    (3, 2)
+
+    MATLAB
+    ------
+    ``B = reshape(A, sz)``, ``B = reshape(A, sz1, ..., szN)``
+    """
+    call = "reshape"
+    count = A.size if isinstance(A, CodistributedArray) else int(np.prod(np.shape(A)))
+    shape, err = None, None
+    try:
+        shape = _reshape_size(call, count, sizes)
+    except SpmdError as exc:
+        err = exc
+    if isinstance(A, CodistributedArray):
+        from ._numpy import reshaped
+
+        if err is not None:
+            return A._reshaped(call, None, "F", err)
+        return reshaped(call, A, shape, "F")
+    if err is not None or shape is None:
+        raise err or AssertionError(call)
+    if hasattr(A, "permute") and not isinstance(A, np.ndarray):  # torch: F order by hand
+        rev = tuple(range(len(shape) - 1, -1, -1))
+        return A.permute(*range(A.dim() - 1, -1, -1)).reshape(shape[::-1]).permute(*rev)
+    return np.reshape(A, shape, order="F")
+
+
+def _reshape_size(call, count, sizes):
+    """MATLAB's size arguments of ``reshape`` as a numpy shape (one ``[]`` filled in)."""
+    if len(sizes) == 1 and np.ndim(sizes[0]) == 1:
+        values = [_number(call, "size", v) for v in np.ravel(sizes[0])]
+    elif len(sizes) >= 2:
+        values = [None if isinstance(v, (list, tuple, np.ndarray)) and np.size(v) == 0
+                  else _number(call, "size", v) for v in sizes]
+    else:
+        raise error(SpmdValueError, call, f"give at least two sizes, as reshape(A, m, n) "
+                    f"or reshape(A, [m n]) (got {sizes!r})")
+    if len(values) < 2 or values.count(None) > 1 or any(v is not None and v < 0
+                                                         for v in values):
+        raise error(SpmdValueError, call, f"the size must have at least two dimensions "
+                    f"of at least 0, one of them [] at most (got {values})")
+    if None in values:
+        known = int(math.prod(v for v in values if v is not None))
+        if not known or count % known:
+            raise error(SpmdValueError, call, f"{count} elements do not divide into a "
+                        f"size with the others {values}")
+        values[values.index(None)] = count // known
+    if int(math.prod(values)) != count:
+        raise error(SpmdValueError, call, f"the number of elements must not change: "
+                    f"{count} elements into size {'x'.join(map(str, values))}")
+    return _matlab_size(tuple(values))
 
 
 def gather(*args: Any) -> Any:
@@ -995,5 +1146,5 @@ def codistributor(kind: str = "1d", dim: Any = 0, part: Any = ()) -> codistribut
 
 MATLAB_NAMES = ["codistributed", "codistributor", "codistributor1d", "distributed", "drange",
                 "eye", "gather", "getCodistributor", "getLocalPart", "globalIndices",
-                "iscodistributed", "isdistributed", "ones", "rand", "randn", "redistribute",
-                "zeros"]
+                "iscodistributed", "isdistributed", "ndims", "numel", "ones", "rand", "randn",
+                "redistribute", "reshape", "size", "zeros"]
