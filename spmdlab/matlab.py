@@ -29,6 +29,7 @@ Python's and numpy's rules):
 
 from __future__ import annotations
 
+import builtins
 import operator
 from typing import Any, Callable, Optional, Sequence, Tuple, Union
 
@@ -60,8 +61,8 @@ Worker = Union[int, float, np.integer, np.floating, Sequence[Any], np.ndarray, N
 # A reduction: a Python function, a MATLAB name ("plus", "@max"), or ("cat", dim)
 Reduction = Union[Callable[[Any, Any], Any], str, Tuple[str, Any]]
 
-_FUNCTIONS: dict = {"plus": operator.add, "times": operator.mul, "max": max, "min": min,
-              "and": operator.and_, "or": operator.or_, "xor": operator.xor,
+_FUNCTIONS: dict = {"plus": operator.add, "times": operator.mul, "max": builtins.max,
+              "min": builtins.min, "and": operator.and_, "or": operator.or_, "xor": operator.xor,
               "bitand": np.bitwise_and, "bitor": np.bitwise_or, "bitxor": np.bitwise_xor}
 
 
@@ -686,3 +687,9 @@ def delete(obj: Any) -> None:
     if end is None:
         raise SpmdValueError(f"delete: cannot delete a {type(obj).__name__}")
     end()
+
+
+# MATLAB's max and min, by name only (``from spmdlab.matlab import max, min``): they are
+# left out of __all__ so that ``from spmdlab.matlab import *`` keeps Python's max and min,
+# and they are bound last so that nothing above calls them for Python's
+from .darray._matlab import matlab_max as max, matlab_min as min  # noqa: E402, A001

@@ -10,6 +10,7 @@ from spmdlab.matlab import (Composite, codistributed, codistributor, codistribut
                             getLocalPart, globalIndices, iscodistributed, isdistributed,
                             ndims, numel, ones, rand, randn, redistribute, reshape, size,
                             spmdIndex, spmdSize, zeros)
+from spmdlab.matlab import max as mmax, min as mmin
 
 from conftest import torch
 
@@ -413,3 +414,95 @@ def test_reshape_is_column_major_as_matlabs(backend):
         reshape(D, 5, 7)
     with pytest.raises(SpmdValueError, match="one of them \\[\\] at most"):
         reshape(D, [], [])
+
+
+def matlab_reference(G, name, dim=None, omitnan=True, method="auto"):
+    """MATLAB's [M, I] = max(G, [], dim) (or min) element by element, on numpy G (2-D or
+    more), written out as MATLAB's documentation says it, for comparison."""
+    axis = dim - 1
+    moved = np.moveaxis(G, axis, -1)
+    M = np.empty(moved.shape[:-1], dtype=G.dtype)
+    I = np.empty(moved.shape[:-1], dtype=np.int64)
+    better = (lambda a, b: a > b) if name == "max" else (lambda a, b: a < b)
+    for where in np.ndindex(*moved.shape[:-1]):
+        v = moved[where]
+        best = None
+        for i, x in enumerate(v):
+            if np.isnan(x):
+                if not omitnan:
+                    best = i
+                    break
+                continue
+            if G.dtype.kind == "c" and method != "real" or method == "abs":
+                key = (abs(x), np.angle(x))
+            else:
+                key = (np.real(x), np.imag(x))
+            if best is None or better(key, best_key):
+                best, best_key = i, key
+        if best is None:  # all NaN: the first
+            best = 0
+        M[where], I[where] = v[best], best + 1
+    return np.expand_dims(M, axis), np.expand_dims(I, axis)
+
+
+def test_max_and_min_follow_matlabs_rules_on_every_split(backend):
+    N = spmdSize()
+    ring = np.array([1, -1, 1j, -1j, 1 + 0j, np.nan, 0.5, -2, 2j, -2])
+    for shape in [(N + 1, 4), (3, N + 2), (2, 3, N + 1)]:
+        count = int(np.prod(shape))
+        Z = np.resize(ring, count).reshape(shape)
+        Z.reshape(-1)[: shape[-1]] = np.nan  # a first row (or page) of NaN only
+        R = np.resize(np.array([3.0, np.nan, -1, 3, 2, -1]), count).reshape(shape)
+        for G in (Z, R):
+            for dist in range(1, len(shape) + 1):
+                D = codistributed(backend.make(G), codistributor1d(dist))
+                for name, fn in (("max", mmax), ("min", mmin)):
+                    for dim in range(1, len(shape) + 1):
+                        for omit, flag in ((True, "omitnan"), (False, "includenan")):
+                            wM, wI = matlab_reference(G, name, dim, omit)
+                            M, I = fn(D, [], dim, flag, nargout=2)
+                            assert isinstance(M, codistributed)
+                            assert type(M.local) is type(D.local)
+                            np.testing.assert_array_equal(gather_np(M).reshape(wM.shape),
+                                                          wM)
+                            np.testing.assert_array_equal(gather_np(I).reshape(wI.shape),
+                                                          wI)
+                    wM, wI = matlab_reference(G, name, 1)
+                    np.testing.assert_array_equal(gather_np(fn(D)).reshape(wM.shape), wM)
+                    flat = G.reshape(-1, order="F")[:, None]
+                    aM, aI = matlab_reference(flat, name, 1)
+                    M, I = fn(D, [], "all", nargout=2)
+                    np.testing.assert_array_equal(np.asarray(M if not hasattr(M, "cpu")
+                                                             else M.cpu()), aM[0, 0])
+                    assert int(I) == int(aI[0, 0])
+                    if G is Z:
+                        rM, rI = matlab_reference(G, name, 2, method="real")
+                        M, I = fn(D, [], 2, "ComparisonMethod", "real", nargout=2)
+                        np.testing.assert_array_equal(gather_np(M).reshape(rM.shape), rM)
+                        np.testing.assert_array_equal(gather_np(I).reshape(rI.shape), rI)
+    # a row's maximum is a scalar; MATLAB's documented examples
+    assert mmax(np.array([-2 + 2j, 4 + 1j, -1 - 3j])) == 4 + 1j
+    assert mmax(codistributed(np.array([-2 + 2j, 4 + 1j, -1 - 3j]))) == 4 + 1j
+    M, I = mmax(codistributed(np.array([[1.0, 9, -2], [8, 4, -5]])), nargout=2)
+    assert gather(M).tolist() == [[8, 9, -2]] and gather(I).tolist() == [[2, 1, 1]]
+    assert mmax(np.array([1.77, -0.005, 3.98, -2.95, np.nan, 0.34, np.nan, 0.19])) == 3.98
+    assert np.isnan(mmin(np.array([1.0, np.nan]), [], "includenan"))
+    C = mmax(codistributed(np.array([[1.0, 7, 3], [6, 2, 9]])), 5)
+    assert gather(C).tolist() == [[5, 7, 5], [6, 5, 9]]
+    assert gather(mmin(codistributed(np.array([np.nan, 1j])), np.array([2, -1]))
+                  ).tolist() == [2, 1j]
+
+
+def test_max_and_min_errors_name_matlabs_call_on_every_worker():
+    N, k = spmdSize(), spmdIndex()
+    D = codistributed(np.zeros((N + 1, 3)))
+    with pytest.raises(SpmdValueError, match=rf"^max \(worker {k} of {N}\): 'dim' must be 1 "
+                       r"or more \(got 0\)"):
+        mmax(D, [], 0)
+    with pytest.raises(SpmdValueError, match=rf"^min \(worker {k} of {N}\): min\(A, B\) has "
+                       r"one output"):
+        mmin(D, D, nargout=2)
+    with pytest.raises(SpmdValueError, match=r"'ComparisonMethod' must be followed by"):
+        mmax(D, [], 1, "ComparisonMethod", "size")
+    with pytest.raises(SpmdValueError, match=r"unexpected argument 'omitNaNs'"):
+        mmax(D, [], "omitNaNs")

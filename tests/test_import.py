@@ -35,6 +35,11 @@ def test_matlab_names():
     assert set(spmdlab.matlab.__all__) == expected
     for name in expected:
         assert callable(getattr(spmdlab.matlab, name))
+    # MATLAB's max and min are there by name, but import * keeps Python's
+    assert spmdlab.matlab.max.__name__ == "max" and spmdlab.matlab.min.__name__ == "min"
+    space: dict = {}
+    exec("from spmdlab.matlab import *", space)
+    assert "max" not in space and "min" not in space
 
 
 def test_pool_names():

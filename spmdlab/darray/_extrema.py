@@ -18,7 +18,7 @@ import numpy as np
 
 from .._backends import LOCAL, classify
 from ..collectives import _cat_arrays
-from ..errors import SpmdValueError
+from ..errors import SpmdTypeError, SpmdValueError
 from ._codistributor import Codistributor, error
 
 # -- the rules, on host numpy arrays: the index along ``axis`` of the first best element -----
@@ -210,3 +210,201 @@ def complex_extremum(call, name, a, axes, keepdims):
     total = reduce(joined, axis=a.axis, keepdims=True)
     total = total.reshape(shape).copy()
     return _replicated_result(a, family.like(total, a.local), shape)
+
+
+# -- MATLAB's max and min -------------------------------------------------------------------
+
+_NANFLAGS = {"omitnan": True, "omitmissing": True, "includenan": False,
+             "includemissing": False}
+_METHODS = ("auto", "abs", "real")
+
+
+def _options(call, args):
+    """MATLAB's ``max`` arguments after ``A``: (B or None, reduce form, dim or "all" or
+    None, omitnan, method)."""
+    from ._matlab import _number
+
+    args = list(args)
+    B, reducing, dim, omitnan, method = None, False, None, True, "auto"
+    if args and not isinstance(args[0], str):
+        first = args.pop(0)
+        if isinstance(first, (list, tuple, np.ndarray)) and np.size(first) == 0 and \
+                not hasattr(first, "codistributor"):
+            reducing = True
+        else:
+            B = first
+    if B is None and not reducing and args and not isinstance(args[0], str):
+        raise error(SpmdTypeError, call, "give the dimension as max(A, [], dim)")
+    while args:
+        a = args.pop(0)
+        word = a.lower() if isinstance(a, str) else None
+        if word in _NANFLAGS:
+            omitnan = _NANFLAGS[word]
+        elif word == "all" and reducing:
+            dim = "all"
+        elif word == "linear" and reducing:
+            pass  # the index is linear for "all" already; per dimension it is not asked
+        elif word == "comparisonmethod":
+            if not args or not isinstance(args[0], str) or args[0].lower() not in _METHODS:
+                raise error(SpmdValueError, call, f"'ComparisonMethod' must be followed by "
+                            f"'auto', 'abs' or 'real' (got {args[0] if args else None!r})")
+            method = args.pop(0).lower()
+        elif reducing and dim is None and not isinstance(a, str):
+            if np.size(a) != 1:
+                raise error(SpmdValueError, call, f"a vector of dimensions ({a!r}) is not "
+                            f"available here; give one dimension or 'all'")
+            dim = _number(call, "dim", a)
+            if dim < 1:
+                raise error(SpmdValueError, call, f"'dim' must be 1 or more (got {dim}); "
+                            f"dimensions are 1-based")
+        else:
+            raise error(SpmdValueError, call, f"unexpected argument {a!r}")
+    return B, dim, omitnan, method
+
+
+def _family_of(x):
+    from .._backends import local_family
+
+    return LOCAL[local_family(x) or "numpy"]
+
+
+def matlab(name, A, args, nargout):
+    """MATLAB's ``max``/``min`` (``name``) of ``A`` (codistributed or not) with MATLAB's
+    arguments ``args``; (M, I) when ``nargout`` is 2 (I 1-based)."""
+    from ._array import CodistributedArray
+    from ._matlab import _matlab_size
+
+    call = name
+    if nargout not in (1, 2):
+        raise error(SpmdValueError, call, f"'nargout' must be 1 or 2 (got {nargout!r})")
+    B, dim, omitnan, method = _options(call, args)
+    pick = lambda x, axis, n: matlab_pick(x, axis, n, omitnan, method)  # noqa: E731
+    if B is not None:
+        if nargout == 2:
+            raise error(SpmdValueError, call, f"{name}(A, B) has one output; for the "
+                        f"indices use {name}(A, [], dim)")
+        return _pairwise(call, name, A, B, omitnan, method)
+    if not isinstance(A, CodistributedArray):
+        return _plain(name, A, dim, pick, nargout)
+    A._check_scope(call)
+    family = LOCAL[A.family]
+    msize = _matlab_size(A.shape)
+    if dim == "all":
+        if A.size == 0:
+            empty = family.empty((0, 0), family.dtype(A.local), A.local)
+            return (empty, family.empty((0, 0), np.int64, A.local)) if nargout == 2 \
+                else empty
+        value, index = overall(call, A, name, pick, order="F")
+        M = family.like(np.asarray(value), A.local)
+        M = M[()] if isinstance(M, np.ndarray) else M.reshape(())
+        if nargout == 1:
+            return M
+        I = family.like(np.asarray(index + 1, dtype=np.int64), A.local)
+        return M, (I[()] if isinstance(I, np.ndarray) else I.reshape(()))
+    if dim is None:
+        dim = next((d + 1 for d, n in enumerate(msize) if n != 1), 1)
+    axis = _axis(A.ndim, dim)
+    if axis is None or A.shape[axis] == 0:  # a singleton (or empty) dimension: A itself
+        M = A.copy()
+        return (M, np.full_like(A, 1 if axis is None else 0, dtype=np.int64)) \
+            if nargout == 2 else M
+    values, index = along(call, A, axis, name, pick)
+    index = index + 1
+    shape = tuple(1 if d == axis else n for d, n in enumerate(A.shape))
+    if A.ndim == 1:  # a row's maximum is a scalar
+        M = family.like(values.reshape(()), A.local)
+        I = family.like(index.reshape(()), A.local)
+        M, I = [x[()] if isinstance(x, np.ndarray) else x.reshape(()) for x in (M, I)]
+    elif axis == A.axis:
+        from ._numpy import split
+
+        shape = _dropped(shape)
+        M = split(A, family.like(values.reshape(shape), A.local), shape)
+        I = split(A, family.like(index.reshape(shape), A.local), shape)
+    else:
+        keep = _dropped(shape, A.axis)
+        codist = Codistributor(A.axis, A.partition, keep)
+        block = tuple(1 if d == axis else n for d, n in enumerate(A.local.shape))
+        block = block[:len(keep)]
+        M = A._new(family.like(values.reshape(block), A.local), codist)
+        I = A._new(family.like(index.reshape(block), A.local), codist)
+    return (M, I) if nargout == 2 else M
+
+
+def _axis(ndim, dim):
+    """numpy's axis of MATLAB dimension ``dim`` (1-based) of an ``ndim``-D array, or None
+    when that dimension is a singleton past the array's (a 1-D array is a 1-by-k row)."""
+    if ndim == 0:
+        return None
+    if ndim == 1:
+        return 0 if dim == 2 else None
+    return dim - 1 if dim <= ndim else None
+
+
+def _dropped(shape, keep=-1):
+    """MATLAB's size: trailing singleton dimensions past the second (and past axis
+    ``keep``) dropped."""
+    shape = tuple(shape)
+    while len(shape) > max(2, keep + 1) and shape[-1] == 1:
+        shape = shape[:-1]
+    return shape
+
+
+def _plain(name, A, dim, pick, nargout):
+    """MATLAB's max/min of an array every worker holds (no communication)."""
+    from ._matlab import _matlab_size
+
+    family = _family_of(A)
+    host = np.asarray(family.host(A)) if hasattr(A, "shape") else np.asarray(A)
+    like = A if family is not LOCAL["numpy"] else None
+    wrap = (lambda x: x) if like is None else (lambda x: family.like(x, like))  # noqa
+    if dim == "all":
+        if host.size == 0:
+            return (host.reshape(0, 0), np.zeros((0, 0), np.int64)) if nargout == 2 \
+                else host.reshape(0, 0)
+        flat = host.reshape(-1, order="F")
+        i = int(pick(flat, 0, name)[0])
+        M = wrap(np.asarray(flat[i]))
+        M = M[()] if isinstance(M, np.ndarray) else M
+        return (M, np.int64(i + 1)) if nargout == 2 else M
+    msize = _matlab_size(host.shape)
+    if dim is None:
+        dim = next((d + 1 for d, n in enumerate(msize) if n != 1), 1)
+    axis = _axis(host.ndim, dim)
+    if axis is None or host.shape[axis] == 0:
+        I = np.ones(host.shape, np.int64) if axis is None else \
+            np.zeros(host.shape, np.int64)
+        return (A, wrap(I)) if nargout == 2 else A
+    index = pick(host, axis, name)
+    values = np.take_along_axis(host, index, axis=axis)
+    shape = () if host.ndim == 1 else _dropped(values.shape)
+    M, I = wrap(values.reshape(shape)), wrap((index + 1).reshape(shape))
+    if not shape:
+        M, I = [x[()] if isinstance(x, np.ndarray) else x for x in (M, I)]
+    return (M, I) if nargout == 2 else M
+
+
+def _pair(name, omitnan, method, x, y):
+    """MATLAB's ``max(x, y)`` of host arrays (broadcast)."""
+    x, y = np.broadcast_arrays(np.asarray(x), np.asarray(y))
+    dtype = np.result_type(x, y)
+    both = np.stack([x.astype(dtype), y.astype(dtype)])
+    return np.take_along_axis(both, matlab_pick(both, 0, name, omitnan, method), 0)[0]
+
+
+def _pairwise(call, name, A, B, omitnan, method):
+    from ._array import CodistributedArray
+    from ._numpy import elementwise
+
+    def apply(family, args, kwargs):
+        like = next((x for x in args if hasattr(x, "shape") and not
+                     isinstance(x, np.ndarray)), None)
+        host = [np.asarray(family.host(x)) if hasattr(x, "shape") and not
+                isinstance(x, np.ndarray) else x for x in args]
+        result = np.asarray(_pair(name, omitnan, method, *host)).copy()
+        return result if like is None else family.like(result, like)
+
+    if isinstance(A, CodistributedArray) or isinstance(B, CodistributedArray):
+        return elementwise(call, (A, B), {}, apply)
+    family = _family_of(A if hasattr(A, "shape") else B)
+    return apply(family, (A, B), {})

@@ -908,6 +908,55 @@ def _reshape_size(call, count, sizes):
     return _matlab_size(tuple(values))
 
 
+def _extremum(name):
+    def fn(A: Any, *args: Any, nargout: int = 1) -> Any:
+        from ._extrema import matlab
+
+        return matlab(name, A, args, nargout)
+    fn.__name__ = fn.__qualname__ = name
+    return fn
+
+
+# spmdlab.matlab's max and min (named so here, where Python's max and min are in use)
+matlab_max = _extremum("max")
+matlab_min = _extremum("min")
+matlab_max.__doc__ = """``M = max(A)``, ``max(A, [], dim)``, ``max(A, [], "all")``, ``max(A, B)``,
+with ``"omitnan"`` (the default: NaN left out, NaN only when all are) or ``"includenan"``,
+and ``"ComparisonMethod"`` ``"auto"`` / ``"abs"`` / ``"real"``; MATLAB's ``[M, I] =
+max(...)`` is ``M, I = max(..., nargout=2)``, ``I`` 1-based (a linear, column-major index
+for ``"all"``), the first of equal values. Complex values compare by ``abs``, equal
+magnitudes by ``angle``, as MATLAB's. ``A`` may be codistributed (collective along its
+distribution dimension and for ``"all"``; the result is codistributed, a scalar for a
+row or ``"all"``) or not. The default dimension is the first non-singleton one.
+Import it by name (``from spmdlab.matlab import max``): ``import *`` leaves Python's
+``max`` alone. numpy's ``np.max`` and ``D.max()`` keep numpy's rules.
+
+Examples
+--------
+>>> max(np.array([-2 + 2j, 4 + 1j, -1 - 3j]))
+np.complex128(4+1j)
+>>> M, I = max(codistributed(np.array([[2.0, 8, 4], [7, 3, 9]])), nargout=2)
+>>> gather(M), gather(I)
+(array([[7., 8., 9.]]), array([[2, 1, 2]]))
+
+MATLAB
+------
+``M = max(A)``, ``[M, I] = max(A, [], dim)``, ``max(A, [], "all")``, ``C = max(A, B)``
+"""
+matlab_min.__doc__ = """``M = min(A)``, ...: as ``max``, the smallest (complex values by ``abs``,
+equal magnitudes by the smaller ``angle``).
+
+Examples
+--------
+>>> min(np.array([3.0, np.nan, 1.0]))
+np.float64(1.0)
+
+MATLAB
+------
+``M = min(A)``, ``[M, I] = min(A, [], dim)``, ``min(A, [], "all")``, ``C = min(A, B)``
+"""
+
+
 def gather(*args: Any) -> Any:
     """``X = gather(D)``: the whole array on every worker; ``X = gather(D, lab)``: on
     worker ``lab``, an empty 0-by-0 array of the same class on the others; ``[X1, X2] =
