@@ -24,7 +24,11 @@ Python's and numpy's rules):
   ``globalIndices``, ``gather``, ``redistribute``, ``drange``, ``distributed``) take
   1-based dimensions, distribute along the last non-singleton dimension by default, and
   ``zeros``, ``ones``, ``eye``, ``rand`` and ``randn`` are MATLAB's (``zeros(3)`` is 3x3;
-  ``zeros(n, "codistributed")`` is codistributed). Subscripts stay numpy's (0-based).
+  ``zeros(n, "codistributed")`` is codistributed); sizes drop trailing singletons past
+  the second (``ones(2, 3, 1)`` is 2x3) and ``size``, ``ndims``, ``numel`` and the
+  column-major ``reshape`` are MATLAB's; ``max`` and ``min`` are MATLAB's too, imported
+  by name (``from spmdlab.matlab import max, min``; ``import *`` keeps Python's).
+  Subscripts stay numpy's (0-based).
 """
 
 from __future__ import annotations
