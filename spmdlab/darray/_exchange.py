@@ -286,7 +286,9 @@ def reshape(scope, call, local, src, dst, family=None):
     host = np.ascontiguousarray(family.host(local)).reshape(-1)
     me = scope.rank
     try:
-        plan = _reshape_plan(src, dst, me)
+        # (a plan holds two int64 indices per local element: kept for small parts only)
+        plan = _reshape_plan(src, dst, me) if host.size <= _KEPT_PLAN_ELEMENTS else \
+            _ReshapePlan(src, dst, me)
         size, item = host.dtype.itemsize, host.dtype
         out = np.empty(plan.out_size, dtype=item)
         values = host[plan.send_order]  # the elements in the order they leave
@@ -358,6 +360,9 @@ def _grouped(flat, codist, workers):
     counts = np.bincount(owner, minlength=workers).tolist()
     displs = list(offsets(counts))
     return order, counts, displs
+
+
+_KEPT_PLAN_ELEMENTS = 1 << 20
 
 
 @functools.lru_cache(maxsize=8)
