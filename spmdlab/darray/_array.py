@@ -163,7 +163,8 @@ class CodistributedArray(np.lib.mixins.NDArrayOperatorsMixin):
 
     def gather(self, destination: Optional[int] = None) -> Any:
         """The global array on every worker (or on worker ``destination`` only; None on
-        the others), in the local parts' family, dtype and device. One Allgatherv.
+        the others), in the local parts' family, dtype and device. One Allgatherv (or,
+        split along a later axis, one all-to-all that puts each block in place).
 
         Collective: every worker of the array's scope must call this.
         """
