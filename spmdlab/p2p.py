@@ -181,17 +181,22 @@ def _receive(scope, source, tag, status, call, out=None):
 class _Inbox:
     """A scope's inbox: the buffer its receives from a given worker land in, and a
     persistent receive into it for each (source, tag) met lately (starting one costs
-    half what posting a new receive does: no buffer or request to make)."""
+    half what posting a new receive does: no buffer or request to make), on the
+    scope's communicator (a pool's worker gets new ones after a stopped block)."""
 
-    __slots__ = ("buf", "posted")
+    __slots__ = ("buf", "posted", "comm")
 
     def __init__(self):
         self.buf = bytearray(_INBOX)
         self.posted = {}  # (source, tag) -> an inactive persistent receive into buf
+        self.comm = None  # the communicator they receive on
 
     def started(self, comm, source, tag):
-        """The persistent receive from ``source`` (1-based) with ``tag`` (None: any),
-        started."""
+        """The persistent receive from ``source`` (1-based) with ``tag`` (None: any) on
+        ``comm``, started."""
+        if comm is not self.comm:
+            self.free()
+            self.comm = comm
         request = self.posted.get((source, tag))
         if request is None:
             if len(self.posted) >= _POSTED:  # (a program that uses many tags)
