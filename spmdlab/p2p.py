@@ -145,32 +145,35 @@ def _receive(scope, source, tag, status, call, out=None):
         _check_self_sent(call, scope, tag)
     if source is None:
         return _value(scope, _probed(scope, tag, status, call), status, call)
-    box = scope.inbox
-    scope.inbox = False  # in use (by this receive, until it ends)
-    if box:
-        inbox, request = box.buf, box.started(scope.comm, source, tag)
-    elif box is None:  # (the scope's first receive from a given worker)
-        box = _Inbox()
-        inbox, request = box.buf, box.started(scope.comm, source, tag)
-    else:  # (in use by a receive that this one interrupts: a callback's)
-        inbox = bytearray(_INBOX)
-        request = scope.comm.Irecv(inbox, source - 1, MPI.ANY_TAG if tag is None else tag)
-    test = request.Test
+    box, request = scope.inbox, None
     try:
+        scope.inbox = False  # in use (by this receive, until it ends)
+        if box is None:  # (the scope's first receive from a given worker)
+            box = _Inbox()
+        if box:
+            inbox, request = box.buf, box.started(scope.comm, source, tag)
+        else:  # (in use by a receive that this one interrupts: a callback's)
+            inbox = bytearray(_INBOX)
+            request = scope.comm.Irecv(inbox, source - 1,
+                                       MPI.ANY_TAG if tag is None else tag)
         if out is not None:
             _isend(scope, out[0], out[1], tag)
+        test = request.Test
         for _ in range(_QUICK_TESTS):
             if test(status):
                 break
         else:
             _wait.spin(lambda: test(status), scope, call, [scope.world_ranks[source - 1]])
     except BaseException:
-        if status.Get_source() == MPI.ANY_SOURCE:  # (else it completed: status filled)
-            request.Cancel()
-            request.Wait(status)
-        if not status.Is_cancelled():  # it came after all: the next receive gets it
-            scope.early.append((status.Get_source(), status.Get_tag(),
-                                inbox[:status.Get_count(MPI.BYTE)]))
+        # (None: interrupted before its receive was posted; the returns from the posting
+        # calls to the assignment leave no gap a signal's handler could run in)
+        if request is not None:
+            if status.Get_source() == MPI.ANY_SOURCE:  # (else it completed: status filled)
+                request.Cancel()
+                request.Wait(status)
+            if not status.Is_cancelled():  # it came after all: the next receive gets it
+                scope.early.append((status.Get_source(), status.Get_tag(),
+                                    inbox[:status.Get_count(MPI.BYTE)]))
         raise
     finally:
         if box:
