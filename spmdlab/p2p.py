@@ -232,8 +232,8 @@ def _probed(scope, tag, status, call):
     improbe, mpi_tag = scope.comm.Improbe, MPI.ANY_TAG if tag is None else tag
     message = _wait.spin(lambda: improbe(MPI.ANY_SOURCE, mpi_tag, status), scope, call,
                          scope.others, any_of=True)
-    count = status.Get_count(MPI.BYTE)
-    buf = bytearray(count) if count <= _INBOX else _pack.results.empty(_pack._BYTE, count)
+    # (a first message: at most an inbox's size, a larger one following its head)
+    buf = bytearray(status.Get_count(MPI.BYTE))
     message.Recv(buf)
     return buf
 
@@ -453,8 +453,9 @@ def _by_rendezvous(plain, scope, destination):
 
 def _message(x, plain, call, scope):
     """The one message that holds ``x`` (``plain``: its ``_plain`` form, or None)."""
-    if plain is not None:
-        return _pack.kept_array_message(*plain) or _pack.array_message(*plain)
+    if plain is not None:  # (a small one's header is looked up once, a large one's too)
+        return plain[0].nbytes < _pack._SMALL and _pack.kept_array_message(*plain) or \
+            _pack.array_message(*plain)
     return _pack.encode(x, lambda: f"{call} ({scope.who()})")
 
 
