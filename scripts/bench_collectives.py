@@ -32,7 +32,7 @@ floor already is.
 import struct
 import time
 
-SIZES = [8, 64, 1 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20,
+SIZES = [8, 64, 1 << 10, 4 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20,
          64 << 20]
 FLOOR_UP_TO = 1 << 10  # the floor runs up to this size
 

@@ -59,6 +59,7 @@ FLAG_INLINE = 2
 
 _HEAD = struct.Struct("<qqqqq")
 _HEAD_KEY_FLAGS = struct.Struct("<qqqq")  # key, exact, nbytes, flags
+_KEY_FLAGS: dict = {}  # a fast header -> its (key, flags)
 
 
 def fast_header(key, nbytes, inline, aux=0):
@@ -102,6 +103,9 @@ class Exchange:
         self.record = RECORD = HEADER + capacity_for(self.size)
         self.inline = inline_bytes(self.size)
         self.send = bytearray(RECORD)
+        # written through a memoryview: a slice assignment of the same length is a plain
+        # copy there, where a bytearray's own checks whether to resize (three times slower)
+        self.sendview = memoryview(self.send)
         self.recv = bytearray(RECORD * self.size)
         self.view = memoryview(self.recv)
         self.words = self.view.cast("q")
@@ -120,6 +124,34 @@ class Exchange:
             self.request = comm.Allgather_init(self.send, self.recv)
         except (NotImplementedError, MPI.Exception):  # MPI < 4: no persistent collectives
             self.request = None
+        # nbytes -> (persistent in-place Allgather, its buffer, dtype -> typed view)
+        self._gathers: dict = {}
+
+    def gathering(self, nbytes, dtype):
+        """A persistent in-place ``Allgather`` of ``nbytes`` per worker and its buffer
+        as (workers, items) of ``dtype``, or None without persistent collectives: each
+        worker writes its own row, starts the request, and, once it is complete, reads
+        every worker's in worker order.
+
+        Made on a size's first use and kept for the 8 sizes used last. Making one is
+        collective: only reductions that every worker of the scope has agreed on ask, in
+        the same order everywhere, so every worker makes, keeps and drops the same ones.
+        Starting one costs 0.7-0.9 us less than an ``Iallgather`` of 2-64 KiB, the copy
+        of the worker's own bytes included (1x2, MPICH)."""
+        entry = self._gathers.pop(nbytes, None)
+        if entry is None:
+            if self.request is None:
+                return None
+            if len(self._gathers) >= 8:  # the least recently used: inactive, freed here
+                self._gathers.pop(next(iter(self._gathers)))[0].Free()
+            rows = np.empty(nbytes * self.size, dtype=np.uint8)
+            entry = (self.comm.Allgather_init(MPI.IN_PLACE, rows), rows, {})
+        self._gathers[nbytes] = entry  # most recently used last
+        request, rows, views = entry
+        typed = views.get(dtype)
+        if typed is None:
+            typed = views[dtype] = rows.view(dtype).reshape(self.size, -1)
+        return request, typed
 
     def run(self, scope, call):
         self.calls += 1
@@ -150,7 +182,7 @@ class Exchange:
         A fast header is fixed by its key and flags (the key is the call's digest over
         the value's dtype and shape, so it fixes the size too), so only those two words
         of each worker's record are compared."""
-        self.send[:HEADER] = header
+        self.sendview[:HEADER] = header
         request = self.request
         if HOOKED:  # a fault to inject, a profile running, a parfor item: the general way
             _world.refuse_in_parfor(call, scope)
@@ -169,7 +201,12 @@ class Exchange:
             if not request.Test():
                 _wait.wait(request, scope, call)
         words = self.words
-        key, flags = _HEAD_KEY_FLAGS.unpack_from(header, 0)[::3][:2]
+        key_flags = _KEY_FLAGS.get(header)
+        if key_flags is None:
+            if len(_KEY_FLAGS) > 1024:
+                _KEY_FLAGS.clear()
+            key_flags = _KEY_FLAGS[header] = _HEAD_KEY_FLAGS.unpack_from(header, 0)[::3][:2]
+        key, flags = key_flags
         for i in self.key_words:
             if words[i] != key or words[i + 3] != flags:
                 self.check(scope, call, key, flags, None, lambda: describe(*args))
@@ -188,7 +225,7 @@ class Exchange:
 
     def put(self, data, offset=0):
         """Write inline payload bytes at ``offset`` of this worker's record."""
-        self.send[HEADER + offset:HEADER + offset + len(data)] = data
+        self.sendview[HEADER + offset:HEADER + offset + len(data)] = data
 
     def put_value(self, fmt, value, offset=0):
         """Write ``value`` packed with the ``struct.Struct`` ``fmt`` as inline payload."""

@@ -13,9 +13,11 @@ Either way every worker gets the same bits, whatever the node layout. After the 
 - inline: every value (up to 1 KiB among a few workers, ``_agree.capacity_for``) rode
   in the record; each
   worker folds them all itself. A scalar ``spmd_plus`` is one MPI call in all.
-- shared: every worker on one node and 64 KiB or more: MPI shared-memory windows, each
-  worker folding its slice of every input (``_shm``).
-- gathered: small values: one Allgather of every worker's bytes; each worker folds all.
+- gathered: up to 128 KiB in all (``SPMDLAB_GATHER_BYTES``): one Allgather of every
+  worker's bytes (a persistent one, kept per size: ``_agree.Exchange.gathering``); each
+  worker folds all.
+- shared: every worker on one node and 64 KiB or more, when not gathered: MPI
+  shared-memory windows, each worker folding its slice of every input (``_shm``).
 - scattered: larger values: each worker receives its 1/N slice of every worker's input
   (Alltoallv), folds it, and the folded slices are gathered back into the result
   (Allgatherv in place): 2(N-1)/N of the data, as MPI's own large Allreduce moves.
@@ -45,9 +47,16 @@ from .errors import SpmdError, SpmdTypeError, SpmdValueError
 
 # Up to this many bytes gathered in all (value size times workers), a reduction gathers
 # every worker's value and folds it locally; above, each worker folds a slice.
-GATHER_BYTES = _env.get("GATHER_BYTES", 1 << 16, cast=int, valid=_env.at_least_zero,
+GATHER_BYTES = _env.get("GATHER_BYTES", 1 << 17, cast=int, valid=_env.at_least_zero,
                         meaning="a number of bytes, 0 or more")
 
+
+def gathers(ex, nbytes):
+    """Whether a reduction of ``nbytes`` (each worker's value) gathers every value, one
+    Allgather and a local fold: among a few workers, up to GATHER_BYTES in all. Such a
+    value skips shared memory, whose two barriers cost more up to there (a 64 KiB
+    ``spmd_plus`` at 1x2: 27-28 us gathered, 36-38 through shared memory)."""
+    return not ex.tree and nbytes * ex.size <= GATHER_BYTES
 
 
 def along_tree(ex, nbytes):
@@ -151,7 +160,8 @@ def reduce_op(call, x, op, destination):
             result = _wrap_int64(result)
         out = _wrap_scalar_or_array(leaf, result)
         return out if treedef is None else _pack.unflatten(treedef, [out])
-    if error is None and payload is None and destination is None:
+    if error is None and payload is None and destination is None and \
+            not gathers(ex, total):
         aux = _shm.offer(scope, leaves, arrays, list(enumerate(offsets)), total)
     ex, _, inline = agree(scope, call, k, exact=k, nbytes=total, payload=payload,
                           error=error,
@@ -342,26 +352,33 @@ def ordered(scope, call, send, recv, op, root=None):
     if n == 1:
         recv[...] = send
         return recv
-    comm, dtype = scope.comm, send.dtype
-    raw = send.view(np.uint8)
-    if along_tree(scope.exchange, send.nbytes):  # O(log N) steps of the whole value
+    comm, dtype, ex = scope.comm, send.dtype, scope.exchange
+    if along_tree(ex, send.nbytes):  # O(log N) steps of the whole value
         return _tree.ordered(scope, call, send, recv, op)
-    if scope.exchange.tree:  # O(log N) steps of halves, the same bracketing
+    if ex.tree:  # O(log N) steps of halves, the same bracketing
         return _tree.scattered(scope, call, send, recv, op)
-    if send.nbytes * n <= GATHER_BYTES:  # gathered
-        rows = None
-        if root is None or me == root:
-            rows = _pack.scratch.empty(np.dtype(np.uint8), n * send.nbytes, use=2)
-        if root is None:
-            request = comm.Iallgather(raw, rows)
+    raw = send.view(np.uint8)
+    if gathers(ex, send.nbytes):  # gathered
+        rows = ex.gathering(send.nbytes, dtype) if root is None else None
+        if rows is not None:  # (workers, count): every worker writes its own row
+            request, rows = rows
+            rows[me] = send
+            request.Start()
         else:
-            request = comm.Igather(raw, rows, root=root)
+            if root is None or me == root:
+                rows = _pack.scratch.empty(_BYTE, n * send.nbytes, use=2)
+            if root is None:
+                request = comm.Iallgather(raw, rows)
+            else:
+                request = comm.Igather(raw, rows, root=root)
+            if rows is not None:
+                rows = rows.view(dtype).reshape(n, count)
         if _count.ON:  # every other worker's bytes, in MPI's recursive doubling
             _count.collective(send.nbytes * (n - 1), send.nbytes * (n - 1), _count.steps(n))
             _count.add(records_examined=n)
         _wait.wait(request, scope, call)
         if rows is not None:
-            fold(op, rows.view(dtype).reshape(n, count), recv)
+            fold(op, rows, recv)
         return recv
     # scattered: worker j folds elements [bounds[j], bounds[j + 1]) of every input
     item = dtype.itemsize
@@ -402,7 +419,7 @@ def reduce_scalar(scope, call, x, op, fast):
 
     The common case (no fault or profile hooked, no listener running) is written out
     here, flat: this is the call a solver makes every iteration."""
-    k, fmt, cast, element, header, flags = fast
+    k, fmt, cast, element, header, flags, whole = fast
     ex = scope._exchange or scope.exchange
     if ex.tree:
         return _tree_scalar(scope, call, x, op, fast, ex)
@@ -411,9 +428,9 @@ def reduce_scalar(scope, call, x, op, fast):
         ex.put_value(fmt, x if cast is None else cast(x))
         ex.fast(scope, call, header, _describe_value, call, x)
     else:
-        send = ex.send
-        send[:HEADER] = header
-        fmt.pack_into(send, HEADER, x if cast is None else cast(x))
+        # header and value in one pack: (key, exact, nbytes, flags, aux) as fast_header
+        whole.pack_into(ex.send, 0, k, k, fmt.size, flags, _shm.AUX_NO,
+                        x if cast is None else cast(x))
         ex.calls += 1
         ex.last = call
         request.Start()
@@ -476,7 +493,7 @@ def _wrap_int64(value):
 
 def _tree_scalar(scope, call, x, op, fast, ex):
     """``reduce_scalar`` among many workers (``_tree_fold``)."""
-    k, fmt, cast, element, _, _ = fast
+    k, fmt, cast, element = fast[:4]
     value = x if cast is None else cast(x)
     dtype = np.dtype(fmt.format[1:]) if fmt.format != "<?" else np.dtype(bool)
     if dtype == _INT64:
@@ -494,6 +511,7 @@ def _describe_value(call, x):
     return _describe(call, None, [_backends.classify(x)])
 
 
+_BYTE = np.dtype(np.uint8)
 _ARRAYS: dict = {}  # (call, op, dtype, shape, workers) -> (header, nbytes, inline, key)
 
 
@@ -503,7 +521,8 @@ def array_entry(scope, call, op, x):
     entry = _ARRAYS.get(k)
     if entry is None:
         dtype = x.dtype
-        if dtype.kind not in op.kinds or x.nbytes >= _shm.MIN_BYTES or dtype.hasobject:
+        if dtype.kind not in op.kinds or dtype.hasobject or (
+                x.nbytes >= _shm.MIN_BYTES and not gathers(scope.exchange, x.nbytes)):
             return None
         inline = x.nbytes <= scope.exchange.inline
         digest_ = key(call, op, None, None, ((dtype.str, x.shape),))
@@ -515,7 +534,8 @@ def array_entry(scope, call, op, x):
 
 
 def reduce_array(scope, call, x, op, entry):
-    """``reduce_op`` for one small numpy array (below the shared-memory size)."""
+    """``reduce_op`` for one small numpy array (below the shared-memory size, or
+    gathered)."""
     header, nbytes, inline, k = entry
     ex = scope._exchange or scope.exchange
     # among many workers: folded in the agreement's merges
@@ -526,7 +546,7 @@ def reduce_array(scope, call, x, op, entry):
     request = ex.request
     if inline and not (_agree.HOOKED or _world.listener_running or request is None):
         # the common case written out flat, as reduce_scalar's: one MPI call in all
-        send = ex.send
+        send = ex.sendview
         send[:HEADER] = header
         send[HEADER:HEADER + nbytes] = x.tobytes()  # C order, whatever the strides
         ex.calls += 1
@@ -564,7 +584,8 @@ def reduce_array(scope, call, x, op, entry):
 
 
 def fast_paths():
-    """(call, op, type) -> (key, struct, cast, element, header) for ``reduce_scalar``.
+    """(call, op, type) -> (key, struct, cast, element, header, flags, header and
+    value's struct) for ``reduce_scalar``.
 
     Keys are those ``reduce_op`` computes for the same value, so a worker on the fast path
     and one on the general path still agree.
@@ -585,7 +606,8 @@ def fast_paths():
                     continue
                 k = key(call, op, None, None, ((dtype.str, ()),))
                 header = fast_header(k, fmt.size, True, _shm.AUX_NO)
-                table[(call, op, kind)] = (k, fmt, cast, element, header, FLAG_INLINE)
+                table[(call, op, kind)] = (k, fmt, cast, element, header, FLAG_INLINE,
+                                           struct.Struct("<qqqqq" + fmt.format[1:]))
     return table
 
 

@@ -18,7 +18,8 @@ from spmdlab import _reduce, _shm, _world, spmd_cat, spmd_index, spmd_plus, spmd
 
 pytestmark = pytest.mark.mpi
 
-# elements of float32: inline (<= 64 B), gathered, scattered, shared memory (>= 64 KiB)
+# elements of float32: inline (up to 1 KiB), gathered (up to 128 KiB in all), shared
+# memory on one node and scattered across nodes (from 64 KiB, when not gathered)
 SIZES = [3, 200, 5_000, 50_001]
 
 
@@ -79,6 +80,28 @@ def test_a_dict_of_mixed_dtypes_and_sizes():
     assert result["scalar"] == expected_fold(thirds, np.add)
     for leaf in ("big", "small", "ints"):
         assert same_bits_everywhere(result[leaf])
+
+
+def test_gathered_sizes_beyond_those_kept_and_back():
+    """A gathered reduction starts a persistent Allgather kept per size (the last 8
+    sizes): more sizes than that, twice over, in two dtypes sharing sizes, with
+    reductions to a destination (which gather otherwise) between, all fold right."""
+    for _ in range(2):
+        for count in range(300, 300 + 11 * 37, 37):  # 11 sizes, 2.4-5.3 KB of float64
+            for dtype in (np.float64, np.int64):
+                values = inputs(count, np.float64)
+                if dtype is np.int64:
+                    values = [(v * 1000).astype(np.int64) for v in values]
+                mine = values[spmd_index() - 1]
+                result = spmd_plus(mine)
+                assert result.dtype == dtype
+                assert np.array_equal(result, expected_fold(values, np.add))
+                assert same_bits_everywhere(result)
+            to_one = spmd_reduce(operator.add, mine, destination=1)
+            if spmd_index() == 1:
+                assert np.array_equal(to_one, expected_fold(values, np.add))
+            else:
+                assert to_one is None
 
 
 def test_scattered_path_with_fewer_elements_than_workers_on_some_slices():
