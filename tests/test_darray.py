@@ -576,3 +576,25 @@ def test_reshape_ravel_and_flatten_are_numpys(backend):
     if n > 1:  # a shape that differs between workers is named, never waited on
         with pytest.raises(SpmdMismatchError, match="numpy.reshape"):
             np.reshape(D, (1, -1) if k == 1 else (-1, 1))
+
+
+def test_norms_of_integers_and_bools_are_numpys_in_float(backend):
+    # numpy's norm converts integers and bools to float first: no overflow in abs(x)**2
+    # (int8), no integer power refused for a negative order, a float result; a worker
+    # that holds nothing must not skip a refusal the others make
+    n = spmd_size()
+    G = (np.arange(2 * (n + 1)).reshape(n + 1, 2) * 37 - 100).astype(np.int8)
+    G[0, 0] = -128
+    for A in (G, G > 0, G.astype(np.int64)):
+        for axis in (0, 1):
+            D = distribute(backend.make(A), axis=axis)
+            for order in (None, "fro", 1, -1, 2, -2, np.inf, -np.inf, "nuc"):
+                got, want = np.asarray(value(np.linalg.norm(D, order))), \
+                    np.linalg.norm(A, order)
+                assert got.dtype == want.dtype and np.allclose(got, want), (A.dtype, order)
+            for order in (None, 0, 1, 3, -1, 0.5, np.inf, -np.inf):
+                for ax in (0, 1):
+                    got = np.asarray(value(np.linalg.norm(D, order, axis=ax)))
+                    want = np.linalg.norm(A, order, axis=ax)
+                    assert got.dtype == want.dtype and np.allclose(got, want), \
+                        (A.dtype, order, ax)

@@ -682,6 +682,10 @@ def norm(x, ord=None, axis=None, keepdims=False):
     its singular values (a QR of each worker's block, the small R factors gathered)."""
     call = "numpy.linalg.norm"
     x._check_scope(call)
+    if LOCAL[x.family].dtype(x.local).kind not in "fc":
+        # as numpy: integers and bools in float (abs(x)**2 would overflow, and an
+        # integer power of a negative order is refused where a part is not empty)
+        x = x.astype(np.float64)
     if axis is None and ord is None:
         return _sqrt(reduction(call, "sum", _abs2(x), None, None, keepdims))
     if axis is None:
