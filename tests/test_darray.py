@@ -598,3 +598,23 @@ def test_norms_of_integers_and_bools_are_numpys_in_float(backend):
                     want = np.linalg.norm(A, order, axis=ax)
                     assert got.dtype == want.dtype and np.allclose(got, want), \
                         (A.dtype, order, ax)
+
+
+def test_norms_of_single_precision_stay_single(backend):
+    # numpy's 2, -2 and nuclear matrix norms and the count (ord 0) of float32 and
+    # complex64 arrays are float32, as every other norm of them is
+    n = spmd_size()
+    G = whole((n + 2, n + 1)) / 3
+    for A in (G.astype(np.float32), (G + 1j * G[::-1]).astype(np.complex64)):
+        for axis in (0, 1):
+            D = distribute(backend.make(A), axis=axis)
+            for order in (None, "fro", 1, 2, -2, "nuc", np.inf):
+                got = np.asarray(value(np.linalg.norm(D, order)))
+                want = np.linalg.norm(A, order)
+                assert got.dtype == want.dtype and np.allclose(got, want, rtol=1e-5), \
+                    (A.dtype, order)
+            for order in (0, 1, 2, np.inf):
+                got = np.asarray(value(np.linalg.norm(D, order, axis=1)))
+                want = np.linalg.norm(A, order, axis=1)
+                assert got.dtype == want.dtype and np.allclose(got, want, rtol=1e-5), \
+                    (A.dtype, order)

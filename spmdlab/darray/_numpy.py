@@ -682,7 +682,7 @@ def norm(x, ord=None, axis=None, keepdims=False):
     its singular values (a QR of each worker's block, the small R factors gathered)."""
     call = "numpy.linalg.norm"
     x._check_scope(call)
-    if LOCAL[x.family].dtype(x.local).kind not in "fc":
+    if LOCAL[x.family].dtype(x.local).kind in "biu":
         # as numpy: integers and bools in float (abs(x)**2 would overflow, and an
         # integer power of a negative order is refused where a part is not empty)
         x = x.astype(np.float64)
@@ -705,6 +705,13 @@ def norm(x, ord=None, axis=None, keepdims=False):
     raise error(SpmdValueError, call, f"'axis' must be an int or a pair (got {axis!r})")
 
 
+def _real_dtype(x):
+    """The dtype of numpy's norm of float ``x``: float32 for float32 and complex64 (the
+    SVD's and counts' results are cast to it); float64 for torch's bfloat16."""
+    dtype = LOCAL[x.family].dtype(x.local)
+    return np.finfo(dtype).dtype if dtype.kind in "fc" else np.dtype(np.float64)
+
+
 def _sqrt(x):
     """The square root of a result: a codistributed array, or a scalar of its family."""
     if type(x).__module__.startswith("torch"):
@@ -724,8 +731,9 @@ def _vector_norm(call, x, ord, axis, keepdims):
         return reduction(call, "max", np.abs(x), axis, None, keepdims)
     if ord == -np.inf:
         return reduction(call, "min", np.abs(x), axis, None, keepdims)
-    if ord == 0:
-        return reduction(call, "sum", (x != 0).astype(np.float64), axis, None, keepdims)
+    if ord == 0:  # numpy's count in the real dtype of x (float32 for complex64)
+        return reduction(call, "sum", (x != 0).astype(_real_dtype(x)), axis, None,
+                         keepdims)
     if ord == 1:
         return reduction(call, "sum", np.abs(x), axis, None, keepdims)
     if isinstance(ord, str):
@@ -752,7 +760,7 @@ def _matrix_norm(call, x, ord, axes, keepdims):
                         "for 2-D codistributed arrays only")
         s = singular_values(call, x)
         value = s.max() if ord == 2 else s.min() if ord == -2 else s.sum()
-        result = LOCAL[x.family].like(np.asarray(value), x.local)
+        result = LOCAL[x.family].like(np.asarray(value, dtype=_real_dtype(x)), x.local)
     else:
         raise error(SpmdValueError, call, f"invalid norm order {ord!r} for matrices")
     if keepdims:
