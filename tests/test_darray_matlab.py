@@ -506,3 +506,29 @@ def test_max_and_min_errors_name_matlabs_call_on_every_worker():
         mmax(D, [], 1, "ComparisonMethod", "size")
     with pytest.raises(SpmdValueError, match=r"unexpected argument 'omitNaNs'"):
         mmax(D, [], "omitNaNs")
+
+
+def test_max_of_two_arrays_is_in_matlabs_class_of_the_result(backend):
+    # MATLAB's valid combinations of unlike classes: max(single, double) is single (a
+    # ReLU max(X, 0) keeps single data single), max(integer, double) is the integer
+    # class, the double rounded and held at the class's limits; a Python number is a
+    # double, as MATLAB's literals are
+    N = spmdSize()
+    X = np.linspace(-3, 3, 3 * (N + 1)).reshape(3, N + 1)
+    S = codistributed(backend.make(X.astype(np.float32)))
+    R = mmax(S, 0)
+    assert gather_np(R).dtype == np.float32
+    np.testing.assert_array_equal(gather_np(R), np.maximum(X.astype(np.float32), 0))
+    assert gather_np(mmin(S, np.zeros(N + 1))).dtype == np.float32
+    I = codistributed(backend.make(np.array([[1, -2, 3], [4, -5, 6]], np.int32)))
+    np.testing.assert_array_equal(gather_np(mmax(I, 2.6)), [[3, 3, 3], [4, 3, 6]])
+    assert gather_np(mmax(I, 2.6)).dtype == np.int32
+    B = codistributed(backend.make(np.array([[1, 2, 3]], np.uint8)))
+    np.testing.assert_array_equal(gather_np(mmax(B, 1000)), [[255, 255, 255]])
+    np.testing.assert_array_equal(gather_np(mmin(B, -1)), [[0, 0, 0]])
+    assert gather_np(mmin(B, -1)).dtype == np.uint8
+    L = codistributed(backend.make(np.array([[True, False, True]])))
+    assert gather_np(mmax(L, 0.5)).dtype == np.float64
+    assert gather_np(mmax(L, L)).dtype == np.bool_
+    assert mmax(np.array([1.0, -1.0], np.float32), 0).dtype == np.float32
+    assert mmax(np.uint8(1), 1000.0) == 255  # MATLAB's documented max(1000, uint8(1))

@@ -925,7 +925,10 @@ with ``"omitnan"`` (the default: NaN left out, NaN only when all are) or ``"incl
 and ``"ComparisonMethod"`` ``"auto"`` / ``"abs"`` / ``"real"``; MATLAB's ``[M, I] =
 max(...)`` is ``M, I = max(..., nargout=2)``, ``I`` 1-based (a linear, column-major index
 for ``"all"``), the first of equal values. Complex values compare by ``abs``, equal
-magnitudes by ``angle``, as MATLAB's. ``A`` may be codistributed (collective along its
+magnitudes by ``angle``, as MATLAB's. ``max(A, B)`` is in MATLAB's class of the result
+(single with double is single, an integer class with double or single is the integer
+class, the other rounded and held at its limits; a Python number is a double). ``A``
+may be codistributed (collective along its
 distribution dimension and for ``"all"``; the result is codistributed, a scalar for a
 row or ``"all"``) or not. The default dimension is the first non-singleton one.
 Import it by name (``from spmdlab.matlab import max``): ``import *`` leaves Python's
