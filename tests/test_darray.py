@@ -618,3 +618,18 @@ def test_norms_of_single_precision_stay_single(backend):
                 want = np.linalg.norm(A, order, axis=1)
                 assert got.dtype == want.dtype and np.allclose(got, want, rtol=1e-5), \
                     (A.dtype, order)
+
+
+def test_a_negative_integer_power_of_integers_fails_on_every_worker(backend):
+    # numpy refuses it only where a part holds an element: a worker that holds nothing
+    # (or only non-negative exponents) went on while the others raised
+    n, k = spmd_size(), spmd_index()
+    D = distribute(backend.make(np.arange(1, 3)))  # two rows: workers 3.. hold none
+    message = rf"^numpy.power \(worker {k} of {n}\): integers to negative integer powers"
+    for make in (lambda: D ** -1, lambda: np.power(D, backend.make(np.array([1, -2]))),
+                 lambda: 2 ** -D, lambda: D ** -D):
+        with pytest.raises(SpmdValueError, match=message + r".*exponent -"):
+            make()
+    assert np.array_equal(value(D ** 2), [1, 4])
+    assert np.allclose(value(D.astype(np.float64) ** -1), [1, 0.5])
+    assert np.array_equal(value(D ** D), [1, 4])

@@ -57,6 +57,8 @@ def array_ufunc(self, ufunc, method, inputs, kwargs):
                 raise error(SpmdTypeError, call, f"takes no options here (got "
                             f"{sorted(kwargs)})")
             return matmul(call, *inputs)
+        if ufunc is np.power and len(inputs) == 2:
+            _check_integer_power(call, *inputs)
         return elementwise(call, inputs, kwargs,
                            lambda fam, args, kw: fam.apply(ufunc, "__call__", args, kw),
                            nout=ufunc.nout)
@@ -122,6 +124,38 @@ def elementwise(call, inputs, kwargs, apply, nout=1):
         return outs[0] if nout == 1 else outs
     make = lambda local: ref._new(local, target)  # noqa: E731
     return tuple(map(make, result)) if nout > 1 else make(result)
+
+
+def _check_integer_power(call, base, exponent):
+    """numpy refuses a negative integer power of integers, but only where a part holds
+    one (an empty part passes): the whole exponent is looked at, so every worker
+    refuses together. Collective (one small reduction) for a codistributed exponent of
+    integers only."""
+    if _kind(base) not in "biu" or _kind(exponent) not in "iu":
+        return
+    if isinstance(exponent, CodistributedArray):
+        lowest = int(reduction(call, "min", exponent)) if exponent.size else 0
+    else:
+        values = _on_host(exponent)
+        lowest = int(values.min()) if values.size else 0
+    if lowest < 0:
+        raise error(SpmdValueError, call, f"integers to negative integer powers are not "
+                    f"allowed (numpy's rule; got the exponent {lowest}); make the base "
+                    f"float first, as D.astype(float) ** -1")
+
+
+def _kind(x):
+    """numpy's dtype kind of an operand (a Python int is "i", a bool "b")."""
+    if isinstance(x, CodistributedArray):
+        return LOCAL[x.family].dtype(x.local).kind
+    if isinstance(x, (bool, int, float, complex)):
+        return np.asarray(x).dtype.kind
+    return _on_host(x).dtype.kind
+
+
+def _on_host(x):
+    leaf = classify(x) if not isinstance(x, (list, tuple)) else None
+    return np.asarray(leaf.host()) if leaf is not None else np.asarray(x)
 
 
 def _applied(call, apply, family, args, kwargs):
