@@ -633,3 +633,17 @@ def test_a_negative_integer_power_of_integers_fails_on_every_worker(backend):
     assert np.array_equal(value(D ** 2), [1, 4])
     assert np.allclose(value(D.astype(np.float64) ** -1), [1, 0.5])
     assert np.array_equal(value(D ** D), [1, 4])
+
+
+def test_the_max_of_an_empty_axis_that_is_not_split_is_named_on_every_worker(backend):
+    n, k = spmd_size(), spmd_index()
+    for dtype in (np.float64, np.int32):
+        for G, axis, ax in ((np.zeros((n + 1, 0), dtype), 0, 1),
+                            (np.zeros((0, n + 1), dtype), 1, 0),
+                            (np.zeros((2, 0, n), dtype), 2, (0, 1))):
+            D = distribute(backend.make(G), axis=axis)
+            for name in ("max", "min"):
+                with pytest.raises(SpmdValueError, match=rf"^numpy.{name} \(worker {k} of "
+                                   rf"{n}\): zero-size array to reduction operation"):
+                    getattr(np, name)(D, axis=ax)
+            assert value(np.sum(D, axis=ax)).shape == np.sum(G, axis=ax).shape

@@ -458,13 +458,13 @@ def reduction(call, name, a, axis=None, dtype=None, keepdims=False, out=None,
             raise error(SpmdValueError, call, f"zero-size array to reduction operation "
                         f"{name} which has no identity (shape {a.shape})")
         return _extrema.complex_extremum(call, name, a, axes, keepdims)
+    if name in ("max", "min") and any(a.shape[d] == 0 for d in axes):
+        raise error(SpmdValueError, call, f"zero-size array to reduction operation {name} "
+                    f"which has no identity (shape {a.shape})")
     if a.axis not in axes:  # every worker reduces its own block: no communication
         result = family.reduce(name, local, axes, keepdims, dtype)
         new_axis = a.axis if keepdims else a.axis - sum(1 for d in axes if d < a.axis)
         return a._new(result, Codistributor(new_axis, a.partition, shape))
-    if name in ("max", "min") and any(a.shape[d] == 0 for d in axes):
-        raise error(SpmdValueError, call, f"zero-size array to reduction operation {name} "
-                    f"which has no identity (shape {a.shape})")
     if local.shape[a.axis] == 0 and name in ("max", "min"):
         kept = tuple(1 if d in axes else n for d, n in enumerate(local.shape))
         partial = family.full(kept, _identity(name, family.dtype(local)),
