@@ -532,3 +532,17 @@ def test_max_of_two_arrays_is_in_matlabs_class_of_the_result(backend):
     assert gather_np(mmax(L, L)).dtype == np.bool_
     assert mmax(np.array([1.0, -1.0], np.float32), 0).dtype == np.float32
     assert mmax(np.uint8(1), 1000.0) == 255  # MATLAB's documented max(1000, uint8(1))
+
+
+def test_colon_is_double_as_matlabs_so_writes_are_not_truncated():
+    # MATLAB's 1:n is double: C = codistributed.colon(1, n); C(2) = C(2) / 4 stores 0.5
+    # (an int64 row truncated it to 0); a numpy integer or single operand gives its class
+    N = spmdSize()
+    C = codistributed.colon(1, N + 2)
+    assert C.dtype == np.float64
+    C[1] = C[1] / 4
+    np.testing.assert_array_equal(gather(C), np.r_[1.0, 0.5, np.arange(3.0, N + 3)])
+    assert codistributed.colon(np.int32(1), 5).dtype == np.int32
+    assert codistributed.colon(1, np.float32(0.5), 3).dtype == np.float32
+    assert codistributed.colon(1, 2, 9, codistributor1d(1)).dtype == np.float64
+    assert [int(i) for i in drange(1, N)] == list(drange(1, N))  # loop indices: ints

@@ -468,12 +468,14 @@ class codistributed(CodistributedArray):
     @classmethod
     def colon(cls, a: Any, *args: Any) -> "codistributed":
         """``codistributed.colon(a, b)`` and ``codistributed.colon(a, d, b)``: the row
-        ``a:d:b`` (``b`` included, as MATLAB's colon), split over the workers.
+        ``a:d:b`` (``b`` included, as MATLAB's colon), split over the workers. Its class is
+        MATLAB's: double for Python numbers (so ``C[k] = 0.5`` stores 0.5), the class of
+        a numpy integer or single operand.
 
         Examples
         --------
         >>> gather(codistributed.colon(1, 10))
-        array([ 1,  2,  3,  4,  5,  6,  7,  8,  9, 10])
+        array([ 1.,  2.,  3.,  4.,  5.,  6.,  7.,  8.,  9., 10.])
 
         MATLAB
         ------
@@ -485,10 +487,20 @@ class codistributed(CodistributedArray):
         if len(numbers) not in (2, 3):
             raise error(SpmdTypeError, call, "takes colon(a, b) or colon(a, d, b)")
         start, step, stop = (numbers[0], 1, numbers[1]) if len(numbers) == 2 else numbers
-        values = _colon(call, start, step, stop)
+        values = _colon(call, start, step, stop).astype(_colon_class(start, step, stop))
         target = _to_codistributor(call, codist, values.shape)
         values = values.reshape(target.shape)  # a row 1-by-n when split along dimension 1
         return cls._make(_factories.block(values, target).copy(), target, _world.current())
+
+
+def _colon_class(*numbers):
+    """MATLAB's class of ``a:d:b``: double for Python numbers (MATLAB's literals), the
+    integer class or single of an operand of one (an integer class first)."""
+    kinds = [np.asarray(x).dtype for x in numbers if isinstance(x, (np.generic, np.ndarray))]
+    for dtype in kinds:
+        if dtype.kind in "iu":
+            return dtype
+    return np.dtype(np.float32) if np.dtype(np.float32) in kinds else np.dtype(np.float64)
 
 
 def _colon(call, a, d, b):
