@@ -546,3 +546,16 @@ def test_colon_is_double_as_matlabs_so_writes_are_not_truncated():
     assert codistributed.colon(1, np.float32(0.5), 3).dtype == np.float32
     assert codistributed.colon(1, 2, 9, codistributor1d(1)).dtype == np.float64
     assert [int(i) for i in drange(1, N)] == list(drange(1, N))  # loop indices: ints
+
+
+def test_codistributor_takes_the_global_size_as_matlabs_example():
+    # MATLAB's codistributor example: codist = codistributor('1d', dim, [1 2 1 2],
+    # [2 6 4]); L = rand(2, 1, 4) or rand(2, 2, 4); A = codistributed.build(L, codist)
+    N, k = spmdSize(), spmdIndex()
+    part = [1 if w % 2 else 2 for w in range(1, N + 1)]
+    codist = codistributor("1d", 2, part, [2, sum(part), 4])
+    assert codist.isComplete() and codist.Dimension == 2
+    L = np.full((2, 1, 4) if k % 2 else (2, 2, 4), float(k))
+    A = codistributed.build(L, codist)
+    assert list(size(A)) == [2, sum(part), 4]
+    np.testing.assert_array_equal(gather(A)[0, :, 0], np.repeat(np.arange(1.0, N + 1), part))

@@ -1189,9 +1189,12 @@ MATLAB
 """
 
 
-def codistributor(kind: str = "1d", dim: Any = 0, part: Any = ()) -> codistributor1d:
+def codistributor(kind: str = "1d", dim: Any = 0, part: Any = (), gsize: Any = None
+                  ) -> codistributor1d:
     """``codistributor()``, ``codistributor('1d', dim)``, ``codistributor('1d', dim,
-    part)``: a ``codistributor1d``. MATLAB's ``'2dbc'`` (block-cyclic) is not available.
+    part)``, ``codistributor('1d', dim, part, gsize)`` (complete, as in MATLAB's example
+    ``codistributor('1d', 2, [1 2 1 2], [2 6 4])``): a ``codistributor1d``. MATLAB's
+    ``'2dbc'`` (block-cyclic) is not available.
 
     Examples
     --------
@@ -1200,12 +1203,13 @@ def codistributor(kind: str = "1d", dim: Any = 0, part: Any = ()) -> codistribut
 
     MATLAB
     ------
-    ``codistributor()``, ``codistributor('1d', dim, part)``
+    ``codistributor()``, ``codistributor('1d', dim, part)``, ``codistributor('1d', dim,
+    part, gsize)``
     """
     if str(kind).lower() != "1d":
         raise error(SpmdValueError, "codistributor", f"only the '1d' distribution is "
                     f"available (got {kind!r}); use codistributor1d")
-    return codistributor1d(dim, part)
+    return codistributor1d(dim, part, gsize)
 
 
 MATLAB_NAMES = ["codistributed", "codistributor", "codistributor1d", "distributed", "drange",
