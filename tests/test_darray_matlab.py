@@ -559,3 +559,26 @@ def test_codistributor_takes_the_global_size_as_matlabs_example():
     A = codistributed.build(L, codist)
     assert list(size(A)) == [2, sum(part), 4]
     np.testing.assert_array_equal(gather(A)[0, :, 0], np.repeat(np.arange(1.0, N + 1), part))
+
+
+def test_like_gives_the_class_of_any_prototype_and_random_classes_are_floats():
+    # MATLAB's eye(n, 'like', p) and rand(n, 'like', p) take p's class (plain eye, rand
+    # and randn ignored it); p may be a number (zeros(2, 'like', 1.0) raised
+    # AttributeError); rand and randn make single or double only (rand(2, 'int8')
+    # was a matrix of zeros)
+    N, k = spmdSize(), spmdIndex()
+    assert eye(3, "like", np.int8(1)).dtype == np.int8
+    assert rand(1, 3, "like", np.float32(1)).dtype == np.float32
+    assert randn(2, "like", np.zeros(1, np.float32)).dtype == np.float32
+    assert zeros(2, "like", 1.0).dtype == np.float64
+    assert zeros(2, "like", np.float32(1), "codistributed").dtype == np.float32
+    assert ones(2, "int16", "like", np.float32(1)).dtype == np.int16
+    if torch is not None:
+        t = eye(2, "like", torch.ones(1, dtype=torch.float32))
+        assert isinstance(t, torch.Tensor) and t.dtype == torch.float32
+    for make in (lambda: rand(2, "int8"), lambda: randn(2, "like", np.int16(1)),
+                 lambda: rand(2, "logical", "codistributed"),
+                 lambda: codistributed.randn(2, "like", codistributed.ones(2, "uint8"))):
+        with pytest.raises(SpmdValueError, match=rf"\(worker {k} of {N}\): rand.? makes "
+                           r"single or double values \(got the class"):
+            make()

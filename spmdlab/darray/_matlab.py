@@ -585,6 +585,8 @@ def _parse(call, args):
         i += 1
     if isinstance(like, CodistributedArray):
         wanted = True
+    elif like is not None and _factories.local_family(like) is None:
+        like = _factories.as_local(call, like)  # MATLAB's p may be a number: 'like', 1.0
     shape = (1, 1) if not sizes else (sizes[0], sizes[0]) if len(sizes) == 1 \
         else tuple(sizes)
     if any(s < 0 for s in shape):
@@ -603,7 +605,21 @@ def _construct(cls, name, args):
     return _made(cls, call, name, shape, dtype, codist, like)
 
 
+def _check_random_class(call, name, dtype, like):
+    """MATLAB's rand and randn make single or double values: an integer or logical class
+    (asked for or taken from 'like') is refused, not filled with zeros."""
+    if name not in ("rand", "randn"):
+        return
+    if dtype is None and like is not None:
+        like = like.local if isinstance(like, CodistributedArray) else like
+        dtype = LOCAL[_factories.local_family(like) or "numpy"].dtype(like)
+    if dtype is not None and np.dtype(dtype).kind not in "fc":
+        raise error(SpmdValueError, call, f"{name} makes single or double values (got the "
+                    f"class {np.dtype(dtype).name})")
+
+
 def _made(cls, call, name, shape, dtype, codist, like):
+    _check_random_class(call, name, dtype, like)
     target = _to_codistributor(call, codist, shape)
     shape = target.shape
     if isinstance(like, CodistributedArray):
@@ -1092,29 +1108,33 @@ def _builtin(name, plain):
             cls = distributed if any(isinstance(a, str) and a.lower() == "distributed"
                                      for a in args) else codistributed
             return _made(cls, call, name, shape, dtype, codist, like)
+        _check_random_class(call, name, dtype, like)
         return plain(shape, dtype, like)
     fn.__name__ = fn.__qualname__ = name
     return fn
 
 
-def _plain_fill(value):
-    def make(shape, dtype, like):
-        if like is not None:
-            family = LOCAL[_factories.local_family(like) or "numpy"]
-            return family.full(shape, value, family.dtype(like) if dtype is None else dtype,
-                               like)
-        return np.full(shape, value, dtype=np.float64 if dtype is None else dtype)
-    return make
+def _plain_like(make):
+    """``make(shape, dtype)`` (a numpy array) for MATLAB's plain constructors, following
+    ``like``: its class when none is named, and its family and device (a torch tensor
+    or CuPy array gives one); double when neither is given."""
+    def fn(shape, dtype, like):
+        name = None if like is None else _factories.local_family(like)
+        if dtype is None:
+            dtype = np.float64 if like is None else LOCAL[name].dtype(like)
+        out = make(shape, np.dtype(dtype))
+        return out if name in (None, "numpy") else LOCAL[name].like(out, like)
+    return fn
 
 
-zeros = _builtin("zeros", _plain_fill(0))
-ones = _builtin("ones", _plain_fill(1))
-eye = _builtin("eye", lambda shape, dtype, like: np.eye(
-    shape[0], shape[1] if len(shape) > 1 else None, dtype=dtype or np.float64))
-rand = _builtin("rand", lambda shape, dtype, like: np.asarray(
-    np.random.random(shape)).astype(dtype or np.float64))
-randn = _builtin("randn", lambda shape, dtype, like: np.asarray(
-    np.random.standard_normal(shape)).astype(dtype or np.float64))
+zeros = _builtin("zeros", _plain_like(lambda shape, dtype: np.zeros(shape, dtype)))
+ones = _builtin("ones", _plain_like(lambda shape, dtype: np.ones(shape, dtype)))
+eye = _builtin("eye", _plain_like(lambda shape, dtype: np.eye(
+    shape[0], shape[1] if len(shape) > 1 else None, dtype=dtype)))
+rand = _builtin("rand", _plain_like(lambda shape, dtype: np.asarray(
+    np.random.random(shape)).astype(dtype)))
+randn = _builtin("randn", _plain_like(lambda shape, dtype: np.asarray(
+    np.random.standard_normal(shape)).astype(dtype)))
 
 zeros.__doc__ = """``zeros(n)``, ``zeros(m, n)``, ``zeros([m, n])``, with a class name: a
 numpy array of zeros as MATLAB makes it (``zeros(3)`` is 3-by-3). With a codistributor or
