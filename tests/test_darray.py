@@ -576,3 +576,74 @@ def test_reshape_ravel_and_flatten_are_numpys(backend):
     if n > 1:  # a shape that differs between workers is named, never waited on
         with pytest.raises(SpmdMismatchError, match="numpy.reshape"):
             np.reshape(D, (1, -1) if k == 1 else (-1, 1))
+
+
+def test_norms_of_integers_and_bools_are_numpys_in_float(backend):
+    # numpy's norm converts integers and bools to float first: no overflow in abs(x)**2
+    # (int8), no integer power refused for a negative order, a float result; a worker
+    # that holds nothing must not skip a refusal the others make
+    n = spmd_size()
+    G = (np.arange(2 * (n + 1)).reshape(n + 1, 2) * 37 - 100).astype(np.int8)
+    G[0, 0] = -128
+    for A in (G, G > 0, G.astype(np.int64)):
+        for axis in (0, 1):
+            D = distribute(backend.make(A), axis=axis)
+            for order in (None, "fro", 1, -1, 2, -2, np.inf, -np.inf, "nuc"):
+                got, want = np.asarray(value(np.linalg.norm(D, order))), \
+                    np.linalg.norm(A, order)
+                assert got.dtype == want.dtype and np.allclose(got, want), (A.dtype, order)
+            for order in (None, 0, 1, 3, -1, 0.5, np.inf, -np.inf):
+                for ax in (0, 1):
+                    got = np.asarray(value(np.linalg.norm(D, order, axis=ax)))
+                    want = np.linalg.norm(A, order, axis=ax)
+                    assert got.dtype == want.dtype and np.allclose(got, want), \
+                        (A.dtype, order, ax)
+
+
+def test_norms_of_single_precision_stay_single(backend):
+    # numpy's 2, -2 and nuclear matrix norms and the count (ord 0) of float32 and
+    # complex64 arrays are float32, as every other norm of them is
+    n = spmd_size()
+    G = whole((n + 2, n + 1)) / 3
+    for A in (G.astype(np.float32), (G + 1j * G[::-1]).astype(np.complex64)):
+        for axis in (0, 1):
+            D = distribute(backend.make(A), axis=axis)
+            for order in (None, "fro", 1, 2, -2, "nuc", np.inf):
+                got = np.asarray(value(np.linalg.norm(D, order)))
+                want = np.linalg.norm(A, order)
+                assert got.dtype == want.dtype and np.allclose(got, want, rtol=1e-5), \
+                    (A.dtype, order)
+            for order in (0, 1, 2, np.inf):
+                got = np.asarray(value(np.linalg.norm(D, order, axis=1)))
+                want = np.linalg.norm(A, order, axis=1)
+                assert got.dtype == want.dtype and np.allclose(got, want, rtol=1e-5), \
+                    (A.dtype, order)
+
+
+def test_a_negative_integer_power_of_integers_fails_on_every_worker(backend):
+    # numpy refuses it only where a part holds an element: a worker that holds nothing
+    # (or only non-negative exponents) went on while the others raised
+    n, k = spmd_size(), spmd_index()
+    D = distribute(backend.make(np.arange(1, 3)))  # two rows: workers 3.. hold none
+    message = rf"^numpy.power \(worker {k} of {n}\): integers to negative integer powers"
+    for make in (lambda: D ** -1, lambda: np.power(D, backend.make(np.array([1, -2]))),
+                 lambda: 2 ** -D, lambda: D ** -D):
+        with pytest.raises(SpmdValueError, match=message + r".*exponent -"):
+            make()
+    assert np.array_equal(value(D ** 2), [1, 4])
+    assert np.allclose(value(D.astype(np.float64) ** -1), [1, 0.5])
+    assert np.array_equal(value(D ** D), [1, 4])
+
+
+def test_the_max_of_an_empty_axis_that_is_not_split_is_named_on_every_worker(backend):
+    n, k = spmd_size(), spmd_index()
+    for dtype in (np.float64, np.int32):
+        for G, axis, ax in ((np.zeros((n + 1, 0), dtype), 0, 1),
+                            (np.zeros((0, n + 1), dtype), 1, 0),
+                            (np.zeros((2, 0, n), dtype), 2, (0, 1))):
+            D = distribute(backend.make(G), axis=axis)
+            for name in ("max", "min"):
+                with pytest.raises(SpmdValueError, match=rf"^numpy.{name} \(worker {k} of "
+                                   rf"{n}\): zero-size array to reduction operation"):
+                    getattr(np, name)(D, axis=ax)
+            assert value(np.sum(D, axis=ax)).shape == np.sum(G, axis=ax).shape

@@ -506,3 +506,79 @@ def test_max_and_min_errors_name_matlabs_call_on_every_worker():
         mmax(D, [], 1, "ComparisonMethod", "size")
     with pytest.raises(SpmdValueError, match=r"unexpected argument 'omitNaNs'"):
         mmax(D, [], "omitNaNs")
+
+
+def test_max_of_two_arrays_is_in_matlabs_class_of_the_result(backend):
+    # MATLAB's valid combinations of unlike classes: max(single, double) is single (a
+    # ReLU max(X, 0) keeps single data single), max(integer, double) is the integer
+    # class, the double rounded and held at the class's limits; a Python number is a
+    # double, as MATLAB's literals are
+    N = spmdSize()
+    X = np.linspace(-3, 3, 3 * (N + 1)).reshape(3, N + 1)
+    S = codistributed(backend.make(X.astype(np.float32)))
+    R = mmax(S, 0)
+    assert gather_np(R).dtype == np.float32
+    np.testing.assert_array_equal(gather_np(R), np.maximum(X.astype(np.float32), 0))
+    assert gather_np(mmin(S, np.zeros(N + 1))).dtype == np.float32
+    I = codistributed(backend.make(np.array([[1, -2, 3], [4, -5, 6]], np.int32)))
+    np.testing.assert_array_equal(gather_np(mmax(I, 2.6)), [[3, 3, 3], [4, 3, 6]])
+    assert gather_np(mmax(I, 2.6)).dtype == np.int32
+    B = codistributed(backend.make(np.array([[1, 2, 3]], np.uint8)))
+    np.testing.assert_array_equal(gather_np(mmax(B, 1000)), [[255, 255, 255]])
+    np.testing.assert_array_equal(gather_np(mmin(B, -1)), [[0, 0, 0]])
+    assert gather_np(mmin(B, -1)).dtype == np.uint8
+    L = codistributed(backend.make(np.array([[True, False, True]])))
+    assert gather_np(mmax(L, 0.5)).dtype == np.float64
+    assert gather_np(mmax(L, L)).dtype == np.bool_
+    assert mmax(np.array([1.0, -1.0], np.float32), 0).dtype == np.float32
+    assert mmax(np.uint8(1), 1000.0) == 255  # MATLAB's documented max(1000, uint8(1))
+
+
+def test_colon_is_double_as_matlabs_so_writes_are_not_truncated():
+    # MATLAB's 1:n is double: C = codistributed.colon(1, n); C(2) = C(2) / 4 stores 0.5
+    # (an int64 row truncated it to 0); a numpy integer or single operand gives its class
+    N = spmdSize()
+    C = codistributed.colon(1, N + 2)
+    assert C.dtype == np.float64
+    C[1] = C[1] / 4
+    np.testing.assert_array_equal(gather(C), np.r_[1.0, 0.5, np.arange(3.0, N + 3)])
+    assert codistributed.colon(np.int32(1), 5).dtype == np.int32
+    assert codistributed.colon(1, np.float32(0.5), 3).dtype == np.float32
+    assert codistributed.colon(1, 2, 9, codistributor1d(1)).dtype == np.float64
+    assert [int(i) for i in drange(1, N)] == list(drange(1, N))  # loop indices: ints
+
+
+def test_codistributor_takes_the_global_size_as_matlabs_example():
+    # MATLAB's codistributor example: codist = codistributor('1d', dim, [1 2 1 2],
+    # [2 6 4]); L = rand(2, 1, 4) or rand(2, 2, 4); A = codistributed.build(L, codist)
+    N, k = spmdSize(), spmdIndex()
+    part = [1 if w % 2 else 2 for w in range(1, N + 1)]
+    codist = codistributor("1d", 2, part, [2, sum(part), 4])
+    assert codist.isComplete() and codist.Dimension == 2
+    L = np.full((2, 1, 4) if k % 2 else (2, 2, 4), float(k))
+    A = codistributed.build(L, codist)
+    assert list(size(A)) == [2, sum(part), 4]
+    np.testing.assert_array_equal(gather(A)[0, :, 0], np.repeat(np.arange(1.0, N + 1), part))
+
+
+def test_like_gives_the_class_of_any_prototype_and_random_classes_are_floats():
+    # MATLAB's eye(n, 'like', p) and rand(n, 'like', p) take p's class (plain eye, rand
+    # and randn ignored it); p may be a number (zeros(2, 'like', 1.0) raised
+    # AttributeError); rand and randn make single or double only (rand(2, 'int8')
+    # was a matrix of zeros)
+    N, k = spmdSize(), spmdIndex()
+    assert eye(3, "like", np.int8(1)).dtype == np.int8
+    assert rand(1, 3, "like", np.float32(1)).dtype == np.float32
+    assert randn(2, "like", np.zeros(1, np.float32)).dtype == np.float32
+    assert zeros(2, "like", 1.0).dtype == np.float64
+    assert zeros(2, "like", np.float32(1), "codistributed").dtype == np.float32
+    assert ones(2, "int16", "like", np.float32(1)).dtype == np.int16
+    if torch is not None:
+        t = eye(2, "like", torch.ones(1, dtype=torch.float32))
+        assert isinstance(t, torch.Tensor) and t.dtype == torch.float32
+    for make in (lambda: rand(2, "int8"), lambda: randn(2, "like", np.int16(1)),
+                 lambda: rand(2, "logical", "codistributed"),
+                 lambda: codistributed.randn(2, "like", codistributed.ones(2, "uint8"))):
+        with pytest.raises(SpmdValueError, match=rf"\(worker {k} of {N}\): rand.? makes "
+                           r"single or double values \(got the class"):
+            make()

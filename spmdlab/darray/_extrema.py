@@ -385,11 +385,59 @@ def _plain(name, A, dim, pick, nargout):
 
 
 def _pair(name, omitnan, method, x, y):
-    """MATLAB's ``max(x, y)`` of host arrays (broadcast)."""
+    """MATLAB's ``max(x, y)`` of host arrays or Python numbers (broadcast), in MATLAB's
+    class of the result (``_pair_class``): compared exactly, then converted."""
+    out = _pair_class(_matlab_class(x), _matlab_class(y))
     x, y = np.broadcast_arrays(np.asarray(x), np.asarray(y))
     dtype = np.result_type(x, y)
     both = np.stack([x.astype(dtype), y.astype(dtype)])
-    return np.take_along_axis(both, matlab_pick(both, 0, name, omitnan, method), 0)[0]
+    best = np.take_along_axis(both, matlab_pick(both, 0, name, omitnan, method), 0)[0]
+    return _to_class(best, out)
+
+
+def _matlab_class(x):
+    """The dtype of ``x`` as MATLAB's class: a Python number is a double (a bool a
+    logical), as MATLAB's literals are."""
+    if isinstance(x, bool):
+        return np.dtype(np.bool_)
+    if isinstance(x, (int, float)):
+        return np.dtype(np.float64)
+    if isinstance(x, complex):
+        return np.dtype(np.complex128)
+    return np.asarray(x).dtype
+
+
+def _pair_class(a, b):
+    """MATLAB's class of ``max(A, B)`` for A and B of dtypes ``a`` and ``b``: an integer
+    class wins over single, double and logical, single over double, a float over
+    logical (MATLAB's valid combinations of unlike classes; ``max(x, 0)`` of single
+    ``x`` is single). numpy's promotion where MATLAB has no answer numpy can hold (two
+    integer classes, which MATLAB refuses; a complex value and an integer class)."""
+    if a == b:
+        return a
+    kinds = a.kind + b.kind
+    ints = [d for d in (a, b) if d.kind in "iu"]
+    if len(ints) == 2 or (ints and "c" in kinds) or not set(kinds) <= set("biufc"):
+        return np.result_type(a, b)
+    if ints:
+        return ints[0]
+    if "b" in kinds:
+        return a if b.kind == "b" else b
+    real = min(np.finfo(a).dtype, np.finfo(b).dtype, key=lambda d: d.itemsize)
+    return np.result_type(real, np.complex64) if "c" in kinds else real
+
+
+def _to_class(x, dtype):
+    """Host array ``x`` converted to ``dtype`` as MATLAB converts: to an integer class
+    rounded half away from zero, held at the class's limits, NaN as 0."""
+    if x.dtype == dtype:
+        return x
+    if dtype.kind in "iu" and x.dtype.kind in "iuf":
+        info = np.iinfo(dtype)
+        if x.dtype.kind == "f":
+            x = np.where(np.isnan(x), 0, np.trunc(x + np.copysign(0.5, x)))
+        x = np.clip(x, info.min, info.max)
+    return x.astype(dtype)
 
 
 def _pairwise(call, name, A, B, omitnan, method):

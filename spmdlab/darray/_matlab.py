@@ -468,12 +468,14 @@ class codistributed(CodistributedArray):
     @classmethod
     def colon(cls, a: Any, *args: Any) -> "codistributed":
         """``codistributed.colon(a, b)`` and ``codistributed.colon(a, d, b)``: the row
-        ``a:d:b`` (``b`` included, as MATLAB's colon), split over the workers.
+        ``a:d:b`` (``b`` included, as MATLAB's colon), split over the workers. Its class is
+        MATLAB's: double for Python numbers (so ``C[k] = 0.5`` stores 0.5), the class of
+        a numpy integer or single operand.
 
         Examples
         --------
         >>> gather(codistributed.colon(1, 10))
-        array([ 1,  2,  3,  4,  5,  6,  7,  8,  9, 10])
+        array([ 1.,  2.,  3.,  4.,  5.,  6.,  7.,  8.,  9., 10.])
 
         MATLAB
         ------
@@ -485,10 +487,20 @@ class codistributed(CodistributedArray):
         if len(numbers) not in (2, 3):
             raise error(SpmdTypeError, call, "takes colon(a, b) or colon(a, d, b)")
         start, step, stop = (numbers[0], 1, numbers[1]) if len(numbers) == 2 else numbers
-        values = _colon(call, start, step, stop)
+        values = _colon(call, start, step, stop).astype(_colon_class(start, step, stop))
         target = _to_codistributor(call, codist, values.shape)
         values = values.reshape(target.shape)  # a row 1-by-n when split along dimension 1
         return cls._make(_factories.block(values, target).copy(), target, _world.current())
+
+
+def _colon_class(*numbers):
+    """MATLAB's class of ``a:d:b``: double for Python numbers (MATLAB's literals), the
+    integer class or single of an operand of one (an integer class first)."""
+    kinds = [np.asarray(x).dtype for x in numbers if isinstance(x, (np.generic, np.ndarray))]
+    for dtype in kinds:
+        if dtype.kind in "iu":
+            return dtype
+    return np.dtype(np.float32) if np.dtype(np.float32) in kinds else np.dtype(np.float64)
 
 
 def _colon(call, a, d, b):
@@ -573,6 +585,8 @@ def _parse(call, args):
         i += 1
     if isinstance(like, CodistributedArray):
         wanted = True
+    elif like is not None and _factories.local_family(like) is None:
+        like = _factories.as_local(call, like)  # MATLAB's p may be a number: 'like', 1.0
     shape = (1, 1) if not sizes else (sizes[0], sizes[0]) if len(sizes) == 1 \
         else tuple(sizes)
     if any(s < 0 for s in shape):
@@ -591,7 +605,21 @@ def _construct(cls, name, args):
     return _made(cls, call, name, shape, dtype, codist, like)
 
 
+def _check_random_class(call, name, dtype, like):
+    """MATLAB's rand and randn make single or double values: an integer or logical class
+    (asked for or taken from 'like') is refused, not filled with zeros."""
+    if name not in ("rand", "randn"):
+        return
+    if dtype is None and like is not None:
+        like = like.local if isinstance(like, CodistributedArray) else like
+        dtype = LOCAL[_factories.local_family(like) or "numpy"].dtype(like)
+    if dtype is not None and np.dtype(dtype).kind not in "fc":
+        raise error(SpmdValueError, call, f"{name} makes single or double values (got the "
+                    f"class {np.dtype(dtype).name})")
+
+
 def _made(cls, call, name, shape, dtype, codist, like):
+    _check_random_class(call, name, dtype, like)
     target = _to_codistributor(call, codist, shape)
     shape = target.shape
     if isinstance(like, CodistributedArray):
@@ -925,7 +953,10 @@ with ``"omitnan"`` (the default: NaN left out, NaN only when all are) or ``"incl
 and ``"ComparisonMethod"`` ``"auto"`` / ``"abs"`` / ``"real"``; MATLAB's ``[M, I] =
 max(...)`` is ``M, I = max(..., nargout=2)``, ``I`` 1-based (a linear, column-major index
 for ``"all"``), the first of equal values. Complex values compare by ``abs``, equal
-magnitudes by ``angle``, as MATLAB's. ``A`` may be codistributed (collective along its
+magnitudes by ``angle``, as MATLAB's. ``max(A, B)`` is in MATLAB's class of the result
+(single with double is single, an integer class with double or single is the integer
+class, the other rounded and held at its limits; a Python number is a double). ``A``
+may be codistributed (collective along its
 distribution dimension and for ``"all"``; the result is codistributed, a scalar for a
 row or ``"all"``) or not. The default dimension is the first non-singleton one.
 Import it by name (``from spmdlab.matlab import max``): ``import *`` leaves Python's
@@ -1077,29 +1108,33 @@ def _builtin(name, plain):
             cls = distributed if any(isinstance(a, str) and a.lower() == "distributed"
                                      for a in args) else codistributed
             return _made(cls, call, name, shape, dtype, codist, like)
+        _check_random_class(call, name, dtype, like)
         return plain(shape, dtype, like)
     fn.__name__ = fn.__qualname__ = name
     return fn
 
 
-def _plain_fill(value):
-    def make(shape, dtype, like):
-        if like is not None:
-            family = LOCAL[_factories.local_family(like) or "numpy"]
-            return family.full(shape, value, family.dtype(like) if dtype is None else dtype,
-                               like)
-        return np.full(shape, value, dtype=np.float64 if dtype is None else dtype)
-    return make
+def _plain_like(make):
+    """``make(shape, dtype)`` (a numpy array) for MATLAB's plain constructors, following
+    ``like``: its class when none is named, and its family and device (a torch tensor
+    or CuPy array gives one); double when neither is given."""
+    def fn(shape, dtype, like):
+        name = None if like is None else _factories.local_family(like)
+        if dtype is None:
+            dtype = np.float64 if like is None else LOCAL[name].dtype(like)
+        out = make(shape, np.dtype(dtype))
+        return out if name in (None, "numpy") else LOCAL[name].like(out, like)
+    return fn
 
 
-zeros = _builtin("zeros", _plain_fill(0))
-ones = _builtin("ones", _plain_fill(1))
-eye = _builtin("eye", lambda shape, dtype, like: np.eye(
-    shape[0], shape[1] if len(shape) > 1 else None, dtype=dtype or np.float64))
-rand = _builtin("rand", lambda shape, dtype, like: np.asarray(
-    np.random.random(shape)).astype(dtype or np.float64))
-randn = _builtin("randn", lambda shape, dtype, like: np.asarray(
-    np.random.standard_normal(shape)).astype(dtype or np.float64))
+zeros = _builtin("zeros", _plain_like(lambda shape, dtype: np.zeros(shape, dtype)))
+ones = _builtin("ones", _plain_like(lambda shape, dtype: np.ones(shape, dtype)))
+eye = _builtin("eye", _plain_like(lambda shape, dtype: np.eye(
+    shape[0], shape[1] if len(shape) > 1 else None, dtype=dtype)))
+rand = _builtin("rand", _plain_like(lambda shape, dtype: np.asarray(
+    np.random.random(shape)).astype(dtype)))
+randn = _builtin("randn", _plain_like(lambda shape, dtype: np.asarray(
+    np.random.standard_normal(shape)).astype(dtype)))
 
 zeros.__doc__ = """``zeros(n)``, ``zeros(m, n)``, ``zeros([m, n])``, with a class name: a
 numpy array of zeros as MATLAB makes it (``zeros(3)`` is 3-by-3). With a codistributor or
@@ -1174,9 +1209,12 @@ MATLAB
 """
 
 
-def codistributor(kind: str = "1d", dim: Any = 0, part: Any = ()) -> codistributor1d:
+def codistributor(kind: str = "1d", dim: Any = 0, part: Any = (), gsize: Any = None
+                  ) -> codistributor1d:
     """``codistributor()``, ``codistributor('1d', dim)``, ``codistributor('1d', dim,
-    part)``: a ``codistributor1d``. MATLAB's ``'2dbc'`` (block-cyclic) is not available.
+    part)``, ``codistributor('1d', dim, part, gsize)`` (complete, as in MATLAB's example
+    ``codistributor('1d', 2, [1 2 1 2], [2 6 4])``): a ``codistributor1d``. MATLAB's
+    ``'2dbc'`` (block-cyclic) is not available.
 
     Examples
     --------
@@ -1185,12 +1223,13 @@ def codistributor(kind: str = "1d", dim: Any = 0, part: Any = ()) -> codistribut
 
     MATLAB
     ------
-    ``codistributor()``, ``codistributor('1d', dim, part)``
+    ``codistributor()``, ``codistributor('1d', dim, part)``, ``codistributor('1d', dim,
+    part, gsize)``
     """
     if str(kind).lower() != "1d":
         raise error(SpmdValueError, "codistributor", f"only the '1d' distribution is "
                     f"available (got {kind!r}); use codistributor1d")
-    return codistributor1d(dim, part)
+    return codistributor1d(dim, part, gsize)
 
 
 MATLAB_NAMES = ["codistributed", "codistributor", "codistributor1d", "distributed", "drange",

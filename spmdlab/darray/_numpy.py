@@ -57,6 +57,8 @@ def array_ufunc(self, ufunc, method, inputs, kwargs):
                 raise error(SpmdTypeError, call, f"takes no options here (got "
                             f"{sorted(kwargs)})")
             return matmul(call, *inputs)
+        if ufunc is np.power and len(inputs) == 2:
+            _check_integer_power(call, *inputs)
         return elementwise(call, inputs, kwargs,
                            lambda fam, args, kw: fam.apply(ufunc, "__call__", args, kw),
                            nout=ufunc.nout)
@@ -122,6 +124,38 @@ def elementwise(call, inputs, kwargs, apply, nout=1):
         return outs[0] if nout == 1 else outs
     make = lambda local: ref._new(local, target)  # noqa: E731
     return tuple(map(make, result)) if nout > 1 else make(result)
+
+
+def _check_integer_power(call, base, exponent):
+    """numpy refuses a negative integer power of integers, but only where a part holds
+    one (an empty part passes): the whole exponent is looked at, so every worker
+    refuses together. Collective (one small reduction) for a codistributed exponent of
+    integers only."""
+    if _kind(base) not in "biu" or _kind(exponent) not in "iu":
+        return
+    if isinstance(exponent, CodistributedArray):
+        lowest = int(reduction(call, "min", exponent)) if exponent.size else 0
+    else:
+        values = _on_host(exponent)
+        lowest = int(values.min()) if values.size else 0
+    if lowest < 0:
+        raise error(SpmdValueError, call, f"integers to negative integer powers are not "
+                    f"allowed (numpy's rule; got the exponent {lowest}); make the base "
+                    f"float first, as D.astype(float) ** -1")
+
+
+def _kind(x):
+    """numpy's dtype kind of an operand (a Python int is "i", a bool "b")."""
+    if isinstance(x, CodistributedArray):
+        return LOCAL[x.family].dtype(x.local).kind
+    if isinstance(x, (bool, int, float, complex)):
+        return np.asarray(x).dtype.kind
+    return _on_host(x).dtype.kind
+
+
+def _on_host(x):
+    leaf = classify(x) if not isinstance(x, (list, tuple)) else None
+    return np.asarray(leaf.host()) if leaf is not None else np.asarray(x)
 
 
 def _applied(call, apply, family, args, kwargs):
@@ -424,13 +458,13 @@ def reduction(call, name, a, axis=None, dtype=None, keepdims=False, out=None,
             raise error(SpmdValueError, call, f"zero-size array to reduction operation "
                         f"{name} which has no identity (shape {a.shape})")
         return _extrema.complex_extremum(call, name, a, axes, keepdims)
+    if name in ("max", "min") and any(a.shape[d] == 0 for d in axes):
+        raise error(SpmdValueError, call, f"zero-size array to reduction operation {name} "
+                    f"which has no identity (shape {a.shape})")
     if a.axis not in axes:  # every worker reduces its own block: no communication
         result = family.reduce(name, local, axes, keepdims, dtype)
         new_axis = a.axis if keepdims else a.axis - sum(1 for d in axes if d < a.axis)
         return a._new(result, Codistributor(new_axis, a.partition, shape))
-    if name in ("max", "min") and any(a.shape[d] == 0 for d in axes):
-        raise error(SpmdValueError, call, f"zero-size array to reduction operation {name} "
-                    f"which has no identity (shape {a.shape})")
     if local.shape[a.axis] == 0 and name in ("max", "min"):
         kept = tuple(1 if d in axes else n for d, n in enumerate(local.shape))
         partial = family.full(kept, _identity(name, family.dtype(local)),
@@ -682,6 +716,10 @@ def norm(x, ord=None, axis=None, keepdims=False):
     its singular values (a QR of each worker's block, the small R factors gathered)."""
     call = "numpy.linalg.norm"
     x._check_scope(call)
+    if LOCAL[x.family].dtype(x.local).kind in "biu":
+        # as numpy: integers and bools in float (abs(x)**2 would overflow, and an
+        # integer power of a negative order is refused where a part is not empty)
+        x = x.astype(np.float64)
     if axis is None and ord is None:
         return _sqrt(reduction(call, "sum", _abs2(x), None, None, keepdims))
     if axis is None:
@@ -699,6 +737,13 @@ def norm(x, ord=None, axis=None, keepdims=False):
         _axes(call, x, axis)  # in range
         return _matrix_norm(call, x, ord, tuple(int(v) % x.ndim for v in axis), keepdims)
     raise error(SpmdValueError, call, f"'axis' must be an int or a pair (got {axis!r})")
+
+
+def _real_dtype(x):
+    """The dtype of numpy's norm of float ``x``: float32 for float32 and complex64 (the
+    SVD's and counts' results are cast to it); float64 for torch's bfloat16."""
+    dtype = LOCAL[x.family].dtype(x.local)
+    return np.finfo(dtype).dtype if dtype.kind in "fc" else np.dtype(np.float64)
 
 
 def _sqrt(x):
@@ -720,8 +765,9 @@ def _vector_norm(call, x, ord, axis, keepdims):
         return reduction(call, "max", np.abs(x), axis, None, keepdims)
     if ord == -np.inf:
         return reduction(call, "min", np.abs(x), axis, None, keepdims)
-    if ord == 0:
-        return reduction(call, "sum", (x != 0).astype(np.float64), axis, None, keepdims)
+    if ord == 0:  # numpy's count in the real dtype of x (float32 for complex64)
+        return reduction(call, "sum", (x != 0).astype(_real_dtype(x)), axis, None,
+                         keepdims)
     if ord == 1:
         return reduction(call, "sum", np.abs(x), axis, None, keepdims)
     if isinstance(ord, str):
@@ -748,7 +794,7 @@ def _matrix_norm(call, x, ord, axes, keepdims):
                         "for 2-D codistributed arrays only")
         s = singular_values(call, x)
         value = s.max() if ord == 2 else s.min() if ord == -2 else s.sum()
-        result = LOCAL[x.family].like(np.asarray(value), x.local)
+        result = LOCAL[x.family].like(np.asarray(value, dtype=_real_dtype(x)), x.local)
     else:
         raise error(SpmdValueError, call, f"invalid norm order {ord!r} for matrices")
     if keepdims:
