@@ -357,7 +357,6 @@ def ordered(scope, call, send, recv, op, root=None):
         return _tree.ordered(scope, call, send, recv, op)
     if ex.tree:  # O(log N) steps of halves, the same bracketing
         return _tree.scattered(scope, call, send, recv, op)
-    raw = send.view(np.uint8)
     if gathers(ex, send.nbytes):  # gathered
         rows = ex.gathering(send.nbytes, dtype) if root is None else None
         if rows is not None:  # (workers, count): every worker writes its own row
@@ -365,6 +364,7 @@ def ordered(scope, call, send, recv, op, root=None):
             rows[me] = send
             request.Start()
         else:
+            raw = send.view(np.uint8)
             if root is None or me == root:
                 rows = _pack.scratch.empty(_BYTE, n * send.nbytes, use=2)
             if root is None:
@@ -381,6 +381,7 @@ def ordered(scope, call, send, recv, op, root=None):
             fold(op, rows, recv)
         return recv
     # scattered: worker j folds elements [bounds[j], bounds[j + 1]) of every input
+    raw = send.view(np.uint8)
     item = dtype.itemsize
     bounds = [count * j // n for j in range(n + 1)]
     lo, hi = bounds[me], bounds[me + 1]

@@ -578,6 +578,7 @@ def test_reshape_ravel_and_flatten_are_numpys(backend):
             np.reshape(D, (1, -1) if k == 1 else (-1, 1))
 
 
+@pytest.mark.filterwarnings("ignore:divide by zero:RuntimeWarning")  # numpy's own, -1
 def test_norms_of_integers_and_bools_are_numpys_in_float(backend):
     # numpy's norm converts integers and bools to float first: no overflow in abs(x)**2
     # (int8), no integer power refused for a negative order, a float result; a worker
