@@ -128,8 +128,14 @@ def refuse_in_parfor(call, scope):
 
 def current():
     """The innermost scope (a ``spmd(n)`` region, else the world). The first call on a
-    worker starts spmdlab there (collective: every worker's first spmdlab call)."""
+    worker starts spmdlab there (collective: every worker's first spmdlab call). A
+    pool's client never starts MPI: there it raises, for the work belongs to the pool's
+    workers (starting a world of one would leave the client blind to its pool)."""
     if not _stack:
+        if CLIENT is not None:
+            raise SpmdError("this process is a pool's client, which has no workers of its "
+                            "own: make codistributed arrays and call collectives inside a "
+                            "block (pool.spmd, %%spmd), or use distributed(X) here")
         _start()
     return _stack[-1]
 
