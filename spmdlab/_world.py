@@ -126,10 +126,26 @@ def refuse_in_parfor(call, scope):
                         f"rule); use spmd for code that communicates")
 
 
+def _called():
+    """The spmdlab function the user called (the outermost spmdlab frame), for a
+    message raised deep inside it."""
+    frame, name = sys._getframe(1), "spmdlab"
+    while frame is not None and frame.f_globals.get("__name__", "").startswith("spmdlab"):
+        name, frame = frame.f_code.co_name, frame.f_back
+    return name
+
+
 def current():
     """The innermost scope (a ``spmd(n)`` region, else the world). The first call on a
-    worker starts spmdlab there (collective: every worker's first spmdlab call)."""
+    worker starts spmdlab there (collective: every worker's first spmdlab call). A
+    pool's client never starts MPI: there it raises, for the work belongs to the pool's
+    workers (starting a world of one would leave the client blind to its pool)."""
     if not _stack:
+        if CLIENT is not None:
+            raise SpmdError(f"{_called()} (the client): this process is a pool's client, "
+                            f"which has no workers of its own: make codistributed arrays "
+                            f"and call collectives inside a block (pool.spmd, %%spmd), or "
+                            f"use distributed(X) here")
         _start()
     return _stack[-1]
 

@@ -43,7 +43,7 @@ def spmd_index() -> int:
     ------
     ``spmdIndex``, ``labindex``
     """
-    return _world.current().index
+    return _world.here().index  # (the client of a pool: 1, as MATLAB's)
 
 
 def spmd_size() -> int:
@@ -60,7 +60,7 @@ def spmd_size() -> int:
     ------
     ``spmdSize``, ``numlabs``
     """
-    return _world.current().size
+    return _world.here().size
 
 
 # -- public reductions -------------------------------------------------------------------

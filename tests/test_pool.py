@@ -70,7 +70,8 @@ def test_a_script_drives_a_pool(layout):
         import numpy as np
         import spmdlab
         from spmdlab import *
-        from spmdlab.matlab import distributed, gather, isdistributed
+        from spmdlab.matlab import codistributed, distributed, gather, isdistributed
+        from spmdlab.matlab import ndims, numel, size
         n = {n}
         pool = spmdlab.start_pool(n)
         assert "mpi4py.MPI" not in sys.modules, "the client started MPI"
@@ -181,6 +182,28 @@ def test_a_script_drives_a_pool(layout):
         pool.run_cell("s = float(D.sum())\\nE = D * 2", ns)
         assert ns["s"][:] == [X.sum()] * n
         assert (gather(ns["E"]) == 2 * X).all()
+        assert list(size(D)) == [2, 3 * n] and numel(D) == 6 * n and ndims(D) == 2
+        try:  # numpy would wrap the handle in an object array: np.sum(D) was D itself
+            np.sum(D)
+            raise AssertionError("np.sum of a client's distributed array")
+        except SpmdTypeError as exc:
+            assert "gather(D)" in str(exc), exc
+        # a codistributed array a block returns is distributed on the client, as MATLAB's
+        R = pool.spmd(lambda: codistributed.ones(3, 2 * n))
+        assert isdistributed(R) and list(size(R)) == [3, 2 * n] and (gather(R) == 1).all()
+        try:  # made outside a block: refused, and the client stays the pool's client
+            codistributed.ones(3)
+            raise AssertionError("a codistributed array made on the client")
+        except SpmdError as exc:
+            assert "pool's client" in str(exc) and "ones" in str(exc), exc
+        try:  # a collective too, named; MATLAB's client is worker 1 of 1
+            spmd_plus(1.0)
+            raise AssertionError("a collective on the client")
+        except SpmdError as exc:
+            assert str(exc).startswith("spmd_plus (the client)"), exc
+        assert spmd_index() == 1 and spmd_size() == 1
+        assert "mpi4py.MPI" not in sys.modules, "the client started MPI"
+        assert (gather(D) == X).all()
 
         # deleting the client's Composite frees the workers' values
         name = c._name

@@ -27,7 +27,7 @@ import threading
 import time
 import traceback
 import weakref
-from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Union
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 from .. import _world
 from ..errors import SpmdError, SpmdTypeError, SpmdValueError
@@ -506,7 +506,9 @@ class Pool:
 
     def spmd(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> "Composite":
         """Run ``fn(*args, **kwargs)`` on every worker, as a block of a script (spmdlab's
-        primitives work in it); returns a Composite of the results.
+        primitives work in it); returns a Composite of the results (a codistributed
+        array that every worker returns: the distributed array, as MATLAB's client sees
+        it after ``spmd``).
 
         Examples
         --------
@@ -525,6 +527,8 @@ class Pool:
         spec: Dict[str, Any] = {"vars": {}, "aliases": {}, "fn": fn, "args": args, "kwargs": kwargs,
                 "result": name, "assigned": [], "n": n}
         outcomes = self._run(spec, "spmd")
+        if all(outcomes[k][1].get(name) == "codistributed" for k in outcomes):
+            return Distributed(self, name)  # type: ignore[return-value]
         return self._result(name, outcomes, owned=True)
 
     def _check_n(self, call, n):
@@ -816,14 +820,32 @@ class Distributed:
     ``D = distributed(X)``, ``spmd, L = getLocalPart(D); end``, ``X = gather(D)``
     """
 
-    __slots__ = ("_pool", "_name", "__weakref__")
+    __slots__ = ("_pool", "_name", "_shape", "__weakref__")
 
     def __init__(self, pool: Pool, name: str) -> None:
-        self._pool, self._name = pool, name
+        self._pool, self._name, self._shape = pool, name, None
 
     def gather(self) -> Any:
         """The whole array on the client."""
         return self._pool._gather(self)
+
+    @property
+    def shape(self) -> Tuple[int, ...]:
+        """The global array's shape (asked of worker 1 once), so that MATLAB's ``size``,
+        ``numel`` and ``ndims`` of it on the client are the array's."""
+        if self._shape is None:
+            self._shape = self._pool._request("size", [1], "shape", self._name)[1]
+        return self._shape
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> Any:
+        # numpy would otherwise wrap the handle in an object array: np.sum(D) was D
+        raise SpmdTypeError("a distributed array on the client is not a numpy array: "
+                            "gather(D) it first, or work on it inside a block (pool.spmd, "
+                            "%%spmd)")
 
     def __reduce__(self):
         """Sent to the pool's workers: each worker's codistributed array."""
@@ -1056,9 +1078,7 @@ class _ClientKinds:
     @staticmethod
     def construct(make, cls, name, args):
         pool = current_pool()
-        made = pool.spmd(make, cls, name, args)
-        made._owned = False  # the distributed array owns the workers' values now
-        return Distributed(pool, made._name)
+        return pool.spmd(make, cls, name, args)  # a codistributed result: distributed
 
     @staticmethod
     def gather(value):

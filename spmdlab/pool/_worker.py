@@ -193,6 +193,8 @@ class _Worker:
                 self.reply(message[1], self.distribute, *message[2:])
             elif kind == "part":
                 self.reply(message[1], self.part, message[2])
+            elif kind == "shape":
+                self.reply(message[1], lambda name: tuple(self.ns[name].shape), message[2])
             elif kind == "exit":
                 return
 
