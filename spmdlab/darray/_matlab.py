@@ -781,6 +781,9 @@ def redistribute(D: CodistributedArray, codist: Optional[codistributor1d] = None
     ``D2 = redistribute(D1, codist)``
     """
     call = "redistribute"
+    handle = _on_client(D)
+    if handle is not None:  # the client of a pool: moved by the workers
+        return handle._on_workers(redistribute, D, codist)
     D = _check_array(call, D)
     target, err = None, None
     try:
@@ -890,6 +893,9 @@ def reshape(A: Any, *sizes: Any) -> Any:
     ``B = reshape(A, sz)``, ``B = reshape(A, sz1, ..., szN)``
     """
     call = "reshape"
+    handle = _on_client(A)
+    if handle is not None:  # the client of a pool: reshaped by the workers
+        return handle._on_workers(reshape, A, *sizes)
     count = A.size if isinstance(A, CodistributedArray) else int(np.prod(np.shape(A)))
     shape, err = None, None
     try:
@@ -940,9 +946,33 @@ def _extremum(name):
     def fn(A: Any, *args: Any, nargout: int = 1) -> Any:
         from ._extrema import matlab
 
+        handle = _on_client(A, *args)
+        if handle is not None:  # the client of a pool: found by the workers
+            if nargout == 2:  # [M, I]: each comes back on its own
+                return tuple(handle._on_workers(_extremum_part, name, A, args, k)
+                             for k in (0, 1))
+            return handle._on_workers(_extremum_part, name, A, args, None)
         return matlab(name, A, args, nargout)
     fn.__name__ = fn.__qualname__ = name
     return fn
+
+
+def _extremum_part(name, A, args, k):
+    """(On a pool's worker) MATLAB's max or min, or output ``k`` of ``[M, I]``."""
+    from ._extrema import matlab
+
+    return matlab(name, A, args, 1) if k is None else matlab(name, A, args, 2)[k]
+
+
+def _on_client(*values):
+    """On a pool's client, the first distributed array among ``values`` (MATLAB runs a
+    function of one on the workers), else None."""
+    client = _world.client()
+    if client is not None:
+        for value in values:
+            if client.is_client_array(value):
+                return value
+    return None
 
 
 # spmdlab.matlab's max and min (named so here, where Python's max and min are in use)

@@ -17,6 +17,7 @@ The worker side (``_worker``) never imports this module.
 import atexit
 import collections
 import itertools
+import operator
 import os
 import queue as queues_
 import signal
@@ -28,6 +29,8 @@ import time
 import traceback
 import weakref
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
+
+from numpy.lib.mixins import NDArrayOperatorsMixin as _OperatorsMixin
 
 from .. import _world
 from ..errors import SpmdError, SpmdTypeError, SpmdValueError
@@ -797,10 +800,15 @@ def _ranges(numbers):
     return ", ".join(parts)
 
 
-class Distributed:
+class Distributed(_OperatorsMixin):
     """On the client, an array spread over a pool's workers: MATLAB's distributed
     array. Inside a block it is each worker's codistributed array; ``gather(D)`` (or
-    ``D.gather()``) brings it back whole.
+    ``D.gather()``) brings it back whole. As MATLAB's client does, the client computes
+    with it: arithmetic, comparisons, numpy's functions (``np.sin(D)``,
+    ``np.sum(D, axis=0)``), subscripts (``D[1, :]``, ``D[0, 0] = 5``), ``D.T`` and the
+    codistributed array's methods (``D.sum()``, ``D.astype(...)``) run on the workers;
+    a codistributed result comes back as a distributed array, any other (a sum, an
+    element) as its value.
 
     Examples
     --------
@@ -821,9 +829,71 @@ class Distributed:
     """
 
     __slots__ = ("_pool", "_name", "_shape", "__weakref__")
+    __hash__ = object.__hash__  # (the operators' __eq__ is element-wise)
 
     def __init__(self, pool: Pool, name: str) -> None:
-        self._pool, self._name, self._shape = pool, name, None
+        self._pool, self._name = pool, name
+        self._shape: Optional[Tuple[int, ...]] = None
+
+    def _on_workers(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """``fn(*args, **kwargs)`` run by every worker, each distributed array among the
+        arguments its codistributed array there: a codistributed result comes back as a
+        distributed array, any other as worker 1's (the value of an operation on a
+        codistributed array is the same on every worker)."""
+        result = self._pool.spmd(fn, *args, **kwargs)
+        return result if isinstance(result, Distributed) else result[1]
+
+    def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
+        return self._on_workers(_ufunc_call, ufunc, method, inputs, kwargs)
+
+    def __array_function__(self, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
+        return self._on_workers(func, *args, **kwargs)
+
+    def __getitem__(self, key: Any) -> Any:
+        return self._on_workers(operator.getitem, self, key)
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        self._pool.spmd(operator.setitem, self, key, value)
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("len() of a 0-d distributed array")
+        return self.shape[0]
+
+    def __iter__(self) -> Iterator[Any]:
+        for i in range(len(self)):
+            yield self[i]
+
+    def __bool__(self) -> bool:
+        return bool(self._on_workers(bool, self))
+
+    @property
+    def T(self) -> Any:
+        return self._on_workers(operator.attrgetter("T"), self)
+
+    @property
+    def dtype(self) -> Any:
+        return self._on_workers(operator.attrgetter("dtype"), self)
+
+    @property
+    def size(self) -> int:
+        count = 1
+        for n in self.shape:
+            count *= n
+        return count
+
+    def __getattr__(self, name: str) -> Any:
+        # the codistributed array's other methods and properties, run on the workers
+        from ..darray._array import CodistributedArray
+
+        found = getattr(CodistributedArray, name, None) if not name.startswith("_") \
+            else None
+        if found is None:
+            raise AttributeError(f"a distributed array on the client has no {name!r}")
+        if callable(found):
+            return lambda *args, **kwargs: self._on_workers(_method_call, self, name, args,
+                                                            kwargs)
+        return self._on_workers(operator.attrgetter(name), self)
 
     def gather(self) -> Any:
         """The whole array on the client."""
@@ -844,8 +914,8 @@ class Distributed:
     def __array__(self, dtype: Any = None, copy: Any = None) -> Any:
         # numpy would otherwise wrap the handle in an object array: np.sum(D) was D
         raise SpmdTypeError("a distributed array on the client is not a numpy array: "
-                            "gather(D) it first, or work on it inside a block (pool.spmd, "
-                            "%%spmd)")
+                            "gather(D) it first (numpy's functions and operators on it "
+                            "run on the workers)")
 
     def __reduce__(self):
         """Sent to the pool's workers: each worker's codistributed array."""
@@ -861,6 +931,16 @@ class Distributed:
                     self._pool._send(k, ("del", [self._name]))
         except Exception:
             pass
+
+
+def _ufunc_call(ufunc, method, inputs, kwargs):
+    """(On a worker) a ufunc applied as numpy's protocol asked on the client."""
+    return getattr(ufunc, method)(*inputs, **kwargs)
+
+
+def _method_call(D, name, args, kwargs):
+    """(On a worker) a codistributed array's method."""
+    return getattr(D, name)(*args, **kwargs)
 
 
 # -- queues on the client ---------------------------------------------------------------------
