@@ -493,6 +493,34 @@ def test_max_and_min_follow_matlabs_rules_on_every_split(backend):
                   ).tolist() == [2, 1j]
 
 
+def test_max_and_min_over_a_vector_of_dimensions(backend):
+    # MATLAB's max(A, [], vecdim): the extreme over every dimension listed, the others
+    # kept; [1 2] of a matrix is its overall one, a dimension past the array's is one
+    N = spmdSize()
+    G = np.resize(np.array([3.0, np.nan, -1, 7, 2, -1, 0.5]), 2 * 3 * (N + 1))
+    G = G.reshape(2, 3, N + 1)
+    for dist in (1, 2, 3):
+        D = codistributed(backend.make(G), codistributor1d(dist))
+        for name, fn, pick in (("max", mmax, np.nanmax), ("min", mmin, np.nanmin)):
+            for vecdim, axes in (([1, 2], (0, 1)), ([3, 1], (0, 2)), ([1, 2, 3], None),
+                                 ([2, 4], (1,))):
+                want = pick(G, axis=axes, keepdims=True)
+                got = gather_np(fn(D, [], vecdim))
+                np.testing.assert_array_equal(got.reshape(want.shape), want)
+                plain = fn(G, [], vecdim)
+                np.testing.assert_array_equal(np.asarray(plain).reshape(want.shape), want)
+            want = (np.max if name == "max" else np.min)(G, axis=(0, 2), keepdims=True)
+            got = gather_np(fn(D, [], [1, 3], "includenan"))  # NaN where a slice has one
+            np.testing.assert_array_equal(got.reshape(want.shape), want)
+            assert np.isnan(want).any()
+    M = codistributed(np.array([[1.0, 9, -2], [8, 4, -5]]))
+    assert gather(mmax(M, [], [1, 2])).item() == 9 and gather(mmin(M, [], [2, 1])).item() == -5
+    with pytest.raises(SpmdValueError, match=r"\[M, I\] = max\(A, \[\], vecdim\) is not"):
+        mmax(M, [], [1, 2], nargout=2)
+    with pytest.raises(SpmdValueError, match=r"must not repeat one"):
+        mmin(M, [], [2, 2])
+
+
 def test_max_and_min_errors_name_matlabs_call_on_every_worker():
     N, k = spmdSize(), spmdIndex()
     D = codistributed(np.zeros((N + 1, 3)))

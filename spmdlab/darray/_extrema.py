@@ -250,13 +250,17 @@ def _options(call, args):
                             f"'auto', 'abs' or 'real' (got {args[0] if args else None!r})")
             method = args.pop(0).lower()
         elif reducing and dim is None and not isinstance(a, str):
-            if np.size(a) != 1:
-                raise error(SpmdValueError, call, f"a vector of dimensions ({a!r}) is not "
-                            f"available here; give one dimension or 'all'")
-            dim = _number(call, "dim", a)
-            if dim < 1:
-                raise error(SpmdValueError, call, f"'dim' must be 1 or more (got {dim}); "
-                            f"dimensions are 1-based")
+            if np.ndim(a) > 1 or np.size(a) == 0:
+                raise error(SpmdValueError, call, f"'dim' must be a dimension or a vector "
+                            f"of dimensions (got {a!r})")
+            dims = [_number(call, "dim", d) for d in np.ravel(a)]
+            if min(dims) < 1:
+                raise error(SpmdValueError, call, f"'dim' must be 1 or more (got "
+                            f"{min(dims)}); dimensions are 1-based")
+            if len(set(dims)) != len(dims):
+                raise error(SpmdValueError, call, f"a vector of dimensions must not repeat "
+                            f"one (got {list(dims)})")
+            dim = dims[0] if np.ndim(a) == 0 else tuple(dims)
         else:
             raise error(SpmdValueError, call, f"unexpected argument {a!r}")
     return B, dim, omitnan, method
@@ -278,6 +282,14 @@ def matlab(name, A, args, nargout):
     if nargout not in (1, 2):
         raise error(SpmdValueError, call, f"'nargout' must be 1 or 2 (got {nargout!r})")
     B, dim, omitnan, method = _options(call, args)
+    if isinstance(dim, tuple):  # a vector of dimensions: one after the other
+        if nargout == 2:
+            raise error(SpmdValueError, call, f"[M, I] = {name}(A, [], vecdim) is not "
+                        f"available here: take M alone, or give one dimension or 'all'")
+        flags = ["omitnan" if omitnan else "includenan", "ComparisonMethod", method]
+        for d in dim:
+            A = matlab(name, A, [[], d, *flags], 1)
+        return A
     pick = lambda x, axis, n: matlab_pick(x, axis, n, omitnan, method)  # noqa: E731
     if B is not None:
         if nargout == 2:

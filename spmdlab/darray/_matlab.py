@@ -978,8 +978,8 @@ def _on_client(*values):
 # spmdlab.matlab's max and min (named so here, where Python's max and min are in use)
 matlab_max = _extremum("max")
 matlab_min = _extremum("min")
-matlab_max.__doc__ = """``M = max(A)``, ``max(A, [], dim)``, ``max(A, [], "all")``, ``max(A, B)``,
-with ``"omitnan"`` (the default: NaN left out, NaN only when all are) or ``"includenan"``,
+matlab_max.__doc__ = """``M = max(A)``, ``max(A, [], dim)``, ``max(A, [], vecdim)`` (over every dimension
+listed; ``M`` only), ``max(A, [], "all")``, ``max(A, B)``, with ``"omitnan"`` (the default: NaN left out, NaN only when all are) or ``"includenan"``,
 and ``"ComparisonMethod"`` ``"auto"`` / ``"abs"`` / ``"real"``; MATLAB's ``[M, I] =
 max(...)`` is ``M, I = max(..., nargout=2)``, ``I`` 1-based (a linear, column-major index
 for ``"all"``), the first of equal values. Complex values compare by ``abs``, equal
