@@ -48,10 +48,10 @@ def test_the_scaling_counts():
     assert rows[("spmd_plus(scalar)", "records", "gathering")] == ["2", "5"], out.stdout
     assert rows[("spmd_plus(scalar)", "records", "default")] == ["2", "3"], out.stdout
     assert rows[("spmd_send/receive", "msgs", "default")] == ["2", "2"], out.stdout
-    # 64 KiB by halves along the tree at 5 workers: worker 2 takes worker 1's value
-    # (1 message), 2 steps each way of 2 messages, the result back (1), after the
-    # agreement's 6
-    assert rows[("spmd_plus(64 KiB)", "msgs", "default")] == ["6", "16"], out.stdout
+    # 64 KiB gathered at 2 workers (the agreement's 2 messages, then the data's 2); by
+    # halves along the tree at 5: worker 2 takes worker 1's value (1 message), 2 steps
+    # each way of 2 messages, the result back (1), after the agreement's 6
+    assert rows[("spmd_plus(64 KiB)", "msgs", "default")] == ["4", "16"], out.stdout
     # every wait watches its request and the exit notices of its neighbours in the
     # notices' tree: worker 2 of 5 has three (workers 1, 4 and 5), worker 1 of 2 one
     for call in ("spmd_plus(scalar)", "spmd_plus(64 KiB)", "spmd_cat(one value)"):
