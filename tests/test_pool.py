@@ -211,6 +211,7 @@ def test_a_script_drives_a_pool(layout):
         assert (gather(np.sum(D, axis=1)) == X.sum(axis=1)).all()
         assert (gather(np.sin(D.T)) == np.sin(X.T)).all() and len(D) == 2
         assert (gather(D @ D.T) == X @ X.T).all() and (gather(D[:, 1:3]) == X[:, 1:3]).all()
+        assert D.partition == (3,) * n and not hasattr(D, "local")  # each worker's own
         M, I = spmdlab.matlab.max(D, [], 2, nargout=2)
         assert (gather(M).ravel() == X.max(axis=1)).all() and (gather(I).ravel() == 3 * n).all()
         F = distributed(X.copy())

@@ -886,6 +886,9 @@ class Distributed(_OperatorsMixin):
         # the codistributed array's other methods and properties, run on the workers
         from ..darray._array import CodistributedArray
 
+        if name in _PER_WORKER:
+            raise AttributeError(f"D.{name} is each worker's own: read it inside a block "
+                                 f"(pool.spmd, %%spmd)")
         found = getattr(CodistributedArray, name, None) if not name.startswith("_") \
             else None
         if found is None:
@@ -931,6 +934,10 @@ class Distributed(_OperatorsMixin):
                     self._pool._send(k, ("del", [self._name]))
         except Exception:
             pass
+
+
+# a codistributed array's attributes that differ from worker to worker
+_PER_WORKER = frozenset(("local", "global_indices", "global_slice"))
 
 
 def _ufunc_call(ufunc, method, inputs, kwargs):
