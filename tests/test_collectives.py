@@ -256,6 +256,17 @@ def test_cat_sizes_differ_along_axis(backend, dtype):
     np.testing.assert_array_equal(backend.read(x), before)
 
 
+def test_cat_results_stay_when_the_next_calls_come():
+    # small values ride in the agreement's record: the result must be a copy of them
+    n, k = spmd_size(), spmd_index()
+    first = spmd_cat(np.full(3, k))
+    second = spmd_cat(np.full(3, -k, dtype=np.float32))
+    spmd_plus(np.ones(4))
+    assert first.tolist() == [w for w in range(1, n + 1) for _ in range(3)]
+    assert second.tolist() == [-w for w in range(1, n + 1) for _ in range(3)]
+    assert second.dtype == np.float32
+
+
 def test_cat_other_axis_and_negative_axis():
     k = spmd_index()
     n = spmd_size()
