@@ -62,6 +62,11 @@ _HEAD_KEY_FLAGS = struct.Struct("<qqqq")  # key, exact, nbytes, flags
 _KEY_FLAGS: dict = {}  # a fast header -> its (key, flags)
 
 
+def pack_header(send, key, exact, nbytes, flags, aux=0):
+    """Write the header ``agree`` writes into a record (``send``)."""
+    _HEAD.pack_into(send, 0, key, exact, nbytes, flags, aux)
+
+
 def fast_header(key, nbytes, inline, aux=0):
     """The header a fast path writes: the one ``agree`` writes for the same call."""
     return _HEAD.pack(key, key, nbytes, FLAG_INLINE if inline else 0, aux)

@@ -14,8 +14,8 @@ from typing import Any, Callable, Optional, TypeVar, overload
 import numpy as np
 from ._mpi import MPI
 
-from . import _count, _ending, _pack, _reduce, _wait, _world
-from ._agree import FLAG_INLINE, agree, describe_call
+from . import _agree, _count, _ending, _pack, _reduce, _wait, _world
+from ._agree import FLAG_ERROR, FLAG_INLINE, HEADER, agree, describe_call
 from ._checks import check_worker, fail_together
 from ._backends import Leaf
 from ._ops import SUM
@@ -442,18 +442,42 @@ def broadcast(call, source, x, name="source"):
     """``spmd_broadcast`` for a caller that reports its errors as ``call`` (``Composite``
     indexing), with the worker-number argument called ``name`` in its messages."""
     scope = _world.current()
-    error = check_worker(call, scope, name, source, none_ok=False)
+    error = None if type(source) is int and 0 < source <= scope.size else \
+        check_worker(call, scope, name, source, none_ok=False)
     buf = None
     if error is None and source == scope.index:
         try:
-            buf = _pack.encode(x, f"{call} ({scope.who()})")
+            buf = _pack.encode(x, lambda: f"{call} ({scope.who()})")
         except SpmdTypeError as exc:
             error = exc
     key = digest((call, source if error is None else None))
-    inline = buf is not None and len(buf) <= scope.exchange.inline
-    ex, _, _ = agree(scope, call, key, nbytes=0 if buf is None else len(buf),
-                     payload=memoryview(buf).cast("B") if inline else None, error=error,
-                     describe=lambda: describe_call(call, **{name: source}))
+    ex = scope.exchange
+    inline = buf is not None and len(buf) <= ex.inline
+    describe = lambda: describe_call(call, **{name: source})  # noqa: E731
+    if error is None and not (ex.tree or _agree.HOOKED or _world.listener_running or
+                              ex.request is None):
+        # the common case written out: the record agree writes, one MPI call, and the
+        # full check only when a worker's key or error flag says something is wrong
+        # (the source's record alone carries the value: the flags differ by design)
+        flags = FLAG_INLINE if inline else 0
+        if inline:
+            ex.sendview[HEADER:HEADER + len(buf)] = memoryview(buf).cast("B")
+        _agree.pack_header(ex.send, key, 0, 0 if buf is None else len(buf), flags)
+        ex.calls += 1
+        ex.last = call
+        request = ex.request
+        request.Start()
+        if not request.Test():
+            _wait.wait(request, scope, call)
+        words = ex.words
+        for i in ex.key_words:
+            if words[i] != key or words[i + 3] & FLAG_ERROR:
+                ex.check(scope, call, key, flags, None, describe)
+                break
+    else:
+        ex, _, _ = agree(scope, call, key, nbytes=0 if buf is None else len(buf),
+                         payload=memoryview(buf).cast("B") if inline else None,
+                         error=error, describe=describe)
     if not ex.tree and ex.field(source - 1, 3) & FLAG_INLINE:  # it rode in the record
         return _pack.decode(bytearray(ex.payload(source - 1, ex.field(source - 1, 2))))
     try:

@@ -132,6 +132,16 @@ def test_unpicklable_object_in_a_collective():
         spmd_broadcast(spmd_size(), value)
 
 
+@needs2
+def test_broadcast_with_different_sources_fails_on_every_worker():
+    # every worker names another source: no value may come back, every worker raises
+    with pytest.raises(SpmdMismatchError, match="spmd_broadcast"):
+        spmd_broadcast(spmd_index(), np.ones(2) * spmd_index())
+    with pytest.raises(SpmdMismatchError):  # a worker in another call altogether
+        spmd_broadcast(1, 2.5) if spmd_index() > 1 else spmd_plus(2.5)
+    assert spmd_broadcast(spmd_size(), spmd_index()) == spmd_size()  # and it goes on
+
+
 def test_axis_out_of_range():
     with pytest.raises(SpmdValueError, match="spmd_cat.*axis 2 is out of range"):
         spmd_cat(np.ones((2, 2)), axis=2)
