@@ -178,6 +178,16 @@ class Exchange:
                                time.perf_counter() - start,
                                int.from_bytes(self.send[16:24], "little", signed=True))
 
+    def run_plain(self, scope, call):
+        """``run`` where nothing is hooked, no listener runs and the request is
+        persistent (the fast paths' case): start it, wait."""
+        self.calls += 1
+        self.last = call
+        request = self.request
+        request.Start()
+        if not request.Test():
+            _wait.wait(request, scope, call)
+
     def fast(self, scope, call, header, describe, *args):
         """The exchange of a fast path whose header (``fast_header``) and payload are
         already in ``send``: equal headers everywhere mean agreement; anything else goes
@@ -200,11 +210,7 @@ class Exchange:
         elif request is None or _world.listener_running:
             self.run(scope, call)
         else:
-            self.calls += 1
-            self.last = call
-            request.Start()
-            if not request.Test():
-                _wait.wait(request, scope, call)
+            self.run_plain(scope, call)
         words = self.words
         key_flags = _KEY_FLAGS.get(header)
         if key_flags is None:
@@ -296,7 +302,7 @@ def agree(scope, call, key, *, exact=0, nbytes=0, payload=None, error=None,
     elif payload is not None and not ex.tree:
         flags = FLAG_INLINE
         ex.send[HEADER:HEADER + len(payload)] = payload
-    _HEAD.pack_into(ex.send, 0, key, exact, nbytes, flags, aux)
+    pack_header(ex.send, key, exact, nbytes, flags, aux)
     ex.run(scope, call)
     if ex.size == 1:
         if error is not None:

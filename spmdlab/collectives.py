@@ -463,12 +463,7 @@ def broadcast(call, source, x, name="source"):
         if inline:
             ex.sendview[HEADER:HEADER + len(buf)] = memoryview(buf).cast("B")
         _agree.pack_header(ex.send, key, 0, 0 if buf is None else len(buf), flags)
-        ex.calls += 1
-        ex.last = call
-        request = ex.request
-        request.Start()
-        if not request.Test():
-            _wait.wait(request, scope, call)
+        ex.run_plain(scope, call)
         words = ex.words
         for i in ex.key_words:
             if words[i] != key or words[i + 3] & FLAG_ERROR:
