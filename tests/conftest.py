@@ -59,6 +59,15 @@ def backend(request):
     return b
 
 
+def host(x):
+    """Any family's array (or scalar) as a host numpy array."""
+    if torch is not None and isinstance(x, torch.Tensor):
+        return x.detach().cpu().numpy()
+    if type(x).__module__.startswith("cupy"):
+        return x.get()
+    return np.asarray(x)
+
+
 def same_family(result, like):
     """The result has the input's type, dtype and device."""
     assert type(result) is type(like)

@@ -12,7 +12,7 @@ from spmdlab import (CodistributedArray, Codistributor, SpmdIndexError, SpmdMism
                      SpmdTypeError, SpmdValueError, distribute, drange, from_local, spmd,
                      spmd_index, spmd_size)
 
-from conftest import torch
+from conftest import host, torch
 
 pytestmark = pytest.mark.mpi
 
@@ -30,13 +30,7 @@ def whole(shape, dtype=np.float64):
 
 def value(x):
     """A result as numpy: gathered if codistributed, moved to the host if a tensor."""
-    if isinstance(x, CodistributedArray):
-        x = x.gather()
-    if torch is not None and isinstance(x, torch.Tensor):
-        return x.cpu().numpy()
-    if type(x).__module__.startswith("cupy"):
-        return x.get()
-    return np.asarray(x)
+    return host(x.gather() if isinstance(x, CodistributedArray) else x)
 
 
 def test_default_partition_is_matlabs():

@@ -12,7 +12,7 @@ from spmdlab.matlab import (Composite, codistributed, codistributor, codistribut
                             spmdIndex, spmdSize, zeros)
 from spmdlab.matlab import max as mmax, min as mmin
 
-from conftest import torch
+from conftest import host, torch
 
 pytestmark = pytest.mark.mpi
 
@@ -178,8 +178,7 @@ def test_redistribute_along_a_singleton_dimension_does_what_the_constructors_do(
 
 
 def gather_np(D):
-    X = gather(D)
-    return X.cpu().numpy() if torch is not None and isinstance(X, torch.Tensor) else X
+    return host(gather(D))
 
 
 def test_codistributed_of_a_codistributed_array_redistributes_it():
@@ -472,8 +471,7 @@ def test_max_and_min_follow_matlabs_rules_on_every_split(backend):
                     flat = G.reshape(-1, order="F")[:, None]
                     aM, aI = matlab_reference(flat, name, 1)
                     M, I = fn(D, [], "all", nargout=2)
-                    np.testing.assert_array_equal(np.asarray(M if not hasattr(M, "cpu")
-                                                             else M.cpu()), aM[0, 0])
+                    np.testing.assert_array_equal(host(M), aM[0, 0])
                     assert int(I) == int(aI[0, 0])
                     if G is Z:
                         rM, rI = matlab_reference(G, name, 2, method="real")

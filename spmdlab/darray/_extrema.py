@@ -75,15 +75,18 @@ def _host(family, local):
 
 def local_pick(family, local, axis, name, pick):
     """``pick``'s index along ``axis`` of a local part (kept), as host int64. numpy's
-    rule on numpy and torch real parts runs in the family (torch's argmax takes the
-    first best and the first NaN, as numpy's); the rest on a host copy."""
+    rule runs in the family on numpy parts, on real torch parts (torch's argmax takes
+    the first best and the first NaN, as numpy's) and on integer and bool CuPy parts;
+    the rest on a host copy (CuPy 14's argmax may take a later NaN than the first, and
+    passes over ``nan+1j``; torch's complex argmax is refused), as MATLAB's rule."""
     if pick is numpy_pick and family is LOCAL["torch"] and \
             not local.dtype.is_complex:
         import torch
 
         fn = torch.argmax if name == "max" else torch.argmin
         return _host(family, fn(local, dim=axis, keepdim=True)).astype(np.int64)
-    if pick is numpy_pick and family is not LOCAL["torch"]:
+    if pick is numpy_pick and family is not LOCAL["torch"] and \
+            (family is LOCAL["numpy"] or local.dtype.kind not in "fc"):
         fn = np.argmax if name == "max" else np.argmin
         return _host(family, fn(local, axis=axis, keepdims=True)).astype(np.int64)
     return pick(_host(family, local), axis, name).astype(np.int64)
