@@ -109,6 +109,18 @@ class _Torch:
         return t.numpy()
 
     @staticmethod
+    def host_into(leaf, target):
+        """Copy the tensor into ``target``, a C-ordered host array of its host dtype."""
+        torch = _torch()
+        t = leaf.value.detach()
+        if t.is_cuda:
+            sync_device(leaf)
+        if target.dtype == BF16_HOST:
+            torch.from_numpy(target.view(np.int16)).copy_(t.view(torch.int16))
+        else:
+            torch.from_numpy(target).copy_(t)
+
+    @staticmethod
     def wrap(array, info):
         torch = _torch()
         if array.dtype == BF16_HOST:
@@ -129,8 +141,16 @@ class _Cupy:
         return _cupy().asnumpy(leaf.value)
 
     @staticmethod
+    def host_into(leaf, target):
+        """Copy the array into ``target``, a C-ordered host array of its dtype."""
+        sync_device(leaf)
+        _cupy().ascontiguousarray(leaf.value).get(out=target)
+
+    @staticmethod
     def wrap(array, info):
         cupy = _cupy()
+        if info[1] == "cuda":  # from a message: on this worker's current device
+            return cupy.asarray(array)
         with cupy.cuda.Device(int(info[1])):
             return cupy.asarray(array)
 

@@ -188,6 +188,14 @@ def _rebuild(info, array):
     return FAMILIES[info[0]].wrap(array, info)
 
 
+def wire_info(leaf):
+    """A leaf's family as a message carries it: a GPU value arrives on the receiver's
+    current GPU (MATLAB's: a gpuArray lands on the worker's selected device), not on
+    the sender's device number, which means nothing in another process."""
+    info = leaf.family_info()
+    return info if info[1] is None else (info[0], "cuda")
+
+
 class _Pickler(pickle.Pickler):
     def reducer_override(self, obj):  # never called for exact ints, strs, lists, ...
         if type(obj).__module__.startswith(("torch", "cupy")):
@@ -196,7 +204,7 @@ class _Pickler(pickle.Pickler):
                 array = leaf.host()
                 if not array.flags.c_contiguous:
                     array = array.copy()
-                return _rebuild, (leaf.family_info(), array)
+                return _rebuild, (wire_info(leaf), array)
         return NotImplemented
 
 
@@ -377,7 +385,33 @@ def encode(value, call):
         array = tensor_array(value)
         if array is not None:
             return array_message(array, "torch")
+    if kind.__module__.startswith(("torch", "cupy")):
+        message = device_message(value)
+        if message is not None:
+            return message
     return _pickled(value, call)
+
+
+def device_message(value):
+    """The message (format 3) of a torch CUDA tensor or a CuPy array, its bytes copied
+    from the device straight into a recycled message buffer (no pickle, no fresh host
+    pages, no second copy: a 16 MiB tensor's broadcast and exchange took 2-3x the same
+    staging written by hand when it went by pickle); None for any other value."""
+    leaf = classify(value)
+    if leaf is None or leaf.device is None:
+        return None
+    info = wire_info(leaf)
+    key = (info, leaf.dtype, leaf.shape)
+    entry = _ENCODED.get(key) or _kept(_ENCODED, key,
+                                       lambda: _Leaf(info, leaf.dtype, leaf.shape))
+    if entry.total <= _SMALL:
+        return bytearray(entry.prefix) + leaf.host().tobytes()
+    message = results.empty(_BYTE, entry.total)
+    start = len(entry.prefix)
+    message[:start] = np.frombuffer(entry.prefix, dtype=np.uint8)
+    target = message[start:].view(leaf.dtype).reshape(leaf.shape)
+    FAMILIES[leaf.family].host_into(leaf, target)
+    return message
 
 
 def array_message(array, family="numpy"):

@@ -76,3 +76,51 @@ def test_cupy_same_answer_as_numpy():
     result = spmd_plus(cupy.asarray(host))
     assert isinstance(result, cupy.ndarray)
     np.testing.assert_array_equal(cupy.asnumpy(result), spmd_plus(host))
+
+
+def _torch_values(k):
+    """GPU tensors of every shape a message takes: one past a receiver's inbox, strided,
+    small, bfloat16, complex with torch's conjugate bit, 0-d."""
+    base = torch.arange(3 * 12000, dtype=torch.float32, device="cuda").reshape(3, -1) + k
+    return [base, base[:, ::2], base[:2, :5], base.to(torch.bfloat16),
+            (base[:, :6000] * 1j).conj(), base[1, 2]]
+
+
+@cuda
+@pytest.mark.mpi
+def test_torch_cuda_messages_arrive_whole_on_the_receivers_gpu():
+    from spmdlab import spmd_send_receive
+    me, n = spmd_index(), spmd_size()
+    right, left = me % n + 1, (me - 2) % n + 1
+    for sent, want in zip(_torch_values(me), _torch_values(left)):
+        got = spmd_send_receive(right, left, sent)
+        assert got.is_cuda and got.device == torch.device("cuda", torch.cuda.current_device())
+        assert got.dtype == sent.dtype and got.shape == sent.shape
+        assert torch.equal(got.cpu(), want.cpu())
+    for sent, want in zip(_torch_values(me), _torch_values(1)):
+        got = spmd_broadcast(1, sent if me == 1 else None)
+        assert got.is_cuda and got.dtype == want.dtype and torch.equal(got.cpu(), want.cpu())
+        if me == 1:
+            got.fill_(-1)  # the root's result is its own copy
+            assert not torch.equal(sent.cpu(), got.cpu())
+
+
+@pytest.mark.skipif(not HAVE_CUPY, reason="CuPy with a GPU is not available")
+@pytest.mark.mpi
+def test_cupy_messages_arrive_whole():
+    from spmdlab import spmd_send_receive
+    me, n = spmd_index(), spmd_size()
+    right, left = me % n + 1, (me - 2) % n + 1
+
+    def values(k):
+        base = cupy.arange(3 * 7000, dtype=cupy.float64).reshape(3, 7000) + k
+        return [base, base[:, ::2], base[:2, :5].astype(cupy.int32), base[1, 2]]
+
+    for sent, want in zip(values(me), values(left)):
+        got = spmd_send_receive(right, left, sent)
+        assert isinstance(got, cupy.ndarray) and got.dtype == sent.dtype
+        np.testing.assert_array_equal(cupy.asnumpy(got), cupy.asnumpy(want))
+    for sent, want in zip(values(me), values(1)):
+        got = spmd_broadcast(1, sent if me == 1 else None)
+        assert isinstance(got, cupy.ndarray)
+        np.testing.assert_array_equal(cupy.asnumpy(got), cupy.asnumpy(want))
