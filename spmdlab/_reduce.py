@@ -33,6 +33,7 @@ so every worker takes the same one.
 
 import math
 import struct
+import sys
 
 import numpy as np
 from ._mpi import MPI
@@ -123,6 +124,13 @@ def reduce_op(call, x, op, destination):
             entry = array_entry(scope, call, op, x)
             if entry is not None:
                 return reduce_array(scope, call, x, op, entry)
+        elif kind.__module__ == "torch":  # a plain CPU tensor: its numpy view's fast path
+            array = _pack.tensor_array(x)
+            if array is not None:
+                entry = array_entry(scope, call, op, array)
+                if entry is not None:
+                    return sys.modules["torch"].from_numpy(np.asarray(
+                        reduce_array(scope, call, array, op, entry, shown=x)))
         fast = FAST.get((call, op, kind))
         if fast is not None and (kind is not int or _INT64_MIN <= x <= _INT64_MAX):
             return reduce_scalar(scope, call, x, op, fast)
@@ -534,15 +542,18 @@ def array_entry(scope, call, op, x):
     return entry
 
 
-def reduce_array(scope, call, x, op, entry):
+def reduce_array(scope, call, x, op, entry, shown=None):
     """``reduce_op`` for one small numpy array (below the shared-memory size, or
-    gathered)."""
+    gathered); ``shown``: the value an error describes, when ``x`` is its view (a
+    tensor's)."""
     header, nbytes, inline, k = entry
+    if shown is None:
+        shown = x
     ex = scope._exchange or scope.exchange
     # among many workers: folded in the agreement's merges
     if ex.tree and nbytes <= _tree.ROOM and along_tree(ex, nbytes):
         result = _tree_fold(scope, ex, call, k, op, x.dtype, x.shape, x,
-                            lambda: _describe_value(call, x))
+                            lambda: _describe_value(call, shown))
         return np.asarray(_wrap_int64(result)) if type(result) is int else result
     request = ex.request
     if inline and not (_agree.HOOKED or _world.listener_running or request is None):
@@ -559,7 +570,7 @@ def reduce_array(scope, call, x, op, entry):
         for i in ex.key_words:
             if words[i] != k or words[i + 3] != FLAG_INLINE:
                 ex.check(scope, call, k, FLAG_INLINE, None,
-                         lambda: _describe_value(call, x))
+                         lambda: _describe_value(call, shown))
         rows = ex.row_views(x.dtype, nbytes)  # each worker's value, read in place
         ufunc = op.ufunc
         result = rows[0].copy() if len(rows) == 1 else ufunc(rows[0], rows[1])
@@ -571,7 +582,7 @@ def reduce_array(scope, call, x, op, entry):
     if inline:
         ex.put(x.tobytes())
     result = _pack.results.empty(x.dtype, x.size)  # allocated before agreeing
-    ex.fast(scope, call, header, _describe_value, call, x)
+    ex.fast(scope, call, header, _describe_value, call, shown)
     if inline:  # every worker's bytes, read in place: (workers, count) of the dtype
         fold(op, ex.inline_rows[:, :nbytes].view(x.dtype), result)
     else:

@@ -409,3 +409,28 @@ def test_dicts_mixing_families_differently_on_each_worker():
     s = spmd_size() * (spmd_size() + 1) // 2
     assert (np.asarray(result["a"]) == s).all() and (np.asarray(result["b"]) == 2 * s).all()
     assert type(result["a"]) is type(value["a"]) and (result["c"] == s).all()
+
+
+@pytest.mark.mpi
+def test_small_cpu_tensors_reduce_as_their_arrays_do():
+    # a plain CPU tensor takes its numpy view's fast path: the same sum, a tensor of its
+    # own memory, and errors that name the tensor on every worker
+    if torch is None:
+        pytest.skip("needs torch")
+    from spmdlab import SpmdMismatchError
+    k, n = spmd_index(), spmd_size()
+    t = torch.arange(5, dtype=torch.float32) * k
+    want = torch.arange(5, dtype=torch.float32) * (n * (n + 1) // 2)
+    first = spmd_plus(t)
+    assert type(first) is torch.Tensor and first.dtype == torch.float32
+    assert torch.equal(first, want)
+    first.add_(1)  # its own memory: neither the input nor the next result changes
+    assert torch.equal(spmd_plus(t), want) and torch.equal(t, torch.arange(5.0) * k)
+    assert torch.equal(spmd_reduce(operator.add, t), want)
+    assert torch.equal(spmd_reduce(max, torch.tensor([k, -k])), torch.tensor([n, -1]))
+    scalar = spmd_plus(torch.tensor(float(k), dtype=torch.float64))
+    assert scalar.shape == () and scalar.item() == n * (n + 1) / 2
+    if n > 1:
+        with pytest.raises(SpmdMismatchError, match="float64 \\(5,\\) torch"):
+            spmd_plus(t.double() if k == 1 else t)
+        assert torch.equal(spmd_plus(t), want)  # the next call goes on
