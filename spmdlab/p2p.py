@@ -86,8 +86,8 @@ def spmd_send(x: Any, destination: Union[int, Sequence[int]], tag: int = 0) -> N
     call = "spmd_send"
     if type(destination) is int and 0 < destination <= scope.size and type(tag) is int \
             and 0 <= tag <= _world.TAG_UB:  # the common case, checked cheaply
-        if type(x) is np.ndarray and destination != scope.index:
-            buf = _pack.kept_array_message(x)
+        if destination != scope.index:
+            buf = _kept_message(x)
             if buf is not None:  # (small: neither to itself nor in two parts)
                 _isend_one(scope, buf, destination, tag)
                 return
@@ -105,6 +105,19 @@ def spmd_send(x: Any, destination: Union[int, Sequence[int]], tag: int = 0) -> N
         if buf is None:
             buf = _message(x, plain, call, scope)
         _isend(scope, buf, d, tag)
+
+
+def _kept_message(x):
+    """The message of a small numpy array or plain CPU tensor whose header is kept (a
+    loop's), built by joining bytes; None for anything else (the general way)."""
+    kind = type(x)
+    if kind is np.ndarray:
+        return _pack.kept_array_message(x)
+    if kind.__module__ == "torch":
+        array = _pack.tensor_array(x)
+        if array is not None:
+            return _pack.kept_array_message(array, "torch")
+    return None
 
 
 def _isend(scope, buf, destination, tag):
@@ -638,8 +651,7 @@ def spmd_send_receive(destination: Optional[int], source: Optional[int], x: Any,
         _check(call, scope, "source", source, none_ok=True)
         _check_tag(call, scope, tag, none_ok=False)
     if destination is not None:
-        buf = _pack.kept_array_message(x) if type(x) is np.ndarray and \
-            destination != scope.index else None
+        buf = _kept_message(x) if destination != scope.index else None
         if buf is None:
             plain = _plain(x)
             if _by_rendezvous(plain, scope, destination):
