@@ -269,21 +269,42 @@ def _cat_arrays(call, scope, leaf, axis, destination):
     axis, key, length, other = checked
     host = np.ascontiguousarray(leaf.host())
     nbytes = host.nbytes
-    payload = host.tobytes() if nbytes <= scope.exchange.inline else None
-    ex, _, inline = agree(scope, call, key, exact=length, nbytes=nbytes, payload=payload,
-                          describe=lambda: describe_call(
-                              call, _pack.describe_leaf(leaf), {
-                                  "dtype": _pack.dtype_name(leaf.dtype),
-                                  "dimensions": str(len(leaf.shape)),
-                                  "sizes outside axis": str(other)},
-                              axis=axis, destination=destination))
+    ex = scope.exchange
+
+    def describe():
+        return describe_call(call, _pack.describe_leaf(leaf), {
+            "dtype": _pack.dtype_name(leaf.dtype), "dimensions": str(len(leaf.shape)),
+            "sizes outside axis": str(other)}, axis=axis, destination=destination)
+
+    if nbytes <= ex.inline and not (ex.tree or _agree.HOOKED or _world.listener_running
+                                    or ex.request is None):
+        # the common case written out, as spmd_broadcast's: the record agree writes, one
+        # MPI call, the full check only when a worker's key or flags differ (a worker
+        # whose value did not fit its record, or a mismatch: raised on every worker)
+        ex.sendview[HEADER:HEADER + nbytes] = host.tobytes()
+        _agree.pack_header(ex.send, key, length, nbytes, FLAG_INLINE)
+        ex.run_plain(scope, call)
+        inline = same = True
+        words = ex.words
+        for i in ex.key_words:
+            if words[i] != key or words[i + 3] != FLAG_INLINE:
+                _, _, inline = ex.check(scope, call, key, FLAG_INLINE, None, describe)
+                same = False
+                break
+            if words[i + 1] != length:  # (equal keys: other sizes equal, the dtype too)
+                same = False
+    else:
+        payload = host.tobytes() if nbytes <= ex.inline else None
+        ex, _, inline = agree(scope, call, key, exact=length, nbytes=nbytes,
+                              payload=payload, describe=describe)
+        same = False
     wanted = destination is None or destination == scope.index
-    sizes = ex.sizes()
+    sizes = None if same else ex.sizes()
     if inline:
         if not wanted:
             return None
-        if min(sizes) == max(sizes):  # as many bytes from every worker: one copy
-            buf = ex.inline_rows[:, :sizes[0]].copy().reshape(-1)
+        if same or min(sizes) == max(sizes):  # as many bytes from every worker: one copy
+            buf = ex.inline_rows[:, :nbytes].copy().reshape(-1)
         else:
             buf = np.empty(sum(sizes), dtype=np.uint8)
             start = 0

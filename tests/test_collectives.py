@@ -300,6 +300,19 @@ def test_cat_checks_its_arguments_every_call():
     np.testing.assert_array_equal(spmd_cat(np.zeros((2, 0, 3)), axis=1), np.zeros((2, 0, 3)))
 
 
+def test_cat_where_only_some_values_fit_the_agreement_record():
+    # worker 1's value rides in its record, the others' are too large to: every worker
+    # still gets every block, in worker order, along either axis
+    k, n = spmd_index(), spmd_size()
+    rows = 5 if k == 1 else 800 * k
+    expected = np.concatenate([np.full((5 if j == 1 else 800 * j, 2), j, np.float64)
+                               for j in range(1, n + 1)])
+    np.testing.assert_array_equal(spmd_cat(np.full((rows, 2), k, np.float64)), expected)
+    np.testing.assert_array_equal(spmd_cat(np.full((2, rows), k, np.float64), axis=1),
+                                  expected.T)
+    np.testing.assert_array_equal(spmd_cat(np.full(3, k)), np.repeat(np.arange(1, n + 1), 3))
+
+
 def test_cat_large_arrays():
     k = spmd_index()
     x = np.full((1000 * k, 20), k, np.float32)
