@@ -8,6 +8,7 @@
 #   bash scripts/gpu_check.sh            # python3 is the one with torch and CuPy
 #   PYTHON=/path/to/python bash scripts/gpu_check.sh
 #   bash scripts/gpu_check.sh --tests-only   # the tests, not trainnet or the timings
+#   bash scripts/gpu_check.sh --setup-only   # only the environment, for other runs
 #
 # MPICH, mpi4py and pytest-mpi come from wheels in .whl/ when that folder exists (made
 # with `pip download --no-deps --only-binary=:all: mpich mpi4py pytest-mpi` for the
@@ -58,6 +59,8 @@ except Exception as e:
 from spmdlab import _backends
 print("CUDA-aware MPI:", _backends._query_cuda_support())
 EOF
+
+[ "${1:-}" = --setup-only ] && exit 0
 
 status=0
 run() {
