@@ -8,6 +8,7 @@ spmdlab: a value is recognised as theirs only if the user's program imported the
 """
 
 import sys
+from typing import Optional
 
 import numpy as np
 
@@ -128,9 +129,10 @@ class _Torch:
             tensor = tensor.view(torch.bfloat16)
         else:
             tensor = torch.from_numpy(array if array.flags.writeable else array.copy())
-        device = info[1]
+        device = _arrival_device(info)
         if device is not None:
-            tensor = tensor.to(device)
+            tensor = tensor.to(torch.device("cuda", device) if type(device) is int
+                               else device)
         return tensor
 
 
@@ -149,9 +151,10 @@ class _Cupy:
     @staticmethod
     def wrap(array, info):
         cupy = _cupy()
-        if info[1] == "cuda":  # from a message: on this worker's current device
+        device = _arrival_device(info)
+        if device == "cuda":  # from a message: on this thread's current device
             return cupy.asarray(array)
-        with cupy.cuda.Device(int(info[1])):
+        with cupy.cuda.Device(int(device)):
             return cupy.asarray(array)
 
 
@@ -227,6 +230,18 @@ def sync_device(leaf):
 
 
 _cuda_aware = None
+
+# The GPU that ``select_gpu`` gave this worker: where a GPU value from a message lands,
+# in every thread (the queues' receiver thread has a current device of its own, 0)
+WORKER_GPU: Optional[int] = None
+
+
+def _arrival_device(info):
+    """Where a GPU value rebuilt from ``info`` goes: a message's (device "cuda") to this
+    worker's GPU (``WORKER_GPU``, else the current device); a local value's to its own."""
+    if info[1] == "cuda" and WORKER_GPU is not None:
+        return WORKER_GPU
+    return info[1]
 
 
 def cuda_aware():

@@ -124,3 +124,20 @@ def test_cupy_messages_arrive_whole():
         got = spmd_broadcast(1, sent if me == 1 else None)
         assert isinstance(got, cupy.ndarray)
         np.testing.assert_array_equal(cupy.asnumpy(got), cupy.asnumpy(want))
+
+
+def test_a_messages_gpu_value_lands_on_the_workers_gpu(monkeypatch):
+    # select_gpu's choice holds in every thread (the queues' receiver thread too); a
+    # local value's device is its own; without select_gpu, the current device
+    if torch is None:
+        pytest.skip("needs torch")
+    moved = []
+    monkeypatch.setattr(torch.Tensor, "to", lambda self, device: moved.append(device) or self)
+    wrap = _backends.FAMILIES["torch"].wrap
+    monkeypatch.setattr(_backends, "WORKER_GPU", None)
+    wrap(np.ones(3), ("torch", "cuda"))
+    monkeypatch.setattr(_backends, "WORKER_GPU", 2)
+    wrap(np.ones(3), ("torch", "cuda"))
+    wrap(np.ones(3), ("torch", "cuda:1"))
+    wrap(np.ones(3), ("torch", None))
+    assert moved == ["cuda", torch.device("cuda", 2), "cuda:1"]

@@ -11,7 +11,7 @@ if TYPE_CHECKING:
     import torch
 
 import numpy as np
-from .. import _world
+from .. import _backends, _world
 from .._agree import agree
 from .._pack import digest
 from ..errors import SpmdTypeError, SpmdValueError
@@ -90,6 +90,7 @@ def select_gpu(*, set_device: bool = True) -> int:
           describe=lambda: "select_gpu()")
     if set_device:
         _torch().cuda.set_device(local)
+        _backends.WORKER_GPU = local  # messages' GPU values land here, in every thread
     return local
 
 
