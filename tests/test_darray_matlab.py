@@ -83,6 +83,31 @@ def test_a_global_size_completes_the_codistributor_as_in_matlabs_build_example()
     assert codistributor1d(1).Partition.size == 0 and not codistributor1d(1).isComplete()
 
 
+def test_build_without_a_global_size_reads_parts_as_matlab_shapes():
+    # a 1-D part is a 1-by-k row, a scalar 1-by-1: joined along dimension 1 they stack
+    # into an N-by-k matrix (not one long row), along dimension 2 into a 1-by-N row, and
+    # along a dimension past the part's last into pages
+    N, k = spmdSize(), spmdIndex()
+    A = codistributed.build(np.arange(3.0) + 10 * k, codistributor1d(1))
+    assert A.shape == (N, 3) and getCodistributor(A).Dimension == 1
+    assert np.array_equal(gather(A), np.arange(3.0) + 10 * np.arange(1, N + 1)[:, None])
+    C = codistributed.build(float(k), codistributor1d(2))
+    assert np.array_equal(gather(C), np.arange(1.0, N + 1)[None, :])
+    E = codistributed.build(np.full((2, 2), float(k)), codistributor1d(3))
+    assert E.shape == (2, 2, N) and getCodistributor(E).Dimension == 3
+
+
+def test_errors_of_matlabs_names_count_dimensions_from_one():
+    # codistributor1d(2, ...) is numpy's axis 1: the message says MATLAB's "dimension 2",
+    # the snake_case API's keeps numpy's "axis 1"
+    from spmdlab.darray import Codistributor, distribute
+    N = spmdSize()
+    with pytest.raises(SpmdValueError, match=f"has {N + 2} along dimension 2 "):
+        codistributor1d(2, [1] * N, [3, N + 2])
+    with pytest.raises(SpmdValueError, match=f"has {N + 2} along axis 1 "):
+        distribute(np.ones((3, N + 2)), Codistributor(1, (1,) * N))
+
+
 def test_build_checks_that_the_parts_add_up():
     N, k = spmdSize(), spmdIndex()
     codist = codistributor1d(1, [2] * N, [2 * N, 3])

@@ -284,10 +284,25 @@ def _check_partition(call, partition):
     return tuple(int(v) for v in values)
 
 
+# calls made by MATLAB's names (spmdlab.matlab): their errors count dimensions from 1
+_MATLAB_CALLS = frozenset({"codistributor1d", "codistributor", "codistributed",
+                           "distributed", "globalIndices", "redistribute", "getLocalPart",
+                           "getCodistributor", "drange", "gather", "size", "reshape"})
+
+
+def named_axis(call, axis):
+    """How an error of ``call`` names a (0-based, non-negative) axis: MATLAB's
+    "dimension 2" for a call by MATLAB's name, numpy's "axis 1" for the others."""
+    if call.split(".")[0] in _MATLAB_CALLS:
+        return f"dimension {axis + 1}"
+    return f"axis {axis}"
+
+
 def check_axis(call, axis, ndim):
     """``axis`` in ``range(ndim)`` (negative counts from the end); SpmdValueError else."""
     if not -ndim <= axis < ndim:
-        raise error(SpmdValueError, call, f"axis {axis} is beyond an array of {ndim} "
+        where = named_axis(call, axis) if axis >= 0 else f"axis {axis}"
+        raise error(SpmdValueError, call, f"{where} is beyond an array of {ndim} "
                     f"dimension{'s' if ndim != 1 else ''}")
     return int(axis) % ndim
 
@@ -295,5 +310,5 @@ def check_axis(call, axis, ndim):
 def _check_sum(call, partition, shape, axis):
     if sum(partition) != shape[axis]:
         raise error(SpmdValueError, call, f"the partition {list(partition)} adds up to "
-                    f"{sum(partition)}, but the array has {shape[axis]} along axis {axis} "
-                    f"(global shape {shape})")
+                    f"{sum(partition)}, but the array has {shape[axis]} along "
+                    f"{named_axis(call, axis)} (global shape {shape})")

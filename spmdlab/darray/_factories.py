@@ -21,7 +21,8 @@ from ..collectives import broadcast
 from ..errors import SpmdError, SpmdTypeError, SpmdValueError
 from . import _exchange
 from ._array import CodistributedArray
-from ._codistributor import Codistributor, check_shape, default_partition, error, offsets
+from ._codistributor import (Codistributor, check_shape, default_partition, error, named_axis,
+                             offsets)
 
 Like = Any
 
@@ -222,7 +223,8 @@ def from_local_as(cls, local, codistributor=None, axis=None, check=True, call="f
         cls._default_axis(codistributor.shape or shape)
     err = None
     if not -len(shape) <= ax < len(shape) or not shape:
-        err = error(SpmdValueError, call, f"the distribution axis {ax} is beyond a local "
+        where = named_axis(call, ax) if ax >= 0 else f"axis {ax}"
+        err = error(SpmdValueError, call, f"the distribution {where} is beyond a local "
                     f"part of shape {shape}")
     else:
         ax %= len(shape)
@@ -245,7 +247,7 @@ def from_local_as(cls, local, codistributor=None, axis=None, check=True, call="f
         global_shape, call=call)
     if codist.partition != partition:
         raise error(SpmdValueError, call, f"the local parts hold {list(partition)} along "
-                    f"axis {ax}, but the codistributor's partition is "
+                    f"{named_axis(call, ax)}, but the codistributor's partition is "
                     f"{list(codist.partition)}")
     return cls._make(local, codist, scope)
 
@@ -259,7 +261,8 @@ def _from_complete(cls, call, scope, local, codistributor, family, dtype, check)
         if tuple(local.shape) != expected:
             raise error(SpmdValueError, call, f"the local part has shape "
                         f"{tuple(local.shape)}, the codistributor gives this worker "
-                        f"{expected} (global shape {codist.shape}, axis {codist.axis}, "
+                        f"{expected} (global shape {codist.shape}, "
+                        f"{named_axis(call, codist.axis)}, "
                         f"partition {list(codist.partition)})")
     except SpmdError as exc:
         err = exc

@@ -324,6 +324,9 @@ class codistributed(CodistributedArray):
             raise error(SpmdValueError, call, "the codistributor must be complete (give "
                         "codistributor1d(dim, part, gsize)), or name at least its "
                         "dimension")
+        # MATLAB's shape of the part: a scalar is 1-by-1, a 1-D part a 1-by-k row, and
+        # the dimension named past the part's last is a singleton (joined along it)
+        L = L.reshape(_shaped_for(codist._dim, L.shape))
         axis = _axis_of(codist._dim, L.shape)
         return _factories.from_local_as(cls, L, Codistributor(axis, codist._part),
                                         check=check, call=call)
