@@ -178,15 +178,24 @@ _TORCH_DTYPES: dict = {}
 
 
 def _torch_dtype(tensor):
+    """The numpy dtype a tensor's bytes travel as; None for a dtype numpy has none for
+    (float8, complex32, quantized): such a tensor is an object to spmdlab (pickled by
+    torch, refused by the reductions on every worker)."""
     key = tensor.dtype
-    dtype = _TORCH_DTYPES.get(key)
-    if dtype is None:
+    dtype = _TORCH_DTYPES.get(key, _UNKNOWN)
+    if dtype is _UNKNOWN:
         if str(key) == "torch.bfloat16":
             dtype = BF16_HOST
         else:
-            dtype = np.dtype(_torch().empty((), dtype=key).numpy().dtype)
+            try:
+                dtype = np.dtype(_torch().empty((), dtype=key).numpy().dtype)
+            except (TypeError, RuntimeError):  # numpy has no such dtype
+                dtype = None
         _TORCH_DTYPES[key] = dtype
     return dtype
+
+
+_UNKNOWN = object()
 
 
 def classify(x):
@@ -209,8 +218,11 @@ def classify(x):
     if module.startswith("torch"):
         torch = sys.modules.get("torch")
         if torch is not None and isinstance(x, torch.Tensor):
+            dtype = _torch_dtype(x)
+            if dtype is None:
+                return None
             device = x.device if x.is_cuda else None
-            return Leaf(x, "torch", _torch_dtype(x), tuple(x.shape), device)
+            return Leaf(x, "torch", dtype, tuple(x.shape), device)
     elif module.startswith("cupy"):
         cupy = sys.modules.get("cupy")
         if cupy is not None and isinstance(x, cupy.ndarray):
@@ -408,7 +420,11 @@ class _TorchLocal:
 
     @staticmethod
     def dtype(a):
-        return _torch_dtype(a)
+        dtype = _torch_dtype(a)
+        if dtype is None:
+            raise TypeError(f"a tensor of {a.dtype} has no numpy dtype to move as; "
+                            f"convert it first (say, with .float())")
+        return dtype
 
     @staticmethod
     def apply(ufunc, method, args, kwargs):

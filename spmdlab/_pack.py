@@ -196,6 +196,13 @@ def wire_info(leaf):
     return info if info[1] is None else (info[0], "cuda")
 
 
+def _rebuild_bytes(dtype, shape, device, array):
+    """A tensor of a dtype numpy has none for, from its bytes (see ``_Pickler``)."""
+    torch = sys.modules.get("torch") or importlib.import_module("torch")
+    tensor = torch.from_numpy(array).view(getattr(torch, dtype)).reshape(shape)
+    return tensor if device is None else tensor.to(device)
+
+
 class _Pickler(pickle.Pickler):
     def reducer_override(self, obj):  # never called for exact ints, strs, lists, ...
         if type(obj).__module__.startswith(("torch", "cupy")):
@@ -205,6 +212,16 @@ class _Pickler(pickle.Pickler):
                 if not array.flags.c_contiguous:
                     array = array.copy()
                 return _rebuild, (wire_info(leaf), array)
+            torch = sys.modules.get("torch")
+            if torch is not None and isinstance(obj, torch.Tensor) and \
+                    not obj.is_quantized and obj.layout == torch.strided:
+                # a dtype numpy has none for (float8, complex32): its bytes, viewed back
+                # on arrival (torch's own pickle of a float8 tensor fails to load)
+                t = obj.detach().resolve_conj().contiguous().reshape(-1)
+                array = t.view(torch.uint8).cpu().numpy()
+                device = None if not t.is_cuda else "cuda"
+                return _rebuild_bytes, (str(t.dtype).split(".")[-1], tuple(obj.shape),
+                                        device, array)
         return NotImplemented
 
 

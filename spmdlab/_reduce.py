@@ -230,6 +230,12 @@ def _check_reducible(call, scope, op, leaves):
             return SpmdValueError(
                 f"{call} ({scope.who()}): the int {leaf.value} does not fit in 64 bits; "
                 f"{call} combines Python ints as int64 (pass a float, or split the number)")
+        if type(leaf) is Obj and type(leaf.value).__module__.startswith("torch") and \
+                hasattr(leaf.value, "dtype"):
+            return SpmdTypeError(
+                f"{call} ({scope.who()}): cannot {VERB.get(op.name, 'reduce')} a tensor of "
+                f"{leaf.value.dtype} ({_pack.describe_leaf(leaf)}): numpy has no such "
+                f"dtype; convert it first (say, with .float())")
         if type(leaf) is Obj:
             return SpmdTypeError(
                 f"{call} ({scope.who()}): cannot {VERB.get(op.name, 'reduce')} a value of "

@@ -11,7 +11,7 @@ import pytest
 
 import spmdlab
 from spmdlab import (SpmdTypeError, SpmdValueError, spmd_barrier, spmd_broadcast, spmd_cat,
-                     spmd_index, spmd_plus, spmd_reduce, spmd_size)
+                     spmd_index, spmd_plus, spmd_reduce, spmd_send_receive, spmd_size)
 
 from conftest import expected_fold, same_family, torch
 
@@ -364,6 +364,28 @@ def test_broadcast_result_is_a_copy_on_the_source():
     result = spmd_broadcast(1, x)
     result[0] = 5.0
     assert x[0] == 0.0
+
+
+@pytest.mark.skipif(torch is None or not hasattr(torch, "float8_e4m3fn"),
+                    reason="needs torch with float8")
+@pytest.mark.filterwarnings("ignore:ComplexHalf support is experimental")
+def test_tensors_of_a_dtype_numpy_lacks_travel_and_are_refused_by_reductions():
+    # float8 and complex32 have no numpy dtype: messages and broadcasts carry their
+    # bytes (they once escaped encode as torch's own TypeError on the source alone,
+    # the others waiting in the broadcast); a reduction refuses them on every worker
+    k, n = spmd_index(), spmd_size()
+    for dtype, wide in ((torch.float8_e4m3fn, torch.float32),
+                        (torch.complex32, torch.complex64)):
+        x = torch.full((2, 3), float(k)).to(dtype)
+        got = spmd_broadcast(1, x if k == 1 else None)
+        assert got.dtype == dtype and got.shape == (2, 3)
+        assert torch.equal(got.to(wide), torch.ones(2, 3, dtype=wide))
+        got = spmd_send_receive(k % n + 1, (k - 2) % n + 1, {"w": x})["w"]
+        left = torch.full((2, 3), float((k - 2) % n + 1)).to(wide)
+        assert got.dtype == dtype and torch.equal(got.to(wide), left)
+        with pytest.raises(SpmdTypeError, match=f"cannot sum a tensor of {dtype}"):
+            spmd_plus(x)
+        assert spmd_plus(1) == n  # the next call goes on
 
 
 def test_broadcast_large_array():
