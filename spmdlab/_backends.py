@@ -438,10 +438,19 @@ class _TorchLocal:
             out = kwargs.get("out")
             extra = {} if out is None else {"out": out[0] if isinstance(out, tuple) else out}
             try:
-                return fn(*args, **extra)
+                result = fn(*args, **extra)
             except TypeError:  # torch.maximum and others take tensors only: 0-d ones
-                return fn(*[a if isinstance(a, torch.Tensor) else
-                            torch.as_tensor(a, device=device) for a in args], **extra)
+                result = fn(*[a if isinstance(a, torch.Tensor) else
+                              torch.as_tensor(a, device=device) for a in args], **extra)
+            if out is None and isinstance(result, torch.Tensor):
+                # as numpy: a new array, never the operand itself (torch.positive) nor a
+                # lazy view of it (torch.conj's conjugate bit)
+                if result.is_conj():
+                    result = result.resolve_conj()
+                elif any(isinstance(a, torch.Tensor) and a.numel() and
+                         result.data_ptr() == a.data_ptr() for a in args):
+                    result = result.clone()
+            return result
         host = [a.detach().cpu().numpy() if isinstance(a, torch.Tensor) else a
                 for a in args]
         out = kwargs.pop("out", None)
@@ -491,7 +500,7 @@ class _TorchLocal:
 
     @staticmethod
     def astype(a, dtype):
-        return a.to(_TorchLocal._dtype(dtype))
+        return a.to(_TorchLocal._dtype(dtype), copy=True)  # a copy, as numpy's astype
 
     @staticmethod
     def flip(a, axis):

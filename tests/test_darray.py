@@ -642,3 +642,36 @@ def test_the_max_of_an_empty_axis_that_is_not_split_is_named_on_every_worker(bac
                                    rf"{n}\): zero-size array to reduction operation"):
                     getattr(np, name)(D, axis=ax)
             assert value(np.sum(D, axis=ax)).shape == np.sum(G, axis=ax).shape
+
+
+def test_clip_keywords_float16_means_and_values_the_dtype_refuses_on_every_worker():
+    A = np.arange(12.0).reshape(4, 3) - 5
+    D = da.distribute(A)
+    assert np.array_equal(np.clip(D, min=0).gather(), np.clip(A, min=0))
+    assert np.array_equal(np.clip(D, max=0).gather(), np.clip(A, max=0))
+    with pytest.raises(SpmdTypeError, match="numpy.clip"):
+        np.clip(D, 0, 1, casting="unsafe")
+    H = np.full(3000, 100, np.float16)
+    m = np.mean(da.distribute(H))
+    assert m == np.mean(H) and m.dtype == np.float16
+    R = np.mean(da.distribute(H.reshape(3, 1000)), axis=1)
+    assert R.dtype == np.float16 and np.array_equal(R.gather(), np.mean(H.reshape(3, 1000), 1))
+    E = da.distribute(np.zeros((spmd_size() + 1, 2), np.int8))
+    with pytest.raises(SpmdValueError, match="worker"):
+        E[spmd_size()] = 300  # only the last worker holds the row: every worker raises
+    with pytest.raises(SpmdTypeError):
+        E[0, 1] = 1j
+    E[spmd_size()] = 5
+    assert E.gather()[-1].tolist() == [5, 5]
+
+
+@pytest.mark.skipif(torch is None, reason="torch")
+def test_torch_results_never_share_the_operands_memory():
+    T = da.distribute(torch.arange(6.0))
+    for R in (T.astype(np.float32), +T):
+        assert R.local.data_ptr() != T.local.data_ptr() or T.local.numel() == 0
+    C = da.distribute(torch.complex(torch.arange(6.0), torch.ones(6)))
+    K = C.conj()
+    assert not K.local.is_conj()
+    C.local[...] = 0
+    assert (K.local.imag == -1).all()

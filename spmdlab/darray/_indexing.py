@@ -345,6 +345,7 @@ def setitem(D, key, value):
                 return
         value = value.gather()  # collective, like the value's distribution
     value = _fitted(call, value, shape)  # checked on every worker, not only the owners
+    _probe(call, family, value, D.local)  # a value the dtype cannot hold: every worker
     if isinstance(sel, int):
         if _owner(D.partition, sel) == scope.index:
             _write(family, D.local, _local_key(sels, axis, sel - start),
@@ -383,6 +384,27 @@ def _fitted(call, value, shape):
         raise error(SpmdValueError, call, f"could not broadcast a value of shape "
                     f"{tuple(np.shape(value))} into the selection's shape {shape}")
     return value.reshape(vshape) if vshape != tuple(np.shape(value)) else value
+
+
+def _probe(call, family, value, like):
+    """Write (one element of) ``value`` into a scratch element of the local part's family
+    and dtype, so that a value the dtype refuses (``D[3] = 300`` of int8, a complex into
+    floats) fails on every worker, as the library's own write would, not only on the
+    workers that hold selected elements."""
+    if np.ndim(value) == 0:
+        sample = value
+    elif int(np.prod(np.shape(value))) == 0:
+        return
+    else:
+        sample = value.reshape(-1)[:1] if hasattr(value, "reshape") else \
+            np.asarray(value).reshape(-1)[:1]
+    scratch = family.empty((1,), family.dtype(like), like)
+    try:
+        _write(family, scratch, (slice(0, 1),), _converted(family, sample, like))
+    except Exception as exc:
+        kind = SpmdTypeError if isinstance(exc, TypeError) else SpmdValueError
+        raise error(kind, call, f"the value cannot be written into an array of "
+                    f"{family.dtype(like)}: {type(exc).__name__}: {exc}") from exc
 
 
 def _restricted(value, shape, at, which):

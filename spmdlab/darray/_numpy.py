@@ -244,7 +244,19 @@ def _family_call(family, name, *args, **kwargs):
 
 
 @implements(np.clip)
-def _clip(a, a_min=None, a_max=None, out=None, **kwargs):
+def _clip(a, a_min=None, a_max=None, out=None, *, min=None, max=None, **kwargs):
+    # numpy 2.1's keywords ``min``/``max`` name the same bounds (never both forms)
+    if min is not None:
+        if a_min is not None:
+            raise error(SpmdTypeError, "numpy.clip", "give 'a_min' or 'min', not both")
+        a_min = min
+    if max is not None:
+        if a_max is not None:
+            raise error(SpmdTypeError, "numpy.clip", "give 'a_max' or 'max', not both")
+        a_max = max
+    if kwargs:
+        raise error(SpmdTypeError, "numpy.clip", f"takes no options {sorted(kwargs)} for "
+                    f"a codistributed array")
     result = a if a_min is None else np.maximum(a, a_min)
     result = result if a_max is None else np.minimum(result, a_max)
     if out is not None:
@@ -542,10 +554,20 @@ def _count(a, axis):
 @implements(np.mean)
 def mean(a, axis=None, dtype=None, out=None, keepdims=False, where=None):
     _unsupported("numpy.mean", out=out, where=where)
-    if dtype is None and LOCAL[a.family].dtype(a.local).kind in "biu":
+    kind = LOCAL[a.family].dtype(a.local)
+    if dtype is None and kind.kind in "biu":
         dtype = np.float64
+    half = dtype is None and kind == np.float16
+    if half:  # numpy sums float16 in float32 (no overflow past 65504), then rounds
+        dtype = np.float32
     total = reduction("numpy.mean", "sum", a, axis, dtype, keepdims)
-    return total / _count(a, axis)
+    result = total / _count(a, axis)
+    if half:
+        if isinstance(result, CodistributedArray):
+            return result.astype(np.float16)
+        return result.astype(np.float16) if isinstance(result, np.generic) else \
+            LOCAL[a.family].astype(result, np.float16)
+    return result
 
 
 @implements(np.var)
