@@ -398,6 +398,16 @@ _TORCH_REDUCE = {"sum": "sum", "prod": "prod", "max": "amax", "min": "amin",
                  "any": "any", "all": "all"}
 
 
+_INT_DIVISIONS = frozenset({"floor_divide", "remainder", "fmod"})
+
+
+def _integral(torch, x):
+    """Whether ``x`` (a tensor or a number) holds integers or bools."""
+    if isinstance(x, torch.Tensor):
+        return not (x.dtype.is_floating_point or x.dtype.is_complex)
+    return isinstance(x, (int, np.integer, bool, np.bool_))
+
+
 class _TorchLocal:
     @staticmethod
     def _dtype(dtype):
@@ -433,6 +443,17 @@ class _TorchLocal:
         torch = _torch()
         fn = getattr(torch, _TORCH_NAMES.get(ufunc.__name__, ufunc.__name__), None)
         device = next(a.device for a in args if isinstance(a, torch.Tensor))
+        if method == "__call__" and ufunc.__name__ in _INT_DIVISIONS and len(args) == 2 \
+                and not kwargs and _integral(torch, args[0]) and _integral(torch, args[1]):
+            # numpy's integer division by zero gives 0 (and warns); torch's raises, on the
+            # worker that holds the zero alone
+            divisor = torch.as_tensor(args[1], device=device)
+            zero = divisor == 0
+            if bool(zero.any()):
+                safe = torch.where(zero, torch.ones_like(divisor), divisor)
+                result = _TorchLocal.apply(ufunc, method, (args[0], safe), kwargs)
+                return torch.where(zero, torch.zeros((), dtype=result.dtype, device=device),
+                                   result)
         if method == "__call__" and fn is not None and ufunc.nout == 1 and \
                 set(kwargs) <= {"out"}:
             out = kwargs.get("out")

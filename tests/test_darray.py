@@ -675,3 +675,14 @@ def test_torch_results_never_share_the_operands_memory():
     assert not K.local.is_conj()
     C.local[...] = 0
     assert (K.local.imag == -1).all()
+
+
+def test_integer_division_by_zero_is_numpys_zero_on_every_family(backend):
+    # numpy's integer // and % by zero give 0 (with a warning); torch's raise, on the
+    # worker that holds the zero alone: torch parts follow numpy
+    G = np.array([1, 2, 3, 4, 5, 0, -7, 0] * spmd_size(), np.int8)
+    D = distribute(backend.make(G))
+    with np.errstate(divide="ignore"):
+        for got, want in ((10 // D, 10 // G), (D // D, G // G), (D % D, G % G),
+                          (np.fmod(D, D), np.fmod(G, G)), (D // 0, G // 0), (D % 3, G % 3)):
+            same_result(got, want, D.local)
