@@ -686,3 +686,20 @@ def test_integer_division_by_zero_is_numpys_zero_on_every_family(backend):
         for got, want in ((10 // D, 10 // G), (D // D, G // G), (D % D, G % G),
                           (np.fmod(D, D), np.fmod(G, G)), (D // 0, G // 0), (D % 3, G % 3)):
             same_result(got, want, D.local)
+
+
+def test_products_and_sums_of_bools_are_numpys(backend):
+    # numpy's matmul of bools is an OR of ANDs, a sum with dtype=bool any, a prod all
+    rng = np.random.default_rng(7)
+    n = spmd_size()
+    A, B = rng.random((3, 2 * n + 1)) > 0.6, rng.random((2 * n + 1, 4)) > 0.5
+    for axis in (0, 1):
+        D = distribute(backend.make(A), axis=axis)
+        for ax in (None, 0, 1):
+            np.testing.assert_array_equal(value(np.sum(D, axis=ax, dtype=bool)),
+                                          np.sum(A, axis=ax, dtype=bool))
+            np.testing.assert_array_equal(value(np.prod(D, axis=ax, dtype=bool)),
+                                          np.prod(A, axis=ax, dtype=bool))
+        if backend.name == "numpy":  # (torch has no matmul of bools on the CPU)
+            np.testing.assert_array_equal(value(D @ B), A @ B)
+            np.testing.assert_array_equal(value(D @ distribute(B, axis=0)), A @ B)

@@ -484,8 +484,9 @@ def reduction(call, name, a, axis=None, dtype=None, keepdims=False, out=None,
     else:
         partial = family.reduce(name, local, axes, True, dtype)
     op = _OPS[name]
-    if name in ("max", "min") and family.dtype(partial).kind == "b":
-        op = LOR if name == "max" else LAND  # numpy's max of bools is any, min is all
+    if name in ("max", "min", "sum", "prod") and family.dtype(partial).kind == "b":
+        # numpy's max or sum of bools (a sum with dtype=bool) is any, min or prod all
+        op = LOR if name in ("max", "sum") else LAND
     total = _reduce.reduce_op(call, partial, op, None)
     if not keepdims:
         total = total.reshape(shape)
@@ -688,7 +689,10 @@ def matmul(call, a, b):
         inner = b.codistributor.global_indices()
         a_part = conv(a[..., inner.start:inner.stop])
         partial = a_part @ b.local
-    total = _reduce.reduce_op(call, _as_array(family, partial, ref.local), SUM, None)
+    partial = _as_array(family, partial, ref.local)
+    # bools: numpy's matmul of bools is an OR of ANDs
+    op = LOR if family.dtype(partial).kind == "b" else SUM
+    total = _reduce.reduce_op(call, partial, op, None)
     return _replicated_result(ref, total, shape)
 
 
