@@ -472,6 +472,54 @@ def test_bad_calls_say_what_is_wrong():
     assert "DELETED Composite[1]: the pool has been deleted" in out
 
 
+def test_what_a_worker_cannot_read_fails_the_call_and_the_pool_goes_on(tmp_path):
+    # a value a worker cannot unpickle (a Composite element it does not hold, a class
+    # only the client can import) fails that call, naming the worker: it used to kill
+    # the worker's listener, and the client waited for good
+    (tmp_path / "client_only.py").write_text("class Thing:\n    v = 3\n")
+    env, _ = layout_env("2")
+    proc = run_client(f"""
+        import sys
+        sys.path.insert(0, {str(tmp_path)!r})
+        import numpy as np, client_only, spmdlab
+        from spmdlab.matlab import Composite, distributed, gather, zeros
+        pool = spmdlab.start_pool(2)
+        e = Composite()
+        e[2] = 1
+        calls = [lambda: pool.spmd(lambda x: x, e),
+                 lambda: pool.spmd(lambda t: t.v, client_only.Thing()),
+                 lambda: e.__setitem__(1, client_only.Thing())]
+        for call in calls:
+            try:
+                call()
+            except spmdlab.SpmdError as exc:
+                print("FAILED", str(exc).splitlines()[0])
+            assert pool.spmd(lambda: spmdlab.spmd_plus(1))[:] == [2, 2]
+        D = distributed(np.arange(4.0))
+        D2 = distributed(D)                         # a copy
+        D2[0] = 9
+        print("COPY", gather(D).tolist(), gather(D2).tolist())
+        print("ZEROS", gather(zeros(2, 3, "distributed")).shape)
+        pool.delete()
+        pool = spmdlab.start_pool(2)
+        try:
+            pool.spmd(lambda A: A, D)
+        except spmdlab.SpmdValueError as exc:
+            print("OLD", exc)
+        pool.delete()
+    """, env, timeout=60)
+    out = proc.stdout
+    assert proc.returncode == 0, out + proc.stderr
+    assert "FAILED spmd: worker 1 of 2 failed: SpmdValueError: this worker holds no " \
+        "element of the Composite" in out
+    assert "FAILED spmd: worker 1 of 2 failed (worker 2 failed too): " \
+        "ModuleNotFoundError" in out
+    assert "FAILED Composite[1] =: worker 1 of 2 failed: ModuleNotFoundError" in out
+    assert "COPY [0.0, 1.0, 2.0, 3.0] [9.0, 1.0, 2.0, 3.0]" in out
+    assert "ZEROS (2, 3)" in out
+    assert "OLD spmd: a distributed array of another pool, which has been deleted" in out
+
+
 def test_what_a_cell_reads_and_assigns():
     from spmdlab.pool import _cells
 

@@ -956,7 +956,14 @@ def _extremum(name):
                              for k in (0, 1))
             return handle._on_workers(_extremum_part, name, A, args, None)
         return matlab(name, A, args, nargout)
+    return _named(fn, name)
+
+
+def _named(fn, name):
+    """``fn`` called ``name`` everywhere: its name, qualified name and code name (the
+    one messages name the call by, see ``_world._called``)."""
     fn.__name__ = fn.__qualname__ = name
+    fn.__code__ = fn.__code__.replace(co_name=name)
     return fn
 
 
@@ -1140,11 +1147,18 @@ def _builtin(name, plain):
         if wanted:
             cls = distributed if any(isinstance(a, str) and a.lower() == "distributed"
                                      for a in args) else codistributed
+            client = _world.client()
+            if client is not None and cls is distributed:  # made by the pool's workers
+                return client.construct(_builtin_on_workers, cls, name, args)
             return _made(cls, call, name, shape, dtype, codist, like)
         _check_random_class(call, name, dtype, like)
         return plain(shape, dtype, like)
-    fn.__name__ = fn.__qualname__ = name
-    return fn
+    return _named(fn, name)
+
+
+def _builtin_on_workers(cls, name, args):
+    """(On a pool's worker) MATLAB's ``zeros(..., "distributed")`` and friends."""
+    return globals()[name](*args)
 
 
 def _plain_like(make):

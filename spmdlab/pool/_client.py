@@ -141,6 +141,7 @@ class Pool:
         self._composites: "weakref.WeakValueDictionary[str, Composite]" = \
             weakref.WeakValueDictionary()
         self._busy = False
+        self._waiting: Optional[Tuple[str, int]] = None  # the block or reply awaited
         self._proc: Optional[subprocess.Popen] = None
         self._launcher_lines: collections.deque = collections.deque(maxlen=200)
         self.hosts: List[str] = []
@@ -388,6 +389,15 @@ class Pool:
             sys.stderr.write(message[1] + "\n")
         elif kind == "closed":
             self._lost(message[1])
+        elif kind == "unreadable_request":
+            # a worker could not read what the client sent it (a Composite element or
+            # distributed array it does not hold, a class it cannot import): the block
+            # or request being waited on failed on that worker
+            waiting = self._waiting
+            if waiting is not None:
+                table = self._results if waiting[0] == "run" else self._replies
+                table.setdefault(waiting[1], {}).setdefault(message[1],
+                                                            ("failed", message[2]))
         elif kind == "unreadable":
             raise SpmdError(f"worker {message[1]} sent a value this client cannot read: "
                             f"{type(message[2]).__name__}: {message[2]} (is the module "
@@ -425,14 +435,18 @@ class Pool:
         (``within``: seconds they have to reply, else TimeoutError)."""
         self._check_open(call)
         rid = next(_request_ids)
-        for k in workers:
-            self._send(k, (kind, rid) + args)
-        deadline = None if within is None else time.monotonic() + within
-        while len(self._replies.get(rid, ())) < len(workers):
-            if deadline is not None and time.monotonic() > deadline:
-                self._replies.pop(rid, None)
-                raise TimeoutError(f"{call}: no reply to {kind!r} within {within:g} s")
-            self._pump(0.1)
+        self._waiting = ("reply", rid)
+        try:
+            for k in workers:
+                self._send(k, (kind, rid) + args)
+            deadline = None if within is None else time.monotonic() + within
+            while len(self._replies.get(rid, ())) < len(workers):
+                if deadline is not None and time.monotonic() > deadline:
+                    self._replies.pop(rid, None)
+                    raise TimeoutError(f"{call}: no reply to {kind!r} within {within:g} s")
+                self._pump(0.1)
+        finally:
+            self._waiting = None
         replies = self._replies.pop(rid)
         for k in sorted(replies):
             status, value = replies[k]
@@ -444,6 +458,7 @@ class Pool:
         """Run a block on every worker; return ``{k: outcome}``."""
         self._check_open(call)
         block = next(_block_ids)
+        self._waiting = ("run", block)
         for k in range(1, self.size + 1):
             self._send(k, ("run", block, spec))
         self._busy = True
@@ -480,6 +495,7 @@ class Pool:
                     stopped_at = time.monotonic()
         finally:
             self._busy = False
+            self._waiting = None
             self._output.flush()
         if unstoppable:
             self._restart(f"worker(s) {', '.join(map(str, unstoppable))} did not stop "
@@ -527,12 +543,27 @@ class Pool:
         block and hold no element of the result."""
         name = f"_spmdlab_result_{next(_names)}"
         n = self._check_n("spmd", n)
+        self._check_handles("spmd", list(args) + list(kwargs.values()))
         spec: Dict[str, Any] = {"vars": {}, "aliases": {}, "fn": fn, "args": args, "kwargs": kwargs,
                 "result": name, "assigned": [], "n": n}
         outcomes = self._run(spec, "spmd")
         if all(outcomes[k][1].get(name) == "codistributed" for k in outcomes):
             return Distributed(self, name)  # type: ignore[return-value]
         return self._result(name, outcomes, owned=True)
+
+    def _check_handles(self, call, values):
+        """A Composite or distributed array of another (deleted) pool is refused here,
+        at the client: this pool's workers hold nothing of it."""
+        for value in values:
+            inner = value.values() if isinstance(value, dict) else value \
+                if isinstance(value, (list, tuple)) else (value,)
+            for v in inner:
+                if isinstance(v, (Composite, Distributed)) and v._pool is not self:
+                    what = "Composite" if isinstance(v, Composite) else \
+                        "distributed array"
+                    raise SpmdValueError(f"{call}: a {what} of another pool, which has "
+                                         f"been deleted, cannot be sent to this pool's "
+                                         f"workers")
 
     def _check_n(self, call, n):
         if n is None:
@@ -619,6 +650,9 @@ class Pool:
 
         call = "distributed"
         self._check_open(call)
+        if isinstance(x, Distributed):  # as codistributed(C1) in a block: a copy with
+            self._check_handles(call, [x])  # the default distribution
+            return self.spmd(distributed, x)  # type: ignore[return-value]
         if not hasattr(x, "shape"):
             x = np.asarray(x)
         if x.ndim == 0:
@@ -629,14 +663,18 @@ class Pool:
         name = f"_spmdlab_distributed_{next(_names)}"
         starts = offsets(partition)
         rid = next(_request_ids)
+        self._waiting = ("reply", rid)
         for k in range(1, self.size + 1):
             index = [slice(None)] * x.ndim
             index[axis] = slice(starts[k - 1], starts[k - 1] + partition[k - 1])
             part = x[tuple(index)]
             self._send(k, ("distribute", rid, name, part, axis, partition, tuple(x.shape),
                            True))
-        while len(self._replies.get(rid, ())) < self.size:
-            self._pump(0.1)
+        try:
+            while len(self._replies.get(rid, ())) < self.size:
+                self._pump(0.1)
+        finally:
+            self._waiting = None
         for k, (status, value) in sorted(self._replies.pop(rid).items()):
             if status == "failed":
                 raise _remote_error(call, value, self.size)

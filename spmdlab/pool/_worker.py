@@ -131,6 +131,15 @@ class _Worker:
             except _wire.Closed:
                 self.client_gone()
                 return
+            except Exception as exc:  # the frame was read whole, but its value cannot
+                # be made here: the client fails the block or request it waits for
+                try:
+                    self.conn.send(("unreadable_request", self.index,
+                                    describe(exc, self.index)))
+                except _wire.Closed:
+                    self.client_gone()
+                    return
+                continue
             kind = message[0]
             if kind == "stop":
                 with self.lock:  # a stop may come before its block has started
