@@ -39,7 +39,8 @@ def spmd(*counts: Any, **named: Any) -> Region:
     Collective on entry: every worker of the current scope must reach the same
     ``spmd(...)`` (the others then skip the body at once). The block's workers leave it
     together, as at MATLAB's ``end``: the loop ends on each of them once all of them
-    have run the body to its end (a ``break`` or ``return`` inside it skips that wait).
+    have run the body to its end (a ``break`` or ``return`` inside it skips that wait,
+    so it must leave the body on every worker of the block or on none).
     ``spmd(n).run(fn, *args)`` calls ``fn`` inside the region and returns its result
     (None on workers outside it).
 

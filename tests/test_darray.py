@@ -10,7 +10,7 @@ import pytest
 import spmdlab.darray as da
 from spmdlab import (CodistributedArray, Codistributor, SpmdIndexError, SpmdMismatchError,
                      SpmdTypeError, SpmdValueError, distribute, drange, from_local, spmd,
-                     spmd_index, spmd_size)
+                     spmd_index, spmd_plus, spmd_size)
 
 from conftest import host, torch
 
@@ -405,6 +405,23 @@ def test_an_array_used_outside_its_region_fails():
     if made is not None and n > 1:
         with pytest.raises(SpmdValueError, match="made with .* another spmd region"):
             made.gather()
+
+
+def test_a_part_of_another_regions_array_is_refused():
+    # getLocalPart / globalIndices / getCodistributor are local, but inside spmd(n) a
+    # part of a world array would be read as the block's share (gplus of the parts
+    # would sum part of the array): refused as the collectives are
+    from spmdlab.matlab import getCodistributor, getLocalPart, globalIndices
+
+    n = spmd_size()
+    D = da.ones((4, 4))
+    assert spmd_plus(float(np.sum(getLocalPart(D)))) == 16.0
+    if n > 1:
+        for _ in spmd(n - 1):
+            for call in (lambda: getLocalPart(D), lambda: globalIndices(D, 2),
+                         lambda: getCodistributor(D)):
+                with pytest.raises(SpmdValueError, match="another spmd region"):
+                    call()
 
 
 def test_not_an_implicit_array():

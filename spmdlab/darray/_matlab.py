@@ -714,6 +714,10 @@ def _check_array(call, D):
     if not isinstance(D, CodistributedArray):
         raise error(SpmdTypeError, call, f"takes a codistributed array (got a "
                     f"{type(D).__name__})")
+    # local calls, but a part, a layout or indices of an array of another region would
+    # be read as this region's (a gplus over them sums part of the array): refuse them
+    # as every collective on the array does, on every worker that runs the line
+    D._check_scope(call)
     return D
 
 
