@@ -125,8 +125,10 @@ class _Torch:
     def wrap(array, info):
         torch = _torch()
         if array.dtype == BF16_HOST:
-            tensor = torch.from_numpy(np.ascontiguousarray(array).view(np.int16))
-            tensor = tensor.view(torch.bfloat16)
+            # (not np.ascontiguousarray, which makes a 0-d array 1-d)
+            if not (array.flags.c_contiguous and array.flags.writeable):
+                array = array.copy()
+            tensor = torch.from_numpy(array.view(np.int16)).view(torch.bfloat16)
         else:
             tensor = torch.from_numpy(array if array.flags.writeable else array.copy())
         device = _arrival_device(info)

@@ -568,6 +568,7 @@ class _Queue:
         thread it would wait for) and SpmdValueError, without a timeout, on a DataQueue
         with no listener (its items would never be handed over).
         """
+        timeout = _seconds(self, "flush", timeout, none_ok=True)
         if not self.is_owner:
             return True
         if threading.get_ident() == _world.LISTENER:
@@ -585,7 +586,7 @@ class _Queue:
                     left = None if deadline is None else deadline - time.monotonic()
                     if left is not None and left <= 0:
                         return False
-                    self._cond.wait(left if left is not None else 0.05)
+                    self._cond.wait(min(left, 0.05) if left is not None else 0.05)
             finally:
                 self._pollers -= 1
         return True
@@ -695,6 +696,21 @@ class _Queue:
         scope.next_queue_tag += scope.size
         queues = [cls(k, _scope=scope, _tag=first + k - 1) for k in range(1, scope.size + 1)]
         return QueueSet(queues, scope.index)
+
+
+def _seconds(queue, call, timeout, none_ok):
+    """``timeout`` checked (a number of seconds, not NaN; None where ``none_ok``), else
+    SpmdValueError naming ``call``; an infinite one (wait for ever) is None."""
+    if timeout is None and none_ok:
+        return None
+    if isinstance(timeout, bool) or not isinstance(
+            timeout, (int, float, np.integer, np.floating)) or timeout != timeout:
+        raise SpmdValueError(f"{queue._who(call)}: 'timeout' must be "
+                             f"{'None or ' if none_ok else ''}seconds (got {timeout!r})")
+    return None if timeout == float("inf") else float(timeout)
+
+
+_WAIT_CHUNK = 1.0  # a wait without end still wakes this often (Condition.wait(inf) fails)
 
 
 def _missing(late, arrived, needed):
@@ -828,12 +844,15 @@ class PollableDataQueue(_Queue):
     def poll(self, timeout: float = 0.0, default: Any = None) -> Any:
         """The oldest waiting item, waiting up to ``timeout`` seconds; else ``default``.
 
-        On workers other than the owner it returns ``default`` at once.
+        On workers other than the owner it returns ``default`` at once. ``timeout`` may
+        be ``math.inf`` (wait until an item comes); SpmdValueError for one that is not a
+        number of seconds (NaN, None, a bool).
         """
+        timeout = _seconds(self, "poll", timeout, none_ok=False)
         if not self.is_owner:
             return default
         items = self._items
-        if items or timeout <= 0:
+        if items or (timeout is not None and timeout <= 0):
             with self._cond:
                 return items.popleft() if items else default
         # For _SPIN the poller takes its queue's messages itself, yielding the core
@@ -841,7 +860,7 @@ class PollableDataQueue(_Queue):
         # from the receiver thread costs tens of them); then it sleeps until the
         # receiver thread hands an item over.
         now = time.monotonic()
-        deadline = now + timeout
+        deadline = float("inf") if timeout is None else now + timeout
         spin_until = min(deadline, now + _SPIN)
         status = MPI.Status()
         _hub.spinning(1)
@@ -865,7 +884,7 @@ class PollableDataQueue(_Queue):
                     left = deadline - time.monotonic()
                     if left <= 0:
                         return default
-                    self._cond.wait(left)
+                    self._cond.wait(min(left, _WAIT_CHUNK))
             finally:
                 self._pollers -= 1
             return items.popleft()

@@ -79,6 +79,43 @@ def test_poll_with_timeout_and_default():
     spmd_barrier()
 
 
+def test_poll_and_flush_timeouts_infinite_or_refused():
+    # math.inf waits until an item comes (Condition.wait(inf) raised OverflowError); NaN
+    # waited for ever; None, a bool, a string are refused on every worker
+    q = PollableDataQueue()
+    if spmd_index() == spmd_size():
+        q.send("late")
+    if spmd_index() == 1:
+        assert q.poll(float("inf")) == "late"
+    for bad in (float("nan"), None, True, "1"):
+        with pytest.raises(SpmdValueError, match="'timeout' must be seconds"):
+            q.poll(bad)
+    d = DataQueue()
+    seen = []
+    d.after_each(seen.append)
+    if spmd_index() == 1:
+        d.send(1)
+    assert d.flush(float("inf")) is True
+    assert seen == ([1] if spmd_index() == 1 else [])
+    with pytest.raises(SpmdValueError, match="'timeout' must be None or seconds"):
+        d.flush(float("nan"))
+    spmd_barrier()
+
+
+def test_a_0d_bfloat16_tensor_stays_0d():
+    torch = pytest.importorskip("torch")
+    q = PollableDataQueue()
+    x = torch.tensor(1.5, dtype=torch.bfloat16)
+    q.send(x)
+    q.send({"x": x})
+    if spmd_index() == 1:
+        for _ in range(2 * spmd_size()):
+            y = q.poll(timeout=30)
+            y = y["x"] if isinstance(y, dict) else y
+            assert y.shape == () and y.dtype == torch.bfloat16 and y.item() == 1.5
+    spmd_barrier()
+
+
 def test_a_poller_and_the_receiver_thread_keep_each_senders_order():
     # The owner's poll takes its queue's messages itself while it waits; the receiver
     # thread takes them too (between polls, and in bursts that are batched): whoever
