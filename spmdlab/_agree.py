@@ -188,6 +188,21 @@ class Exchange:
         if not request.Test():
             _wait.wait(request, scope, call)
 
+    def plain(self, scope, call, key, exact, nbytes, flags, describe, same_flags=True):
+        """``agree`` written out for a fast path whose payload is already in ``send``
+        (nothing hooked, no listener, a persistent request): the header, one MPI call,
+        and the full check (which raises on every worker) only when a worker's key
+        differs, or its flags (``same_flags``; else only its error flag). With
+        ``same_flags``, returns whether every worker's payload rode in its record."""
+        pack_header(self.send, key, exact, nbytes, flags)
+        self.run_plain(scope, call)
+        words = self.words
+        for i in self.key_words:
+            if words[i] != key or (words[i + 3] != flags if same_flags
+                                   else words[i + 3] & FLAG_ERROR):
+                return self.check(scope, call, key, flags, None, describe)[2]
+        return bool(flags & FLAG_INLINE)
+
     def fast(self, scope, call, header, describe, *args):
         """The exchange of a fast path whose header (``fast_header``) and payload are
         already in ``send``: equal headers everywhere mean agreement; anything else goes

@@ -403,20 +403,31 @@ def encode(value, call):
         if array is not None:
             return array_message(array, "torch")
     if kind.__module__.startswith(("torch", "cupy")):
-        message = device_message(value)
+        message = device_message(value, call)
         if message is not None:
             return message
     return _pickled(value, call)
 
 
-def device_message(value):
+def device_message(value, call):
     """The message (format 3) of a torch CUDA tensor or a CuPy array, its bytes copied
     from the device straight into a recycled message buffer (no pickle, no fresh host
     pages, no second copy: a 16 MiB tensor's broadcast and exchange took 2-3x the same
-    staging written by hand when it went by pickle); None for any other value."""
+    staging written by hand when it went by pickle); None for any other value. A copy
+    that fails raises SpmdTypeError naming ``call``, as a pickle that fails does (a
+    broadcast's source then fails on every worker)."""
     leaf = classify(value)
     if leaf is None or leaf.device is None:
         return None
+    try:
+        return _device_message(leaf)
+    except Exception as exc:
+        call = call() if callable(call) else call
+        raise SpmdTypeError(f"{call}: copying the {leaf.family} value from its device "
+                            f"failed: {type(exc).__name__}: {exc}") from exc
+
+
+def _device_message(leaf):
     info = wire_info(leaf)
     key = (info, leaf.dtype, leaf.shape)
     entry = _ENCODED.get(key) or _kept(_ENCODED, key,

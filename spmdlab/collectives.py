@@ -15,7 +15,7 @@ import numpy as np
 from ._mpi import MPI
 
 from . import _agree, _count, _ending, _pack, _reduce, _wait, _world
-from ._agree import FLAG_ERROR, FLAG_INLINE, HEADER, agree, describe_call
+from ._agree import FLAG_INLINE, HEADER, agree, describe_call
 from ._checks import check_worker, fail_together
 from ._backends import Leaf
 from ._ops import SUM
@@ -282,17 +282,11 @@ def _cat_arrays(call, scope, leaf, axis, destination):
         # MPI call, the full check only when a worker's key or flags differ (a worker
         # whose value did not fit its record, or a mismatch: raised on every worker)
         ex.sendview[HEADER:HEADER + nbytes] = host.tobytes()
-        _agree.pack_header(ex.send, key, length, nbytes, FLAG_INLINE)
-        ex.run_plain(scope, call)
-        inline = same = True
+        inline = ex.plain(scope, call, key, length, nbytes, FLAG_INLINE, describe)
+        # equal lengths everywhere as well (equal keys already mean equal dtypes and
+        # sizes outside the axis): every worker's bytes in one copy of the records
         words = ex.words
-        for i in ex.key_words:
-            if words[i] != key or words[i + 3] != FLAG_INLINE:
-                _, _, inline = ex.check(scope, call, key, FLAG_INLINE, None, describe)
-                same = False
-                break
-            if words[i + 1] != length:  # (equal keys: other sizes equal, the dtype too)
-                same = False
+        same = inline and all(words[i + 1] == length for i in ex.key_words)
     else:
         payload = host.tobytes() if nbytes <= ex.inline else None
         ex, _, inline = agree(scope, call, key, exact=length, nbytes=nbytes,
@@ -480,16 +474,10 @@ def broadcast(call, source, x, name="source"):
         # the common case written out: the record agree writes, one MPI call, and the
         # full check only when a worker's key or error flag says something is wrong
         # (the source's record alone carries the value: the flags differ by design)
-        flags = FLAG_INLINE if inline else 0
         if inline:
             ex.sendview[HEADER:HEADER + len(buf)] = memoryview(buf).cast("B")
-        _agree.pack_header(ex.send, key, 0, 0 if buf is None else len(buf), flags)
-        ex.run_plain(scope, call)
-        words = ex.words
-        for i in ex.key_words:
-            if words[i] != key or words[i + 3] & FLAG_ERROR:
-                ex.check(scope, call, key, flags, None, describe)
-                break
+        ex.plain(scope, call, key, 0, 0 if buf is None else len(buf),
+                 FLAG_INLINE if inline else 0, describe, same_flags=False)
     else:
         ex, _, _ = agree(scope, call, key, nbytes=0 if buf is None else len(buf),
                          payload=memoryview(buf).cast("B") if inline else None,

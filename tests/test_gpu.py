@@ -141,3 +141,23 @@ def test_a_messages_gpu_value_lands_on_the_workers_gpu(monkeypatch):
     wrap(np.ones(3), ("torch", "cuda:1"))
     wrap(np.ones(3), ("torch", None))
     assert moved == ["cuda", torch.device("cuda", 2), "cuda:1"]
+
+
+def test_a_device_copy_that_fails_is_a_named_type_error(monkeypatch):
+    # a broadcast's source raises SpmdTypeError, which every worker then raises: a raw
+    # error from the device copy would leave the others waiting in the broadcast
+    from spmdlab import SpmdTypeError, _pack
+
+    if torch is None:
+        pytest.skip("needs torch")
+    t = torch.zeros(3, requires_grad=True)  # (not a plain CPU tensor's own shortcut)
+    monkeypatch.setattr(_pack, "classify", lambda x: _backends.Leaf(
+        x, "torch", np.dtype(np.float32), (3,), "cuda:0"))
+
+    def broken(leaf):
+        raise RuntimeError("CUDA error: an illegal memory access")
+
+    monkeypatch.setattr(_pack, "_device_message", broken)
+    with pytest.raises(SpmdTypeError, match="spmd_broadcast .*copying the torch value from "
+                                            "its device failed: RuntimeError: CUDA error"):
+        _pack.encode(t, lambda: "spmd_broadcast (worker 1 of 1)")
