@@ -192,16 +192,20 @@ class Exchange:
         """``agree`` written out for a fast path whose payload is already in ``send``
         (nothing hooked, no listener, a persistent request): the header, one MPI call,
         and the full check (which raises on every worker) only when a worker's key
-        differs, or its flags (``same_flags``; else only its error flag). With
-        ``same_flags``, returns whether every worker's payload rode in its record."""
+        differs, or its flags (``same_flags``; else only its error flag). Returns, as
+        ``agree``, whether every worker's exact digest is this one's and (meaningful with
+        ``same_flags``) whether every worker's payload rode in its record."""
         pack_header(self.send, key, exact, nbytes, flags)
         self.run_plain(scope, call)
         words = self.words
+        same_exact = True
         for i in self.key_words:
             if words[i] != key or (words[i + 3] != flags if same_flags
                                    else words[i + 3] & FLAG_ERROR):
-                return self.check(scope, call, key, flags, None, describe)[2]
-        return bool(flags & FLAG_INLINE)
+                return self.check(scope, call, key, flags, None, describe)[1:]
+            if words[i + 1] != exact:
+                same_exact = False
+        return same_exact, bool(flags & FLAG_INLINE)
 
     def fast(self, scope, call, header, describe, *args):
         """The exchange of a fast path whose header (``fast_header``) and payload are

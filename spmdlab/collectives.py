@@ -282,11 +282,10 @@ def _cat_arrays(call, scope, leaf, axis, destination):
         # MPI call, the full check only when a worker's key or flags differ (a worker
         # whose value did not fit its record, or a mismatch: raised on every worker)
         ex.sendview[HEADER:HEADER + nbytes] = host.tobytes()
-        inline = ex.plain(scope, call, key, length, nbytes, FLAG_INLINE, describe)
+        same, inline = ex.plain(scope, call, key, length, nbytes, FLAG_INLINE, describe)
         # equal lengths everywhere as well (equal keys already mean equal dtypes and
         # sizes outside the axis): every worker's bytes in one copy of the records
-        words = ex.words
-        same = inline and all(words[i + 1] == length for i in ex.key_words)
+        same = same and inline
     else:
         payload = host.tobytes() if nbytes <= ex.inline else None
         ex, _, inline = agree(scope, call, key, exact=length, nbytes=nbytes,
