@@ -18,7 +18,7 @@ import threading
 
 import numpy as np
 
-from ._backends import BF16_HOST, FAMILIES, classify
+from ._backends import BF16_HOST, FAMILIES, _arrival_device, classify
 from .errors import SpmdTypeError
 
 
@@ -200,7 +200,8 @@ def _rebuild_bytes(dtype, shape, device, array):
     """A tensor of a dtype numpy has none for, from its bytes (see ``_Pickler``)."""
     torch = sys.modules.get("torch") or importlib.import_module("torch")
     tensor = torch.from_numpy(array).view(getattr(torch, dtype)).reshape(shape)
-    return tensor if device is None else tensor.to(device)
+    # a message's GPU tensor lands on this worker's GPU, as format 3's do
+    return tensor if device is None else tensor.to(_arrival_device(("torch", device)))
 
 
 class _Pickler(pickle.Pickler):

@@ -105,6 +105,32 @@ def test_torch_cuda_messages_arrive_whole_on_the_receivers_gpu():
             assert not torch.equal(sent.cpu(), got.cpu())
 
 
+@cuda
+@pytest.mark.mpi
+@pytest.mark.filterwarnings("ignore:ComplexHalf support is experimental")
+def test_cuda_tensors_numpy_has_no_dtype_for_travel_to_the_receivers_gpu():
+    # float8 and complex32 go as their bytes (no numpy dtype); 0-d bfloat16 stays 0-d
+    from spmdlab import SpmdTypeError, spmd_send_receive
+    me, n = spmd_index(), spmd_size()
+    here = torch.device("cuda", torch.cuda.current_device())
+    if not hasattr(torch, "float8_e4m3fn"):
+        pytest.skip("needs torch with float8")
+    for dtype, wide in ((torch.float8_e4m3fn, torch.float32),
+                        (torch.complex32, torch.complex64), (torch.bfloat16, torch.float32)):
+        x = torch.full((2, 3), float(me), device="cuda").to(dtype)
+        got = spmd_broadcast(1, x if me == 1 else None)
+        assert got.device == here and got.dtype == dtype and got.shape == (2, 3)
+        assert torch.equal(got.to(wide).cpu(), torch.ones(2, 3, dtype=wide))
+        got = spmd_send_receive(me % n + 1, (me - 2) % n + 1, {"w": x, "s": x[0, 0]})
+        left = float((me - 2) % n + 1)
+        assert got["w"].device == here and got["w"].dtype == dtype
+        assert got["s"].shape == () and got["s"].device == here
+        assert torch.equal(got["w"].to(wide).cpu(), torch.full((2, 3), left, dtype=wide))
+        with pytest.raises(SpmdTypeError, match=str(dtype).split(".")[-1]):
+            spmd_plus(x)
+    assert spmd_plus(1) == n
+
+
 @pytest.mark.skipif(not HAVE_CUPY, reason="CuPy with a GPU is not available")
 @pytest.mark.mpi
 def test_cupy_messages_arrive_whole():
