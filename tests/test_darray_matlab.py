@@ -599,6 +599,30 @@ def test_colon_is_double_as_matlabs_so_writes_are_not_truncated():
     assert [int(i) for i in drange(1, N)] == list(drange(1, N))  # loop indices: ints
 
 
+def test_colon_follows_matlabs_colonop_and_refuses_non_finite_ends():
+    # MATLAB's a:d:b stops at b within 2*eps*max(|a|, |b|) (0:1:2.9999999999 is 0:2, not
+    # 0:3), fills its second half from the end (0:0.1:0.3 ends at 0.3 exactly) and is
+    # symmetric (-1:0.01:1 has an exact 0 in the middle); an infinite or NaN end, or a
+    # non-number, is an error naming the call and the worker on every worker
+    np.testing.assert_array_equal(gather(codistributed.colon(0, 1, 2.9999999999)), [0, 1, 2])
+    assert [float(i) for i in drange(0, 1, 2.9999999999)] == [
+        float(i) for i in np.array_split([0.0, 1.0, 2.0], spmdSize())[spmdIndex() - 1]]
+    assert gather(codistributed.colon(0, 0.1, 0.3))[-1] == 0.3
+    np.testing.assert_array_equal(gather(codistributed.colon(0, 0.1, 0.5))[3:], [0.3, 0.4, 0.5])
+    v = gather(codistributed.colon(-1, 0.01, 1))
+    assert v.size == 201 and v[100] == 0 and np.array_equal(v, -v[::-1])
+    np.testing.assert_array_equal(gather(codistributed.colon(4, -0.5, 1)), np.arange(8, 1, -1) / 2)
+    for args in ((1, np.inf), (1, np.nan), (np.nan, 1, 3)):
+        with pytest.raises(SpmdValueError,
+                           match=r"codistributed.colon \(worker \d+ of \d+\): .* finite"):
+            codistributed.colon(*args)
+    with pytest.raises(SpmdValueError, match=r"drange \(worker .*'b' must be finite \(got inf\)"):
+        drange(1, np.inf)
+    with pytest.raises(SpmdTypeError,
+                       match=r"drange \(worker .*'b' must be a real number \(got 'a'\)"):
+        drange(1, "a")
+
+
 def test_codistributor_takes_the_global_size_as_matlabs_example():
     # MATLAB's codistributor example: codist = codistributor('1d', dim, [1 2 1 2],
     # [2 6 4]); L = rand(2, 1, 4) or rand(2, 2, 4); A = codistributed.build(L, codist)

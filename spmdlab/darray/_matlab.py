@@ -507,13 +507,39 @@ def _colon_class(*numbers):
 
 
 def _colon(call, a, d, b):
-    """MATLAB's ``a:d:b`` (``b`` included) as a numpy array."""
+    """MATLAB's ``a:d:b`` (``b`` included) as a numpy array, by MATLAB's rule (its
+    ``colonop``): ``b`` is reached only within 2*eps*max(|a|, |b|), the first half is
+    ``a + k*d``, the second ``last - k*d`` (so ``0:0.1:0.3`` ends at 0.3 exactly)."""
+    for name, value in (("a", a), ("d", d), ("b", b)):
+        if isinstance(value, np.ndarray) and value.size == 1:
+            value = value.reshape(()).item()
+        if isinstance(value, (bool, np.bool_)) or not isinstance(
+                value, (int, float, np.integer, np.floating)):
+            raise error(SpmdTypeError, call, f"'{name}' must be a real number (got {value!r})")
+        if not np.isfinite(value):
+            raise error(SpmdValueError, call,
+                        f"'{name}' must be finite (got {value!r})")
     if d == 0 or (b - a) / d < 0:
         return np.zeros(0)
-    count = int(np.floor((b - a) / d + 1e-10)) + 1
     if all(float(v).is_integer() for v in (a, d, b)):
+        count = (int(b) - int(a)) // int(d) + 1
         return int(a) + int(d) * np.arange(count)
-    return a + d * np.arange(count, dtype=np.float64)
+    a, d, b = float(a), float(d), float(b)
+    n = int(round((b - a) / d))
+    tol = 2.0 * np.finfo(np.float64).eps * (abs(a) if abs(a) > abs(b) else abs(b))
+    sign = 1.0 if d > 0 else -1.0
+    if sign * (a + n * d - b) > tol:
+        n -= 1
+    last = a + n * d
+    if sign * (last - b) > -tol:
+        last = b
+    out = np.empty(n + 1, dtype=np.float64)
+    k = np.arange(n // 2 + 1, dtype=np.float64)
+    out[:n // 2 + 1] = a + k * d
+    out[n - np.arange(n // 2 + 1)] = last - k * d
+    if n % 2 == 0:
+        out[n // 2] = (a + last) / 2
+    return out
 
 
 class distributed(codistributed):
