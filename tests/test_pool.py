@@ -322,6 +322,82 @@ def test_workers_that_cannot_recover_from_a_stopped_block_get_a_new_pool():
         "with 2 workers" in proc.stderr, proc.stderr
 
 
+def test_a_restarted_pool_refuses_the_old_pools_composites_and_arrays():
+    env, _ = layout_env("2")
+    proc = run_client("""
+        import signal, threading, _thread, time
+        import numpy as np
+        import spmdlab
+        from spmdlab import spmd_index, spmd_plus
+        from spmdlab.matlab import distributed, gather
+        pool = spmdlab.start_pool(2)
+        x = pool.spmd(lambda: spmd_index() ** 2)
+        D = distributed(np.arange(4.0))
+        def stuck():
+            signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGINT])
+            time.sleep(30)
+        threading.Timer(1.0, _thread.interrupt_main).start()
+        try:
+            pool.spmd(stuck)
+        except KeyboardInterrupt:
+            pass
+        for what, read in [("READ", lambda: x[:]), ("SET", lambda: x.__setitem__(1, 0)),
+                           ("SEND", lambda: pool.spmd(lambda x: x, x)),
+                           ("GATHER", lambda: gather(D)), ("ARITH", lambda: 2 * D)]:
+            try:
+                print(what, "GOT", read())
+            except spmdlab.SpmdValueError as exc:
+                print(what, exc)
+        print("AFTER", pool.spmd(lambda: spmd_plus(1))[:])
+        pool.delete()
+    """, env)
+    out = proc.stdout
+    assert proc.returncode == 0, out + proc.stderr
+    assert "GOT" not in out, out  # not [None, None]: the old workers' values are gone
+    lost = "was made before the pool was restarted"
+    for line in ("READ Composite[:]: this Composite", "SET Composite[1] =: this Composite",
+                 "SEND spmd: this Composite", "GATHER gather: this distributed array",
+                 "ARITH spmd: this distributed array"):
+        assert f"{line} {lost}" in out, out
+    assert "AFTER [2, 2]" in out, out
+
+
+def test_an_interrupted_read_keeps_no_late_replies_and_unsendable_values_are_named():
+    env, _ = layout_env("2")
+    proc = run_client("""
+        import threading, _thread
+        import numpy as np
+        import spmdlab
+        pool = spmdlab.start_pool(2)
+        big = pool.spmd(lambda: np.ones((2048, 2048)))
+        threading.Timer(0.1, _thread.interrupt_main).start()
+        try:
+            big[:]
+        except KeyboardInterrupt:
+            pass
+        for _ in range(3):
+            pool.spmd(lambda: 1)
+        print("HELD", len(pool._replies))
+        lock = threading.Lock()
+        for call in (lambda: pool.spmd(lambda a: 1, lock),
+                     lambda: pool.spmd(lambda a=1: 1, a=lock),
+                     lambda: big.__setitem__(2, lock)):
+            try:
+                call()
+            except spmdlab.SpmdTypeError as exc:
+                print("UNSENDABLE", exc)
+        print("AFTER", [float(a.sum()) for a in big[:]])
+        pool.delete()
+    """, env)
+    out = proc.stdout
+    assert proc.returncode == 0, out + proc.stderr
+    assert "HELD 0" in out, out
+    for what in ("spmd: argument 1 (a lock)", "spmd: argument 'a' (a lock)",
+                 "Composite[2] =: the value (a lock)"):
+        assert f"UNSENDABLE {what} cannot be sent to the workers" in out, out
+    assert "AFTER [4194304.0, 4194304.0]" in out, out
+
+
 def test_ctrl_c_while_a_large_value_is_sent_leaves_the_pool_working():
     env, _ = layout_env("1")
     proc = run_client("""

@@ -147,6 +147,7 @@ class Pool:
         self.hosts: List[str] = []
         self.pids: List[int] = []
         self.closed = True
+        self._generation = 0  # bumped by a restart: what the old workers held is gone
         self._start()
 
     # -- starting and ending -----------------------------------------------------------------
@@ -326,6 +327,7 @@ class Pool:
         self.closed = True
         self._kill()
         self._composites.clear()
+        self._generation += 1
         self._inbox = queues_.Queue()  # the old workers' last notices stay in the old
         sys.stderr.write(f"spmdlab: {why}; the pool was restarted with {self.size} "
                          f"workers (the workers' variables are lost)\n")
@@ -365,6 +367,18 @@ class Pool:
         except _wire.Closed:
             self._inbox.put(("closed", index))
 
+    @staticmethod
+    def _check_sendable(call, named):
+        """SpmdTypeError naming the call and the value, for the first of ``named``
+        (``(what, value)`` pairs) that cannot be sent to the workers."""
+        for what, value in named:
+            try:
+                _wire.dumps(value)
+            except Exception as exc:
+                raise SpmdTypeError(f"{call}: {what} (a {type(value).__name__}) cannot be "
+                                    f"sent to the workers: {type(exc).__name__}: "
+                                    f"{exc}") from None
+
     def _handle(self, message):
         """One message from a worker or the launcher."""
         kind = message[0]
@@ -383,7 +397,10 @@ class Pool:
         elif kind == "result":
             self._results.setdefault(message[1], {})[message[2]] = message[3]
         elif kind == "reply":
-            self._replies.setdefault(message[1], {})[message[2]] = message[3]
+            # only the request being waited for: the late replies of one given up (Ctrl-C,
+            # a timeout) would otherwise be kept for good (a Composite's large values)
+            if self._waiting == ("reply", message[1]):
+                self._replies.setdefault(message[1], {})[message[2]] = message[3]
         elif kind == "launcher":
             self._output.flush()
             sys.stderr.write(message[1] + "\n")
@@ -438,7 +455,13 @@ class Pool:
         self._waiting = ("reply", rid)
         try:
             for k in workers:
-                self._send(k, (kind, rid) + args)
+                try:
+                    self._send(k, (kind, rid) + args)
+                except _wire.Closed:
+                    raise
+                except Exception:  # nothing has gone: the frame is made before it is sent
+                    self._check_sendable(call, [("the value", a) for a in args])
+                    raise
             deadline = None if within is None else time.monotonic() + within
             while len(self._replies.get(rid, ())) < len(workers):
                 if deadline is not None and time.monotonic() > deadline:
@@ -460,7 +483,19 @@ class Pool:
         block = next(_block_ids)
         self._waiting = ("run", block)
         for k in range(1, self.size + 1):
-            self._send(k, ("run", block, spec))
+            try:
+                self._send(k, ("run", block, spec))
+            except Exception:  # nothing has gone (the frame is made before it is sent)
+                self._waiting = None
+                if k > 1:
+                    raise
+                args = spec.get("args", ())
+                self._check_sendable(call, [(f"argument {i + 1}", a)
+                                            for i, a in enumerate(args)] +
+                                     [(f"argument {name!r}", a)
+                                      for name, a in spec.get("kwargs", {}).items()] +
+                                     [("the function", spec.get("fn"))])
+                raise
         self._busy = True
         stopped_at = None
         failed = None
@@ -564,6 +599,8 @@ class Pool:
                     raise SpmdValueError(f"{call}: a {what} of another pool, which has "
                                          f"been deleted, cannot be sent to this pool's "
                                          f"workers")
+                if isinstance(v, (Composite, Distributed)):
+                    v._check_current(call)
 
     def _check_n(self, call, n):
         if n is None:
@@ -594,6 +631,7 @@ class Pool:
                 if value._pool is not self:
                     raise SpmdValueError(f"{call}: {name} belongs to another pool, which "
                                          f"has been deleted")
+                value._check_current(f"{call}: {name}")
                 aliases[name] = value._name
             else:
                 send[name] = value
@@ -736,7 +774,7 @@ class Composite:
     ``X{k}``, ``X(:)``, ``X{k} = v``, ``length(X)``, ``exist(X, k)``, ``Composite()``
     """
 
-    __slots__ = ("_pool", "_name", "_present", "_owned", "__weakref__")
+    __slots__ = ("_pool", "_name", "_present", "_owned", "_generation", "__weakref__")
     _pool: Pool
     _name: str
     _present: Dict[int, bool]
@@ -750,8 +788,12 @@ class Composite:
     def _on(cls, pool, name, present, owned):
         self = object.__new__(cls)
         self._pool, self._name, self._present, self._owned = pool, name, present, owned
+        self._generation = pool._generation
         pool._composites[name] = self
         return self
+
+    def _check_current(self, call):
+        _check_current(self, call, "Composite")
 
     def __len__(self) -> int:
         return self._pool.size
@@ -782,16 +824,24 @@ class Composite:
         numbers = self._numbers("Composite[]", k)
         many = isinstance(numbers, list)
         wanted = numbers if many else [numbers]
+        call = f"Composite[{_shown_key(k)}]"
+        self._check_current(call)
         for j in wanted:
             if not self._present.get(j):
                 raise SpmdValueError(f"Composite[{j}]: worker {j} holds no element of "
                                      f"{self._shown()}")
-        values = self._pool._request(f"Composite[{k!r}]", wanted, "get", self._name)
+        values = self._pool._request(call, wanted, "get", self._name)
+        for j in wanted:
+            if not values[j][0]:  # dropped on the worker since (a stopped block's restart)
+                self._present[j] = False
+                raise SpmdValueError(f"Composite[{j}]: worker {j} holds no element of "
+                                     f"{self._shown()}")
         result = [values[j][1] for j in wanted]
         return result if many else result[0]
 
     def __setitem__(self, k: Any, value: Any) -> None:
         numbers = self._numbers("Composite[]", k)
+        self._check_current(f"Composite[{_shown_key(k)}] =")
         for j in numbers if isinstance(numbers, list) else [numbers]:
             self._pool._request(f"Composite[{j}] =", [j], "set", self._name, value)
             self._present[j] = True
@@ -820,11 +870,28 @@ class Composite:
         try:
             pool = self._pool
             if self._owned and not pool.closed and pool._composites.get(self._name) in \
-                    (None, self):
+                    (None, self) and self._generation == pool._generation:
                 for k in range(1, pool.size + 1):
                     pool._send(k, ("del", [self._name]))
         except Exception:
             pass
+
+
+def _shown_key(k):
+    """A Composite's subscript as written: ``:``, ``1:3``, ``2``, ``[1, 3]``."""
+    if isinstance(k, slice):
+        text = ":".join("" if v is None else repr(v) for v in (k.start, k.stop, k.step))
+        return text[:-1] if k.step is None else text
+    return repr(k)
+
+
+def _check_current(handle, call, what):
+    """A handle made before its pool was restarted refers to values that are gone."""
+    pool = handle._pool
+    if not pool.closed and handle._generation != pool._generation:
+        raise SpmdValueError(f"{call}: this {what} was made before the pool was restarted "
+                             f"(a block that could not be stopped): the workers' values "
+                             f"were lost")
 
 
 def _ranges(numbers):
@@ -866,12 +933,16 @@ class Distributed(_OperatorsMixin):
     ``D = distributed(X)``, ``spmd, L = getLocalPart(D); end``, ``X = gather(D)``
     """
 
-    __slots__ = ("_pool", "_name", "_shape", "__weakref__")
+    __slots__ = ("_pool", "_name", "_shape", "_generation", "__weakref__")
     __hash__ = object.__hash__  # (the operators' __eq__ is element-wise)
 
     def __init__(self, pool: Pool, name: str) -> None:
         self._pool, self._name = pool, name
         self._shape: Optional[Tuple[int, ...]] = None
+        self._generation = pool._generation
+
+    def _check_current(self, call):
+        _check_current(self, call, "distributed array")
 
     def _on_workers(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """``fn(*args, **kwargs)`` run by every worker, each distributed array among the
@@ -938,6 +1009,7 @@ class Distributed(_OperatorsMixin):
 
     def gather(self) -> Any:
         """The whole array on the client."""
+        self._check_current("gather")
         return self._pool._gather(self)
 
     @property
@@ -945,6 +1017,7 @@ class Distributed(_OperatorsMixin):
         """The global array's shape (asked of worker 1 once), so that MATLAB's ``size``,
         ``numel`` and ``ndims`` of it on the client are the array's."""
         if self._shape is None:
+            self._check_current("size")
             self._shape = self._pool._request("size", [1], "shape", self._name)[1]
         return self._shape
 
@@ -967,7 +1040,8 @@ class Distributed(_OperatorsMixin):
 
     def __del__(self):
         try:
-            if self._name.startswith("_spmdlab") and not self._pool.closed:
+            if self._name.startswith("_spmdlab") and not self._pool.closed and \
+                    self._generation == self._pool._generation:
                 for k in range(1, self._pool.size + 1):
                     self._pool._send(k, ("del", [self._name]))
         except Exception:
