@@ -85,13 +85,14 @@ class _Out:
     """The items of one queue sent by this worker: its last send, and the items held
     behind it (they leave together, as one message)."""
 
-    __slots__ = ("comm", "dest", "world_rank", "tag", "last", "called", "since", "items",
-                 "nbytes")
+    __slots__ = ("comm", "dest", "world_rank", "tag", "last", "called", "seen", "since",
+                 "items", "nbytes")
 
     def __init__(self, comm, dest, world_rank, tag):
         self.comm, self.dest, self.world_rank, self.tag = comm, dest, world_rank, tag
         self.last = None  # the request of the last send
         self.called = float("-inf")  # when send was last called
+        self.seen = -1  # the hub's count of items handed over then
         self.since = 0.0  # when the first of the held items was sent
         self.items = []
         self.nbytes = 0
@@ -109,6 +110,7 @@ class _Hub:
         self.wake = threading.Event()  # set when items are held: the thread sends them
         self.expecting = float("-inf")  # when a poller last started to sleep for an item
         self.pollers = 0  # pollers taking their own messages now (see spinning)
+        self.handed = 0  # deliveries to this worker's queues so far (see send)
         self.thread = None
         self.stop = False
         # Messages sent to and received from each world rank (queue items and notices),
@@ -140,7 +142,10 @@ class _Hub:
         or from the receiver thread) once the last send has completed, or when they
         reach _BATCH_BYTES. A lone item pays nothing (MPI keeps the order of messages
         between two workers); a flood travels in a few large messages, so the owner
-        receives a few messages instead of one per item.
+        receives a few messages instead of one per item. A send that follows a delivery
+        here (an answer: a listener's, or after a poll) is never a burst, however soon:
+        a ping-pong faster than _BURST_GAP would otherwise wait for the batch window at
+        every other hop.
         """
         if dest == chan.scope.rank:  # the owner's own items skip MPI: the thread takes them
             with self.lock:
@@ -155,7 +160,8 @@ class _Hub:
             if out is None:
                 out = self.out[key] = _Out(chan.comm, dest, chan.scope.world_ranks[dest],
                                            tag)
-            burst, out.called = now - out.called < _BURST_GAP, now
+            burst = now - out.called < _BURST_GAP and out.seen == self.handed
+            out.called, out.seen = now, self.handed
             if not out.items:
                 out.since = now
             out.items.append(message)
@@ -548,6 +554,7 @@ class _Queue:
         return self._closed or self._closed_by_owner
 
     def _arrive(self, items, own=False, source=None):
+        _hub.handed += 1  # (a hint for send's burst rule: no lock needed)
         with self._cond:
             self._items.extend(items)
             self._dispatch()

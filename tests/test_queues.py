@@ -157,6 +157,28 @@ def test_ping_pong_through_a_listener_and_a_poll():
     spmd_barrier()
 
 
+def test_an_answer_is_never_held_as_a_burst(monkeypatch):
+    # Sends closer together than _BURST_GAP are held and batched (a flood), but a send
+    # after a delivery is an answer: a ping-pong faster than the gap (any fast machine;
+    # here the gap is made 10 s) must not wait for the batch window at every other hop.
+    from spmdlab import queues
+    if spmd_size() < 2:
+        pytest.skip("needs two workers")
+    monkeypatch.setattr(queues, "_BURST_GAP", 10.0)
+    ping = DataQueue()
+    pong = PollableDataQueue.per_worker()
+    held = []
+    ping.after_each(lambda item: (pong[2].send(item), held.append(len(queues._hub.held))))
+    if spmd_index() == 2:
+        for i in range(50):
+            ping.send(i)
+            assert not queues._hub.held
+            assert pong.mine.poll(timeout=30) == i
+    spmd_barrier()
+    if spmd_index() == 1:
+        assert held == [0] * 50
+
+
 def test_per_worker_queues():
     qs = PollableDataQueue.per_worker()
     assert len(qs) == spmd_size() and qs.mine is qs[spmd_index()]
