@@ -90,7 +90,7 @@ def leaf_signature(leaf):
     """``(dtype, shape)`` for an array leaf, ``('object', type name)`` for anything else."""
     if type(leaf) is Obj:
         return ("object", type(leaf.value).__qualname__)
-    return (leaf.dtype.str, leaf.shape)
+    return (dtype_key(leaf.dtype), leaf.shape)
 
 
 _digests: dict = {}
@@ -109,7 +109,19 @@ def digest(sig):
 
 
 def dtype_name(dtype):
-    return "bfloat16" if dtype == BF16_HOST else dtype.name
+    if dtype == BF16_HOST:
+        return "bfloat16"
+    if dtype.fields is not None:  # a structured dtype: its fields (its name is "voidN")
+        return str(dtype)
+    if dtype.byteorder in "<>":  # (never "<" or ">" for the machine's own order)
+        return f"{dtype.name} ({'big' if dtype.byteorder == '>' else 'little'}-endian)"
+    return dtype.name
+
+
+def dtype_key(dtype):
+    """What workers compare of a dtype: its ``str``, which for a structured dtype is
+    only its size (``|V12``), so its fields too."""
+    return dtype.str if dtype.fields is None else repr(dtype.descr)
 
 
 def describe_leaf(leaf):
@@ -397,7 +409,10 @@ def encode(value, call):
         return entry.prefix + fmt.pack(value)
     if kind.__module__ == "numpy" and isinstance(value, np.generic) and \
             not value.dtype.hasobject:
-        entry = _kept(_ENCODED, kind, lambda: _Leaf(("np-scalar", None), value.dtype, ()))
+        # (keyed by the dtype too: one scalar type has many, datetime64's units, str_'s
+        # lengths, void's fields)
+        entry = _kept(_ENCODED, ("np-scalar", value.dtype),
+                      lambda: _Leaf(("np-scalar", None), value.dtype, ()))
         return bytearray(entry.prefix) + value.tobytes()
     if kind.__module__ == "torch":
         array = tensor_array(value)

@@ -582,6 +582,8 @@ def reduce_array(scope, call, x, op, entry, shown=None):
         result = rows[0].copy() if len(rows) == 1 else ufunc(rows[0], rows[1])
         for row in rows[2:]:  # in worker order
             ufunc(result, row, out=result)
+        if result.dtype != x.dtype:  # (a ufunc answers a byte-swapped dtype natively)
+            result = result.astype(x.dtype)
         return result if x.ndim == 1 else result.reshape(x.shape)
     if not x.flags.c_contiguous:
         x = np.ascontiguousarray(x)

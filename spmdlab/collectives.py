@@ -342,7 +342,8 @@ def _cat_check(call, scope, leaf, axis, destination):
     axis = int(axis) % max(ndim, 1)
     other = leaf.shape[:axis] + leaf.shape[axis + 1:]
     length = leaf.shape[axis] if ndim else 1
-    key = digest((call, "array", axis, destination, leaf.dtype.str, ndim, other))
+    key = digest((call, "array", axis, destination, _pack.dtype_key(leaf.dtype), ndim,
+                  other))
     return axis, key, length, other
 
 
@@ -359,7 +360,8 @@ def _assemble(buf, dtype, shape, axis, lengths):
         count = math.prod(piece_shape)
         pieces.append(data[offset:offset + count].reshape(piece_shape))
         offset += count
-    return np.concatenate(pieces, axis=axis)
+    # (dtype: numpy's concatenation gives a byte-swapped dtype in the machine's order)
+    return np.concatenate(pieces, axis=axis, dtype=dtype)
 
 
 def _gatherv(call, scope, send, sizes, destination):

@@ -356,7 +356,8 @@ def spmdSend(X: Any, destination: Union[Worker, range], tag: Worker = 0) -> None
     ``spmdSend(X, destination)``, ``spmdSend(X, destination, tag)``, ``labSend``
     """
     dest = _workers(destination)
-    if dest == [] or dest is None:
+    # (not ``dest == []``: a numpy worker number compares element-wise, to an empty array)
+    if dest is None or (type(dest) is list and not dest):
         return
     p2p.spmd_send(X, dest, _worker(tag))
 

@@ -353,7 +353,9 @@ class _Rendezvous:
     lock = threading.Lock()
 
     def __init__(self, scope, x, family, destination, tag):
-        self.scope, self.x, self.tag = scope, x, tag
+        # (sent as bytes: MPI's buffer interface refuses byte-swapped, datetime and some
+        # structured dtypes, which the header describes anyway)
+        self.scope, self.x, self.tag = scope, x.reshape(-1).view(np.uint8), tag
         self.dest = destination - 1
         self.world_rank = scope.world_ranks[self.dest]
         self.number = next(self._numbers)

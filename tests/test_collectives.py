@@ -300,6 +300,33 @@ def test_cat_checks_its_arguments_every_call():
     np.testing.assert_array_equal(spmd_cat(np.zeros((2, 0, 3)), axis=1), np.zeros((2, 0, 3)))
 
 
+@pytest.mark.mpi(min_size=2)
+def test_cat_of_structured_dtypes_that_differ_fails_on_every_worker():
+    # two structured dtypes of one size share dtype.str ("|V12"): the fields must be
+    # compared too, or each worker reads the others' bytes by its own fields
+    from spmdlab import SpmdMismatchError
+
+    k = spmd_index()
+    first = np.dtype([("x", "i4"), ("y", "f8")])
+    other = np.dtype([("y", "f8"), ("x", "i4")]) if k == 2 else first
+    with pytest.raises(SpmdMismatchError, match="differ in: dtype"):
+        spmd_cat(np.zeros(2, dtype=other))
+    with pytest.raises(SpmdMismatchError, match="big-endian"):
+        spmd_cat(np.zeros(2, dtype=">f8" if k == 2 else "<f8"))
+    got = spmd_cat(np.full(2, k, dtype=first))
+    assert got.dtype == first and list(got["x"]) == [j for j in range(1, spmd_size() + 1)
+                                                     for _ in range(2)]
+
+
+def test_byte_swapped_values_keep_their_dtype():
+    k, n = spmd_index(), spmd_size()
+    got = spmd_plus(np.arange(4, dtype=">f8"))
+    assert got.dtype.str == ">f8" and got.tolist() == [n * i for i in range(4)]
+    got = spmd_cat(np.full((2, k), k, dtype=">i2"), axis=1)
+    assert got.dtype.str == ">i2" and got.shape == (2, n * (n + 1) // 2)
+    assert got[0].tolist() == [j for j in range(1, n + 1) for _ in range(j)]
+
+
 def test_cat_where_only_some_values_fit_the_agreement_record():
     # worker 1's value rides in its record, the others' are too large to: every worker
     # still gets every block, in worker order, along either axis

@@ -118,6 +118,19 @@ def test_build_checks_that_the_parts_add_up():
         codistributor1d(1, [1] * N, [N + 1, 3])
 
 
+def test_build_refuses_structured_parts_whose_fields_differ():
+    # two structured dtypes of one size (|V12) differ in their fields: a part read with
+    # another worker's fields would be garbage, so every worker raises
+    N, k = spmdSize(), spmdIndex()
+    if N < 2:
+        pytest.skip("needs two workers")
+    fields = [("x", "i4"), ("y", "f8")]
+    L = np.zeros((2, 1), dtype=fields if k == 1 else fields[::-1])
+    for codist in (codistributor1d(2), codistributor1d(2, [1] * N, [2, N])):
+        with pytest.raises(SpmdMismatchError, match=r"codistributed.build \(worker"):
+            codistributed.build(L, codist)
+
+
 def test_build_errors_name_codistributed_build():
     # a MATLAB user called codistributed.build, not spmdlab's from_local: the error says so
     N, k = spmdSize(), spmdIndex()

@@ -144,3 +144,11 @@ def test_concatenating_reductions_by_name():
     assert gop("horzcat", row).shape == (1, 2 * n)
     assert spmdReduce(("cat", 3), row).shape == (1, 2, n)
     assert spmdReduce("@max", spmd_index()) == n
+
+
+def test_send_to_a_numpy_worker_number():
+    # a worker number from numpy arithmetic (np.int64) is a worker, not a list to test
+    n, k = spmdSize(), spmdIndex()
+    right, left = k % n + 1, (k - 2) % n + 1
+    spmdSend(k, np.int64(right), np.int32(2))
+    assert spmdReceive(np.int64(left), 2) == left

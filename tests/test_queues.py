@@ -520,3 +520,18 @@ def test_flush_all_bad_timeout_fails_on_every_worker(timeout):
         q.flush_all(timeout=timeout)
     q.send(1)
     assert q.flush_all() is True
+
+
+def test_numpy_scalars_of_one_type_and_other_dtypes_arrive_as_sent():
+    # (one header per scalar type, not per dtype, gave the first one's unit or length)
+    q = PollableDataQueue()
+    values = [np.datetime64("2020-01-01"), np.datetime64("2020-01-01T12:34:56"),
+              np.str_("ab"), np.str_("abcdef")]
+    for x in values:
+        q.send(x)
+    q.flush_all()
+    if spmd_index() == 1:
+        got = [q.poll(30.0) for _ in range(len(values) * spmd_size())]
+        for x in values:
+            same = [g for g in got if g.dtype == x.dtype and g == x]
+            assert len(same) == spmd_size(), (x, got)

@@ -229,7 +229,7 @@ def from_local_as(cls, local, codistributor=None, axis=None, check=True, call="f
     else:
         ax %= len(shape)
     other = None if err else shape[:ax] + shape[ax + 1:]
-    key = _pack.digest((call, ax, other, dtype.str, family))
+    key = _pack.digest((call, ax, other, _pack.dtype_key(dtype), family))
     ex, _, _ = agree(scope, call, key, exact=0 if err else shape[ax], error=err,
                      describe=lambda: describe_call(
                          call, f"{dtype} {shape} {family}",
@@ -271,7 +271,8 @@ def _from_complete(cls, call, scope, local, codistributor, family, dtype, check)
             raise err
         return cls._make(local, codist, scope)
     key = _pack.digest((call, None if codist is None else
-                        (codist.axis, codist.partition, codist.shape), dtype.str, family))
+                        (codist.axis, codist.partition, codist.shape),
+                        _pack.dtype_key(dtype), family))
     agree(scope, call, key, error=err, describe=lambda: describe_call(
         call, f"{dtype} {tuple(local.shape)} {family}",
         {"dtype": str(dtype), "family": family}, codistributor=codist))
