@@ -209,8 +209,8 @@ def classify(x):
             return None
         return Leaf(x, _PY_NAMES[kind], dtype, ())
     if isinstance(x, np.ndarray):
-        if x.dtype.hasobject:
-            return None
+        if x.dtype.hasobject or kind is not np.ndarray and _masked(x):
+            return None  # (a masked array's mask would be lost: it is an object)
         return Leaf(x, "numpy", x.dtype, x.shape)
     if isinstance(x, np.generic):
         if x.dtype.hasobject:
@@ -230,6 +230,11 @@ def classify(x):
         if cupy is not None and isinstance(x, cupy.ndarray):
             return Leaf(x, "cupy", x.dtype, x.shape, x.device.id)
     return None
+
+
+def _masked(x):
+    ma = sys.modules.get("numpy.ma")
+    return ma is not None and isinstance(x, ma.MaskedArray)
 
 
 _PY_NAMES = {bool: "py-bool", int: "py-int", float: "py-float", complex: "py-complex"}

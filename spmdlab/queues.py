@@ -46,7 +46,8 @@ from . import _count, _ending, _env, _pack, _wait, _world
 from ._agree import agree
 from ._pack import digest
 from ._checks import check_worker
-from .errors import SpmdError, SpmdTimeoutError, SpmdTypeError, SpmdValueError
+from .errors import (SpmdError, SpmdPeerError, SpmdTimeoutError, SpmdTypeError,
+                     SpmdValueError)
 
 __all__ = ["DataQueue", "PollableDataQueue", "QueueSet"]
 
@@ -884,6 +885,7 @@ class PollableDataQueue(_Queue):
             _hub.spinning(-1)
         _hub.expecting = time.monotonic()  # the receiver thread looks often for a while
         _hub.wake.set()
+        gone_since = None
         with self._cond:
             self._pollers += 1
             try:
@@ -892,9 +894,31 @@ class PollableDataQueue(_Queue):
                     if left <= 0:
                         return default
                     self._cond.wait(min(left, _WAIT_CHUNK))
+                    if timeout is None and not items:
+                        gone_since = self._no_sender_left(gone_since)
             finally:
                 self._pollers -= 1
             return items.popleft()
+
+    def _no_sender_left(self, since):
+        """For a poll without end: raise SpmdPeerError once every other worker of the
+        queue has finished its program (and _wait's grace for their last items has
+        passed) while no thread of this worker's own program could still send (a
+        ``poll(math.inf)`` that would wait for ever); else when that began, or None."""
+        _world.poll_exits()
+        others = [r for r in self._scope.world_ranks if r != _world.RANK]
+        if not others or any(r not in _world.exited for r in others) or any(
+                t.is_alive() and not t.daemon and t is not threading.current_thread()
+                for t in threading.enumerate()):
+            return None
+        now = time.monotonic()
+        if since is None or now - since < _wait._EXIT_GRACE:
+            return now if since is None else since
+        workers = ", ".join(str(self._scope.world_ranks.index(r) + 1) for r in others)
+        raise SpmdPeerError(
+            f"{self._who('poll')}: every other worker ({workers}) has finished the "
+            f"program and no item has come since, so none can: poll(math.inf) would wait "
+            f"for ever")
 
 
 def _queue_set(queues):

@@ -415,6 +415,22 @@ def test_tensors_of_a_dtype_numpy_lacks_travel_and_are_refused_by_reductions():
         assert spmd_plus(1) == n  # the next call goes on
 
 
+def test_masked_arrays_keep_their_mask_or_are_refused():
+    # a masked array's data alone would be a wrong answer: spmd_plus refuses it, the
+    # calls that move values whole (or fold with the user's function) keep the mask
+    k, n = spmd_index(), spmd_size()
+    m = np.ma.masked_array([1.0, 2.0, 3.0], mask=[False, k == 1, False])
+    with pytest.raises(SpmdTypeError, match="cannot sum a value of type MaskedArray"):
+        spmd_plus(m)
+    total = spmd_reduce(np.add, m)
+    assert isinstance(total, np.ma.MaskedArray) and list(total.mask) == [False, True, False]
+    assert list(total.filled(0)) == [n, 0, 3 * n]
+    got = spmd_broadcast(1, m if k == 1 else None)
+    assert isinstance(got, np.ma.MaskedArray) and list(got.mask) == [False, True, False]
+    parts = spmd_cat(m)
+    assert [bool(p.mask[1]) for p in parts] == [j == 1 for j in range(1, n + 1)]
+
+
 def test_broadcast_large_array():
     x = np.arange(3_000_000, dtype=np.float64) if spmd_index() == 1 else None
     result = spmd_broadcast(1, x)

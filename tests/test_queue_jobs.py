@@ -183,3 +183,30 @@ time.sleep(0.0 if spmd_index() == 1 else 1.2)
     assert sum(line == "flushed True" for line in lines) == len(lines) - 1, job.stdout
     assert re.search(r"spmdlab: DataQueue.flush_all \(worker 1 of \d\): still waiting for "
                      r"the items of worker \d \(0 of 1 items\)", job.stderr), job.stderr
+
+
+def test_a_poll_without_end_after_every_sender_finished_is_an_error():
+    # worker 1 waits for an item that nobody is left to send: the others, at the end of
+    # their programs, wait for worker 1 in turn; an error, not a hang. Items sent just
+    # before a worker finished still arrive, and a thread of the owner's own that could
+    # still send keeps the poll waiting.
+    job = run_job("""
+import math, threading, time
+from spmdlab import *
+q = PollableDataQueue()
+if spmd_index() == 2:
+    q.send("last words")
+if spmd_index() == 1:
+    assert q.poll(math.inf) == "last words"
+    later = threading.Thread(target=lambda: (time.sleep(4), q.send("from a thread")))
+    later.start()
+    assert q.poll(math.inf) == "from a thread"
+    later.join()
+    try:
+        q.poll(math.inf)
+    except SpmdPeerError as exc:
+        print("raised:", exc, flush=True)
+""", 3)
+    assert job.returncode == 0, job.stderr
+    assert re.search(r"raised: PollableDataQueue.poll \(worker 1 of 3\): every other worker "
+                     r"\(2, 3\) has finished the program", job.stdout), job.stdout
