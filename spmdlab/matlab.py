@@ -34,8 +34,9 @@ Python's and numpy's rules):
 from __future__ import annotations
 
 import builtins
+import functools
 import operator
-from typing import Any, Callable, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Optional, Sequence, Tuple, TypeVar, Union
 
 import numpy as np
 
@@ -45,7 +46,7 @@ from .darray._matlab import (codistributed, codistributor, codistributor1d, dist
                              drange, eye, gather, getCodistributor, getLocalPart,
                              globalIndices, iscodistributed, isdistributed, ndims, numel,
                              ones, rand, randn, redistribute, reshape, size, zeros)
-from .errors import SpmdValueError
+from .errors import SpmdError, SpmdValueError
 
 __all__ = [
     "Composite", "codistributed", "codistributor", "codistributor1d", "distributed",
@@ -104,6 +105,32 @@ def _workers(value: Any) -> Any:
         return [_worker(v) for v in np.asarray(value).reshape(-1).tolist()] \
             if np.size(value) else []
     return _worker(value)
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+# The calls whose errors a MATLAB function reports as its own: a MATLAB user called
+# spmdSend or gop, not spmd_send or spmd_reduce (every worker raises the same text)
+_RENAMED = {"spmd_plus", "spmd_reduce", "spmd_cat", "spmd_broadcast", "spmd_barrier",
+            "spmd_send", "spmd_receive", "spmd_send_receive", "spmd_probe", "spmdPlus",
+            "spmdReduce", "spmdCat", "spmdBroadcast"}
+
+
+def _as_called(name: str) -> Callable[[F], F]:
+    """Errors of the decorated MATLAB function name it (``name``), not the spmdlab call
+    it makes."""
+    def decorate(fn: F) -> F:
+        @functools.wraps(fn)
+        def called(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return fn(*args, **kwargs)
+            except SpmdError as exc:
+                text = exc.args[0] if exc.args and isinstance(exc.args[0], str) else ""
+                head, sep, rest = text.partition(" (")
+                if sep and head in _RENAMED:
+                    exc.args = (name + sep + rest,) + exc.args[1:]
+                raise
+        return called  # type: ignore[return-value]
+    return decorate
 
 
 _CATS = {"vertcat": 1, "horzcat": 2}
@@ -183,6 +210,7 @@ def spmdSize() -> int:
     return collectives.spmd_size()
 
 
+@_as_called("spmdPlus")
 def spmdPlus(X: Any, destination: Worker = None) -> Any:
     """``spmdPlus(X)``, ``spmdPlus(X, destination)``, with MATLAB's arithmetic:
     integer types saturate at ``intmax``/``intmin`` instead of wrapping, and logical
@@ -217,6 +245,7 @@ def spmdPlus(X: Any, destination: Worker = None) -> Any:
     return collectives.spmd_plus(X, dest)
 
 
+@_as_called("spmdReduce")
 def spmdReduce(fcn: Reduction, X: Any, destination: Worker = None) -> Any:
     """``spmdReduce(fcn, X)``, ``spmdReduce(fcn, X, destination)``.
 
@@ -258,6 +287,7 @@ def spmdReduce(fcn: Reduction, X: Any, destination: Worker = None) -> Any:
     return collectives.spmd_reduce(function, X, dest)
 
 
+@_as_called("spmdCat")
 def spmdCat(X: Any, dim: Worker = 2, destination: Worker = None) -> Any:
     """``spmdCat(X)``, ``spmdCat(X, dim)``, ``spmdCat(X, dim, destination)``.
 
@@ -309,6 +339,7 @@ def spmdCat(X: Any, dim: Worker = 2, destination: Worker = None) -> Any:
     return result
 
 
+@_as_called("spmdBroadcast")
 def spmdBroadcast(source: Worker, X: Any = None) -> Any:
     """``spmdBroadcast(source, X)`` on the source, ``spmdBroadcast(source)`` elsewhere.
 
@@ -326,6 +357,7 @@ def spmdBroadcast(source: Worker, X: Any = None) -> Any:
     return collectives.spmd_broadcast(_worker(source), X)
 
 
+@_as_called("spmdBarrier")
 def spmdBarrier() -> None:
     """``spmdBarrier``.
 
@@ -340,6 +372,7 @@ def spmdBarrier() -> None:
     collectives.spmd_barrier()
 
 
+@_as_called("spmdSend")
 def spmdSend(X: Any, destination: Union[Worker, range], tag: Worker = 0) -> None:
     """``spmdSend(X, destination)``, ``spmdSend(X, destination, tag)``; ``destination``
     may be a list or range of workers (``2:numlabs``), and an empty one sends nothing.
@@ -362,6 +395,7 @@ def spmdSend(X: Any, destination: Union[Worker, range], tag: Worker = 0) -> None
     p2p.spmd_send(X, dest, _worker(tag))
 
 
+@_as_called("spmdReceive")
 def spmdReceive(source: Union[Worker, str] = None, tag: Union[Worker, str] = None, *,
                 status: bool = False) -> Any:
     """``spmdReceive``, ``spmdReceive(source)``, ``spmdReceive('any', tag)``, ...
@@ -418,6 +452,7 @@ def spmdProbeStatus(source: Union[Worker, str] = None, tag: Union[Worker, str] =
     return spmdProbe(source, tag, status=True)
 
 
+@_as_called("spmdSendReceive")
 def spmdSendReceive(destination: Worker, source: Worker, X: Any, tag: Worker = 0) -> Any:
     """``spmdSendReceive(destination, source, X)``; ``[]`` (None) skips that side.
 
@@ -436,6 +471,7 @@ def spmdSendReceive(destination: Worker, source: Worker, X: Any, tag: Worker = 0
     return p2p.spmd_send_receive(_worker(destination), _worker(source), X, _worker(tag))
 
 
+@_as_called("spmdProbe")
 def spmdProbe(source: Union[Worker, str] = None, tag: Union[Worker, str] = None, *,
               status: bool = False) -> Any:
     """``spmdProbe``, ``spmdProbe(source)``, ``spmdProbe('any', tag)``, ...
@@ -511,6 +547,7 @@ labindex = spmdIndex
 numlabs = spmdSize
 
 
+@_as_called("gplus")
 def gplus(X: Any, targetlab: Worker = None) -> Any:
     """``gplus(X)``, ``gplus(X, targetlab)``.
 
@@ -526,6 +563,7 @@ def gplus(X: Any, targetlab: Worker = None) -> Any:
     return spmdPlus(X, targetlab)
 
 
+@_as_called("gcat")
 def gcat(X: Any, dim: Worker = 2, targetlab: Worker = None) -> Any:
     """``gcat(X)``, ``gcat(X, dim)``, ``gcat(X, dim, targetlab)``.
 
@@ -541,6 +579,7 @@ def gcat(X: Any, dim: Worker = 2, targetlab: Worker = None) -> Any:
     return spmdCat(X, dim, targetlab)
 
 
+@_as_called("gop")
 def gop(fcn: Reduction, X: Any, targetlab: Worker = None) -> Any:
     """``gop(fcn, X)``, ``gop(fcn, X, targetlab)``.
 
@@ -556,6 +595,7 @@ def gop(fcn: Reduction, X: Any, targetlab: Worker = None) -> Any:
     return spmdReduce(fcn, X, targetlab)
 
 
+@_as_called("labBroadcast")
 def labBroadcast(source: Worker, X: Any = None) -> Any:
     """``labBroadcast(source, X)`` / ``labBroadcast(source)``.
 

@@ -152,3 +152,17 @@ def test_send_to_a_numpy_worker_number():
     right, left = k % n + 1, (k - 2) % n + 1
     spmdSend(k, np.int64(right), np.int32(2))
     assert spmdReceive(np.int64(left), 2) == left
+
+
+def test_errors_name_the_matlab_function_called():
+    # a MATLAB user called spmdSend or gop, not spmd_send or spmd_reduce
+    from spmdlab import SpmdError
+    n = spmdSize()
+    for name, call in (("spmdSend", lambda: spmdSend(1, n + 1)),
+                       ("spmdSendReceive", lambda: spmdSendReceive(n + 1, 1, 5)),
+                       ("spmdBroadcast", lambda: spmdBroadcast(n + 1, 1)),
+                       ("gplus", lambda: gplus("a")),
+                       ("gop", lambda: gop(np.add, np.ones(spmdIndex())) if n > 1 else
+                        gop(np.add, object(), n + 1))):
+        with pytest.raises(SpmdError, match=rf"^{name} \(worker {spmdIndex()} of {n}\)"):
+            call()
