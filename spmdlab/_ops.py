@@ -32,6 +32,20 @@ SUM = Op("sum", np.add, _NUMERIC, operator.add)
 PROD = Op("prod", np.multiply, _NUMERIC, operator.mul)
 MAX = Op("max", np.maximum, "iuf")
 MIN = Op("min", np.minimum, "iuf")
+
+
+def _fmax(a, b):
+    """``numpy.fmax`` on Python scalars: a NaN loses to any number (MATLAB's ``max``)."""
+    return a if b != b else b if a != a else max(a, b)
+
+
+def _fmin(a, b):
+    """``numpy.fmin`` on Python scalars: a NaN loses to any number (MATLAB's ``min``)."""
+    return a if b != b else b if a != a else min(a, b)
+
+
+FMAX = Op("fmax", np.fmax, "iuf", _fmax)  # MATLAB's max and min: NaN is ignored
+FMIN = Op("fmin", np.fmin, "iuf", _fmin)
 LAND = Op("land", np.logical_and, "b", operator.and_)
 LOR = Op("lor", np.logical_or, "b", operator.or_)
 LXOR = Op("lxor", np.logical_xor, "b", operator.xor)
@@ -44,6 +58,7 @@ KNOWN = {
     operator.add: (SUM,), np.add: (SUM,),
     operator.mul: (PROD,), np.multiply: (PROD,),
     max: (MAX,), np.maximum: (MAX,), min: (MIN,), np.minimum: (MIN,),
+    np.fmax: (FMAX,), np.fmin: (FMIN,),
     operator.and_: (LAND, BAND), operator.or_: (LOR, BOR),
     operator.xor: (LXOR, BXOR),
     np.logical_and: (LAND,), np.logical_or: (LOR,), np.logical_xor: (LXOR,),
@@ -53,7 +68,8 @@ KNOWN = {
 SCALAR_OPS = (SUM, PROD, LAND, LOR, LXOR, BAND, BOR, BXOR)
 
 VERB = {"sum": "sum", "prod": "multiply", "max": "take the maximum of",
-        "min": "take the minimum of"}
+        "min": "take the minimum of", "fmax": "take the maximum of",
+        "fmin": "take the minimum of"}
 
 
 def fold(op, sources, out):

@@ -13,8 +13,10 @@ Python's and numpy's rules):
 - worker numbers come as MATLAB gives them: an integral float (``2.0``) is worker 2,
   ``[]`` is "none" (``labSendReceive([], src, x)``), ``'any'`` is accepted where MATLAB
   accepts it, and ``labSend(x, 2:numlabs)`` with one worker sends nothing;
-- ``spmdPlus``/``gplus`` (and ``spmdReduce("plus")``) saturate integer sums at
-  ``intmax``/``intmin`` instead of wrapping, and count logical values as doubles;
+- ``spmdPlus``/``gplus`` (and ``spmdReduce("plus")``, ``spmdReduce("times")``) saturate
+  integer sums at ``intmax``/``intmin`` instead of wrapping, and count logical values as
+  doubles; ``spmdReduce("max")``/``"min"`` ignore NaN and ``"and"``/``"or"``/``"xor"``
+  are logical on any numbers, as MATLAB's;
 - ``Composite`` indices may be integral floats (``x{2.0}``) or arrays of worker numbers;
 - reduction functions may be given by MATLAB name, with or without ``@`` (``"plus"``,
   ``"times"``, ``"max"``, ``"min"``, ``"and"``, ``"or"``, ``"xor"``, ``"bitand"``,
@@ -33,7 +35,6 @@ Python's and numpy's rules):
 
 from __future__ import annotations
 
-import builtins
 import functools
 import operator
 from typing import Any, Callable, Optional, Sequence, Tuple, TypeVar, Union
@@ -46,7 +47,7 @@ from .darray._matlab import (codistributed, codistributor, codistributor1d, dist
                              drange, eye, gather, getCodistributor, getLocalPart,
                              globalIndices, iscodistributed, isdistributed, ndims, numel,
                              ones, rand, randn, redistribute, reshape, size, zeros)
-from .errors import SpmdError, SpmdValueError
+from .errors import SpmdError, SpmdMismatchError, SpmdValueError
 
 __all__ = [
     "Composite", "codistributed", "codistributor", "codistributor1d", "distributed",
@@ -66,9 +67,13 @@ Worker = Union[int, float, np.integer, np.floating, Sequence[Any], np.ndarray, N
 # A reduction: a Python function, a MATLAB name ("plus", "@max"), or ("cat", dim)
 Reduction = Union[Callable[[Any, Any], Any], str, Tuple[str, Any]]
 
-_FUNCTIONS: dict = {"plus": operator.add, "times": operator.mul, "max": builtins.max,
-              "min": builtins.min, "and": operator.and_, "or": operator.or_, "xor": operator.xor,
+# MATLAB's max and min ignore NaN (numpy's fmax, fmin); and, or and xor are logical on
+# any numbers (and(1, 2) is true), never bitwise
+_FUNCTIONS: dict = {"plus": operator.add, "times": operator.mul, "max": np.fmax,
+              "min": np.fmin, "and": np.logical_and, "or": np.logical_or,
+              "xor": np.logical_xor,
               "bitand": np.bitwise_and, "bitor": np.bitwise_or, "bitxor": np.bitwise_xor}
+_LOGICAL = (np.logical_and, np.logical_or, np.logical_xor)
 
 
 def _any(value: Any) -> Any:
@@ -159,14 +164,32 @@ def _concatenation(fcn: Any) -> Any:
     return None
 
 
-def _saturating_add(a, b):
-    """MATLAB's integer ``plus``: the sum is held at ``intmax``/``intmin`` of the type
-    instead of wrapping (each step of the fold, in worker order, as MATLAB's would)."""
-    a, b = np.asarray(a), np.asarray(b)
-    info = np.iinfo(a.dtype)
-    wide = a.astype(object) + b.astype(object)  # exact, whatever the width
-    out = np.clip(wide, info.min, info.max).astype(a.dtype)
-    return out[()] if out.ndim == 0 else out
+def _saturating(name, combine):
+    """MATLAB's integer ``plus`` or ``times`` as a fold over the workers: each step, in
+    worker order, is held at ``intmax``/``intmin`` of the class instead of wrapping.
+    MATLAB combines integers only of the same class, and this is element-wise on values
+    of one size (as ``spmd_plus``), so a worker whose value differs from worker 1's in
+    class or size raises (on every worker: ``spmd_reduce`` agrees on the outcome)."""
+    worker = [1]
+
+    def fold(a, b):
+        worker[0] += 1
+        array = isinstance(a, np.ndarray)  # a 0-d array stays one, a numpy scalar too
+        a, b = np.asarray(a), np.asarray(b)
+        if a.dtype != b.dtype or a.shape != b.shape:
+            raise SpmdMismatchError(
+                f"MATLAB's integer {name} of the workers' values: worker {worker[0]} "
+                f"passed {b.dtype} of size {b.shape} where worker 1 passed {a.dtype} of "
+                f"size {a.shape} (integers combine only with the same class, and every "
+                f"worker must pass the same size)")
+        info = np.iinfo(a.dtype)
+        wide = np.asarray(combine(a.astype(object), b.astype(object)), dtype=object)
+        # exact, whatever the width; np.clip of one Python int past int64 gives an int
+        out = np.array(np.clip(wide, info.min, info.max), dtype=object).astype(a.dtype)
+        return out[()] if out.ndim == 0 and not array else out
+
+    fold.__name__ = fold.__qualname__ = name
+    return fold
 
 
 def _is_integer(X):
@@ -241,7 +264,7 @@ def spmdPlus(X: Any, destination: Worker = None) -> Any:
                                      if not isinstance(X, (bool, np.bool_)) else float(X),
                                      dest)
     if _is_integer(X):
-        return collectives.spmd_reduce(_saturating_add, X, dest)
+        return collectives.spmd_reduce(_saturating("plus", operator.add), X, dest)
     return collectives.spmd_plus(X, dest)
 
 
@@ -284,6 +307,12 @@ def spmdReduce(fcn: Reduction, X: Any, destination: Worker = None) -> Any:
     function = _function(fcn)
     if function is operator.add:
         return spmdPlus(X, dest)
+    if function is operator.mul and _is_integer(X):  # saturating, as MATLAB's times
+        return collectives.spmd_reduce(_saturating("times", operator.mul), X, dest)
+    if function in _LOGICAL and not _is_logical(X):  # and(2, 3) is true in MATLAB
+        leaf = classify(X)
+        if leaf is not None and leaf.dtype is not None and leaf.dtype.kind in "iufc":
+            X = X != 0
     return collectives.spmd_reduce(function, X, dest)
 
 

@@ -166,3 +166,51 @@ def test_errors_name_the_matlab_function_called():
                         gop(np.add, object(), n + 1))):
         with pytest.raises(SpmdError, match=rf"^{name} \(worker {spmdIndex()} of {n}\)"):
             call()
+
+
+def test_integer_sums_saturate_past_int64_and_check_class_and_size():
+    from spmdlab import SpmdError
+    from spmdlab.matlab import gplus, spmdReduce
+
+    n, k = spmd_size(), spmd_index()
+    top = np.iinfo(np.uint64).max
+    assert gplus(np.uint64(top)) == np.uint64(top) and type(gplus(np.uint64(1))) is np.uint64
+    low = np.int64(-2 ** 63)
+    assert gplus(low) == low
+    # saturation at each step of the fold, in worker order: ((127 + 1) -> 127) - 1 ...
+    assert gplus(np.int8([127, 1, -1, -1][k - 1])) == np.int8([127, 127, 126, 125][n - 1])
+    # MATLAB's times on integers saturates as its plus does
+    got = spmdReduce("times", np.array([100, -100, 2], dtype=np.int8))
+    assert got.dtype == np.int8
+    assert got.tolist() == ([127, -128 if n % 2 else 127, 2 ** n] if n > 1
+                            else [100, -100, 2])
+    if n > 1:  # a class or a size that differs from worker 1's: an error everywhere
+        with pytest.raises(SpmdError, match="worker 2 passed int16 of size"):
+            gplus(np.ones(2, dtype=np.int16 if k == 2 else np.int8))
+        with pytest.raises(SpmdError, match=r"worker 2 passed int8 of size \(3,\)"):
+            gplus(np.ones(1 if k == 1 else 3, dtype=np.int8), 1)
+        with pytest.raises(SpmdError, match="worker 2 passed uint8"):
+            spmdReduce("times", np.uint8(2) if k == 2 else np.int8(2))
+    zero_d = gplus(np.array(100, dtype=np.int8))  # a 0-d array stays a 0-d array
+    assert type(zero_d) is np.ndarray and zero_d.shape == () and zero_d.dtype == np.int8
+    assert zero_d == min(127, 100 * n)
+    assert gplus(np.int8(1)) == n  # the job goes on
+
+
+def test_max_min_ignore_nan_and_logical_functions_on_numbers():
+    from spmdlab.matlab import gop, spmdReduce
+
+    n, k = spmd_size(), spmd_index()
+    # MATLAB's max and min omit NaN: max(NaN, 2) is 2
+    got = gop("@max", np.array([np.nan if k == 1 else float(k), 1.0]))
+    assert got[1] == 1.0 and (np.isnan(got[0]) if n == 1 else got[0] == n)
+    low = spmdReduce("min", np.nan if k == n else float(k))
+    assert (np.isnan(low) if n == 1 else low == 1.0)
+    assert spmdReduce("max", np.int8(k)) == np.int8(n)
+    # and, or and xor are logical on numbers (and(1, 2) is true), never bitwise
+    pair = np.array([1, 2]) if k % 2 else np.array([2, 1])
+    assert spmdReduce("and", pair).tolist() == [True, True]
+    assert spmdReduce("@and", k) is True
+    assert spmdReduce("or", np.zeros(2)).tolist() == [False, False]
+    assert spmdReduce("or", float(k == n)) is True
+    assert bool(spmdReduce("xor", np.int8(k))) == (n % 2 == 1)
