@@ -177,13 +177,19 @@ def test_integer_sums_saturate_past_int64_and_check_class_and_size():
     assert gplus(np.uint64(top)) == np.uint64(top) and type(gplus(np.uint64(1))) is np.uint64
     low = np.int64(-2 ** 63)
     assert gplus(low) == low
-    # saturation at each step of the fold, in worker order: ((127 + 1) -> 127) - 1 ...
-    assert gplus(np.int8([127, 1, -1, -1][k - 1])) == np.int8([127, 127, 126, 125][n - 1])
+    def fold(values, combine):  # MATLAB's: saturated at each step, in worker order
+        total = values[0]
+        for v in values[1:]:
+            total = min(127, max(-128, combine(total, v)))
+        return total
+
+    # ((127 + 1) -> 127) - 1 ...: 126, not 127
+    mine = [127, 1] + [-1] * (n - 2)
+    assert gplus(np.int8(mine[k - 1])) == fold(mine[:n], lambda a, b: a + b)
     # MATLAB's times on integers saturates as its plus does
     got = spmdReduce("times", np.array([100, -100, 2], dtype=np.int8))
     assert got.dtype == np.int8
-    assert got.tolist() == ([127, -128 if n % 2 else 127, 2 ** n] if n > 1
-                            else [100, -100, 2])
+    assert got.tolist() == [fold([v] * n, lambda a, b: a * b) for v in (100, -100, 2)]
     if n > 1:  # a class or a size that differs from worker 1's: an error everywhere
         with pytest.raises(SpmdError, match="worker 2 passed int16 of size"):
             gplus(np.ones(2, dtype=np.int16 if k == 2 else np.int8))
