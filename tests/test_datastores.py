@@ -130,6 +130,24 @@ def test_mini_batch_queue(background):
 
 
 @pytest.mark.mpi_skip
+def test_mini_batch_queue_options_as_matlab():
+    """String options are case-insensitive (MATLAB's are), and OutputEnvironment="gpu"
+    applies to a mini-batch function's tensors too: never ignored silently."""
+    ds = digits_ds(10)
+    assert [len(x) for x, _ in MiniBatchQueue(ds, 4, partial_mini_batch="Discard",
+                                              output_environment="CPU")] == [4, 4]
+    fcn = lambda xs, ys: (torch.from_numpy(np.stack(xs)), np.asarray(ys))  # noqa: E731
+    if torch.cuda.is_available():
+        x, y = MiniBatchQueue(ds, 4, mini_batch_fcn=fcn, output_environment="gpu").next()
+        assert x.is_cuda and isinstance(y, np.ndarray)
+    else:
+        with pytest.raises(SpmdValueError, match="output_environment='gpu' but no GPU"):
+            MiniBatchQueue(ds, 4, mini_batch_fcn=fcn, output_environment="gpu").next()
+    x, _ = MiniBatchQueue(ds, 4, mini_batch_fcn=fcn, output_environment="cpu").next()
+    assert not x.is_cuda
+
+
+@pytest.mark.mpi_skip
 @pytest.mark.parametrize("background", [False, True], ids=["foreground", "background"])
 def test_a_bad_observation_fails_the_next_that_would_return_its_mini_batch(background):
     """Mini-batches are read one ahead: the error reading the third used to come out of

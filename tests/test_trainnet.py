@@ -89,6 +89,11 @@ def test_bad_solver_and_bad_types():
         training_options("adam", momentum=0.9)
     with pytest.raises(SpmdTypeError, match="'validation_data' must be"):
         training_options("adam", validation_data=5)
+    with pytest.raises(SpmdTypeError, match="'validation_data' as a pair must be .*got "
+                                            "\\(int, int\\)"):
+        training_options("adam", validation_data=(1, 2))
+    with pytest.raises(SpmdTypeError, match="got 3 inputs and 4 targets"):
+        training_options("adam", validation_data=(np.zeros(3), np.zeros(4)))
     with pytest.raises(SpmdTypeError, match="'checkpoint_path' must be a folder path"):
         training_options("adam", checkpoint_path=3)
     o = training_options("adam")
@@ -407,6 +412,73 @@ def test_workers_with_different_data_all_raise():
     with pytest.raises(SpmdMismatchError, match="the workers disagree: observations=10"):
         _train("parallel-cpu", data=_data(n=100 + spmd_index()))
     _train("parallel-cpu", max_epochs=1)  # the next call still works
+
+
+def test_workers_with_different_options_all_raise():
+    """Options that decide the computation must agree: a learn rate, an L2 factor or a
+    shuffle that differs on one worker would train diverging replicas silently, and
+    validation data or a checkpoint path on some workers only would fail mid-training."""
+    if spmd_size() == 1:
+        pytest.skip("needs several workers")
+    k = spmd_index()
+    x, y = _data()
+    for options, match in [
+            (dict(initial_learn_rate=0.01 * k), "initial_learn_rate="),
+            (dict(l2_regularization=1e-4 * k), "l2_regularization="),
+            (dict(shuffle="never" if k == 1 else "every-epoch"), "shuffle="),
+            (dict(validation_data=(x[:20], y[:20]) if k == 1 else None), "validation_data="),
+            (dict(checkpoint_path="unused" if k == 1 else None), "checkpoint_path=")]:
+        with pytest.raises(SpmdMismatchError, match=f"the workers disagree: .*{match}"):
+            _train("parallel-cpu", max_epochs=1, **options)
+    # what only worker 1 shows may differ
+    net, _ = _train("parallel-cpu", max_epochs=1, verbose_frequency=k)
+    _same_everywhere(_flat(net))
+
+
+def test_a_mini_batch_smaller_than_the_workers_names_trainnet_and_the_worker():
+    n = spmd_size()
+    if n == 1:
+        pytest.skip("needs several workers")
+    opts = training_options("sgdm", max_epochs=1, mini_batch_size=n - 1, verbose=False,
+                            execution_environment="parallel-cpu")
+    with pytest.raises(SpmdValueError, match=f"^trainnet \\(worker {spmd_index()} of {n}\\): "
+                       f"mini_batch_size={n - 1} cannot be split over {n} workers"):
+        trainnet(_data(n=20), _mlp(), "crossentropy", opts)
+
+
+def test_a_checkpoint_path_that_is_a_file_fails_before_training(tmp_path):
+    path = os.path.join(spmd_broadcast(1, str(tmp_path)), "a-file")
+    if spmd_index() == 1:
+        open(path, "w").close()
+    spmd_cat(0)
+    calls = []
+
+    def loss(scores, targets):
+        calls.append(1)
+        return torch.nn.functional.cross_entropy(scores, targets)
+
+    opts = training_options("sgdm", max_epochs=1, mini_batch_size=10, verbose=False,
+                            execution_environment="parallel-cpu", checkpoint_path=path)
+    with pytest.raises(SpmdValueError, match="checkpoint_path=.*a-file' is not a folder"):
+        trainnet(_data(), _mlp(), loss, opts)
+    assert calls == []  # before any training
+
+
+def test_minibatch_predict_of_an_empty_part_gives_no_scores():
+    """A worker's part of a test set smaller than the workers is empty: no scores, the
+    model's output shape, so that spmd_plus of the correct counts still follows."""
+    from spmdlab.training import partition, scores2label
+
+    x, y = _data(n=1)
+    net = _mlp()
+    for data in (ArrayDatastore(x.numpy(), y.numpy()), x, x.numpy()):
+        mine = partition(data, 2, 2) if isinstance(data, ArrayDatastore) else data[1:]
+        scores = minibatch_predict(net, mine)
+        assert scores.shape == (0, 3)
+        assert scores2label(scores, ["a", "b", "c"]).shape == (0,)
+    with pytest.raises(SpmdValueError, match=f"minibatch_predict \\(worker {spmd_index()} "
+                                             f"of {spmd_size()}\\): no data"):
+        minibatch_predict(net, iter([]))
 
 
 def test_an_error_on_one_worker_is_raised_on_every_worker():

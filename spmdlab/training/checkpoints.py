@@ -55,7 +55,8 @@ def read_checkpoint(path):
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:
-        raise SpmdValueError(f"{call()}: cannot read checkpoint {path!r}: {exc}") from None
+        raise SpmdValueError(f"{call()}: cannot read checkpoint {path!r}: "
+                             f"{type(exc).__name__}: {exc}") from None
     if not isinstance(state, dict) or state.get("format") != CHECKPOINT_FORMAT:
         raise SpmdValueError(f"{call()}: {path!r} is not a trainnet checkpoint")
     state["path"] = path

@@ -210,7 +210,9 @@ def minibatch_predict(model: torch.nn.Module, data: Any, mini_batch_size: int = 
     them: images become ``(N, C, H, W)`` floats, uint8 scaled to [0, 1]; labels are
     ignored), or an iterable of input batches. The model runs under
     ``torch.no_grad()`` in eval mode (its mode is restored after); outputs are
-    concatenated into one CPU tensor.
+    concatenated into one CPU tensor. No observations (an array of length 0, or an
+    empty partition of a datastore: a worker's part of a small test set) give no scores,
+    a tensor of length 0.
 
     Examples
     --------
@@ -237,13 +239,25 @@ def minibatch_predict(model: torch.nn.Module, data: Any, mini_batch_size: int = 
         from .netdata import Source
 
         dtype = next((p.dtype for p in model.parameters() if p.is_floating_point()), None)
+        empty = len(data) == 0
+        if empty:
+            # an empty part of a datastore (a worker's partition of a small test set):
+            # no scores, shaped as the model's output, from one observation of the
+            # datastore's source, so that worker can still take part in what follows
+            if getattr(data, "_count", 0) < 1:
+                raise SpmdValueError(f"minibatch_predict ({_world.current().who()}): the "
+                                     f"datastore is empty")
+            data = data._view(np.zeros(1, dtype=np.int64))
         source = Source(data, "minibatch_predict data", dtype=dtype, inputs_only=True)
         data = (batch[0] for batch in MiniBatchQueue(data, mini_batch_size,
                                                      mini_batch_fcn=source.make))
+        if empty:
+            data = (batch[:0] for batch in data)
     if isinstance(data, np.ndarray):
         data = torch.from_numpy(data)
-    if isinstance(data, torch.Tensor):
-        batches = (data[i:i + mini_batch_size] for i in range(0, len(data), mini_batch_size))
+    if isinstance(data, torch.Tensor):  # no observations: one empty batch, empty scores
+        batches = (data[i:i + mini_batch_size]
+                   for i in range(0, max(len(data), 1), mini_batch_size))
     else:
         batches = iter(data)
     if device is None:
@@ -258,5 +272,5 @@ def minibatch_predict(model: torch.nn.Module, data: Any, mini_batch_size: int = 
     finally:
         model.train(was_training)
     if not outputs:
-        raise SpmdValueError("minibatch_predict: no data")
+        raise SpmdValueError(f"minibatch_predict ({_world.current().who()}): no data")
     return torch.cat(outputs)

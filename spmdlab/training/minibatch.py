@@ -59,7 +59,9 @@ class MiniBatchQueue:
     ``mini_batch_fcn(*columns)`` receives one list per part of an observation (inputs,
     labels, ...) and returns the mini-batch (a value or a tuple); by default every
     column is stacked (``numpy.stack``) and made a torch tensor (numpy without torch).
-    ``output_environment`` is ``"auto"`` (a GPU if one is usable), ``"cpu"`` or ``"gpu"``;
+    ``output_environment`` is ``"auto"`` (a GPU if one is usable), ``"cpu"`` or ``"gpu"``
+    (the default function's tensors; with ``"gpu"`` also the torch tensors that
+    ``mini_batch_fcn`` returns, an error where no GPU is usable);
     ``partial_mini_batch`` ``"return"`` or ``"discard"`` decides the last, short
     mini-batch. With ``dispatch_in_background`` a thread prepares the next mini-batch
     while the model computes. Iterate it (``for x, y in mbq``) or call ``has_data()``
@@ -105,6 +107,11 @@ class MiniBatchQueue:
                 or mini_batch_size < 1:
             raise SpmdValueError(f"MiniBatchQueue: 'mini_batch_size' must be a positive int "
                                  f"(got {mini_batch_size!r})")
+        # string values are case-insensitive, as MATLAB's (and training_options')
+        if isinstance(output_environment, str):
+            output_environment = output_environment.lower()
+        if isinstance(partial_mini_batch, str):
+            partial_mini_batch = partial_mini_batch.lower()
         if output_environment not in ("auto", "cpu", "gpu"):
             raise SpmdValueError(f"MiniBatchQueue: 'output_environment' must be 'auto', "
                                  f"'cpu' or 'gpu' (got {output_environment!r})")
@@ -135,7 +142,11 @@ class MiniBatchQueue:
         columns = list(zip(*items)) if isinstance(items[0], tuple) else [items]
         if self.mini_batch_fcn is not None:
             batch = self.mini_batch_fcn(*[list(c) for c in columns])
-            return batch if isinstance(batch, tuple) else (batch,)
+            batch = batch if isinstance(batch, tuple) else (batch,)
+            if self.output_environment == "gpu":  # asked for: the function's tensors too
+                batch = tuple(self._place(b) if hasattr(b, "is_cuda") else b
+                              for b in batch)
+            return batch
         return tuple(self._place(np.stack([np.asarray(v) for v in c])) for c in columns)
 
     def _place(self, array):
@@ -144,7 +155,8 @@ class MiniBatchQueue:
         torch = sys.modules.get("torch")
         if torch is None:
             return array
-        tensor = torch.from_numpy(np.ascontiguousarray(array))
+        tensor = array if isinstance(array, torch.Tensor) else \
+            torch.from_numpy(np.ascontiguousarray(array))
         if self._device is None:
             from .helpers import can_use_gpu
 

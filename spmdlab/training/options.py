@@ -202,9 +202,18 @@ def _check_validation_data(value):
 
     if value is None or isinstance(value, (Datastore, MiniBatchQueue)):
         return value
-    if isinstance(value, (tuple, list)) and len(value) == 2 and \
-            len(value[0]) == len(value[1]):
-        return tuple(value)
+    if isinstance(value, (tuple, list)) and len(value) == 2:
+        try:
+            lengths = len(value[0]), len(value[1])
+        except TypeError:  # a number, not observations
+            lengths = None
+        if lengths is not None and lengths[0] == lengths[1]:
+            return tuple(value)
+        raise SpmdTypeError(f"{_call()}: 'validation_data' as a pair must be (inputs, "
+                            f"targets) of equal length (got " + (
+                                f"{lengths[0]} inputs and {lengths[1]} targets)"
+                                if lengths is not None else
+                                f"({type(value[0]).__name__}, {type(value[1]).__name__}))"))
     raise SpmdTypeError(f"{_call()}: 'validation_data' must be a datastore, a "
                         f"MiniBatchQueue or a pair (inputs, targets) of equal length (got "
                         f"{type(value).__name__})")

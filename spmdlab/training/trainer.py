@@ -12,6 +12,7 @@ drift. "auto" / "cpu" / "gpu" train in-process, on the whole mini-batch.
 from __future__ import annotations
 
 import math
+import os
 import sys
 import time
 import warnings
@@ -43,6 +44,9 @@ STOP_REASONS = {"max-epochs": "Max epochs completed", "stopped": "Stopped manual
 
 
 N = TypeVar("N")  # the network: a torch.nn.Module
+
+# options that only change what worker 1 shows or writes for people: they may differ
+_SHOWN_ONLY = ("plots", "monitor_web", "verbose", "verbose_frequency", "log_dir")
 
 
 class TrainingInfo:
@@ -421,6 +425,11 @@ class _Run:
             o.validation_data, "validation_data", self.class_index, mini_batch_fcn, dtype)
         self.count = len(self.train_data.ds)
         self.batch = o.mini_batch_size
+        if self.batch < group.size:
+            raise SpmdValueError(f"{call()}: mini_batch_size={self.batch} cannot be split "
+                                 f"over {group.size} workers (each needs at least one "
+                                 f"observation of every mini-batch); use a mini_batch_size "
+                                 f"of at least {group.size}")
         sizes = worker_mini_batch_sizes(self.batch, group.size)
         self.offset, self.mine = sum(sizes[:group.index - 1]), sizes[group.index - 1]
         self.per_epoch = self.count // self.batch
@@ -434,6 +443,15 @@ class _Run:
         self.config = {"solver": o.solver, "mini_batch_size": self.batch,
                        "observations": self.count, "max_epochs": o.max_epochs,
                        "loss": loss_name, "parameters": [list(p.shape) for p in params]}
+        # every option that decides the computation (or a collective) must agree, else
+        # the replicas drift apart silently; what only worker 1 shows is left out
+        for name, value in o.as_dict().items():
+            if name not in self.config and name not in _SHOWN_ONLY:
+                self.config[name] = value
+        self.config["metrics"] = [name for name, _ in o.metrics]
+        self.config["validation_data"] = None if self.validation is None \
+            else f"{len(self.validation.ds)} observations"
+        self.config["checkpoint_path"] = "set" if o.checkpoint_path else None
         self.output = o.output_network
         if self.output == "auto":
             self.output = "best-validation" if self.validation else "last-iteration"
@@ -448,6 +466,10 @@ class _Run:
         shared, error = None, None
         if group.leader or not group.parallel:
             try:
+                folder = self.o.checkpoint_path  # worker 1 writes: its folder, at once
+                if folder and os.path.exists(folder) and not os.path.isdir(folder):
+                    raise SpmdValueError(f"{call()}: checkpoint_path={folder!r} is not a "
+                                         f"folder")
                 shared = {"config": self.config, "seed": seed, "model": cpu_copy(
                     net.state_dict()), "checkpoint": None if resume_from is None
                     else read_checkpoint(resume_from)}
