@@ -109,9 +109,9 @@ class MiniBatchQueue:
                                  f"(got {mini_batch_size!r})")
         # string values are case-insensitive, as MATLAB's (and training_options')
         if isinstance(output_environment, str):
-            output_environment = output_environment.lower()
+            output_environment = output_environment.lower()  # type: ignore[assignment]
         if isinstance(partial_mini_batch, str):
-            partial_mini_batch = partial_mini_batch.lower()
+            partial_mini_batch = partial_mini_batch.lower()  # type: ignore[assignment]
         if output_environment not in ("auto", "cpu", "gpu"):
             raise SpmdValueError(f"MiniBatchQueue: 'output_environment' must be 'auto', "
                                  f"'cpu' or 'gpu' (got {output_environment!r})")
