@@ -56,6 +56,8 @@ def main():
     k, N = spmdIndex(), spmdSize()
     if n < 2 * N:
         raise SystemExit(f"heat: give at least 2 grid columns per worker (--n {2 * N})")
+    if args.max_sweeps < 1:
+        raise SystemExit(f"heat: give at least 1 sweep (--max-sweeps {args.max_sweeps})")
 
     # codist = codistributor1d(2, codistributor1d.defaultPartition(n), [n n]);
     codist = codistributor1d(2, codistributor1d.defaultPartition(n), [n, n])

@@ -106,6 +106,10 @@ def solve_raw(args, rows, cols, sweeps):
 def main():
     args = parse_args()
     sweeps = 300 if args.short else args.sweeps
+    for name, value in (("--rows", args.rows), ("--sweeps", sweeps),
+                        ("--check", args.check)):
+        if value < 1:
+            raise SystemExit(f"jacobi: {name} must be at least 1 (got {value})")
     k, N = spmdIndex(), spmdSize()
     comm = MPI.COMM_WORLD
     times = {}

@@ -418,7 +418,10 @@ def _integral(torch, x):
 class _TorchLocal:
     @staticmethod
     def _dtype(dtype):
-        return _torch().from_numpy(np.empty(0, dtype=np.dtype(dtype))).dtype
+        torch = _torch()
+        if isinstance(dtype, torch.dtype):  # D.astype(torch.float32)
+            return dtype
+        return torch.from_numpy(np.empty(0, dtype=np.dtype(dtype))).dtype
 
     @classmethod
     def empty(cls, shape, dtype, like):

@@ -717,6 +717,101 @@ def test_products_and_sums_of_bools_are_numpys(backend):
                                           np.sum(A, axis=ax, dtype=bool))
             np.testing.assert_array_equal(value(np.prod(D, axis=ax, dtype=bool)),
                                           np.prod(A, axis=ax, dtype=bool))
-        if backend.name == "numpy":  # (torch has no matmul of bools on the CPU)
-            np.testing.assert_array_equal(value(D @ B), A @ B)
-            np.testing.assert_array_equal(value(D @ distribute(B, axis=0)), A @ B)
+        # torch has no matmul of bools (and refused it only on the workers holding
+        # elements): torch parts are multiplied as numpy's, on every worker alike
+        np.testing.assert_array_equal(value(D @ B), A @ B)
+        np.testing.assert_array_equal(value(D @ distribute(backend.make(B), axis=0)), A @ B)
+        np.testing.assert_array_equal(value(D.T @ D), A.T @ A)
+        np.testing.assert_array_equal(value(D @ D.T), A @ A.T)
+
+
+@pytest.mark.skipif(torch is None, reason="torch")
+def test_torch_products_of_different_dtypes_are_promoted():
+    # torch's matmul refuses float32 @ float64 (a RuntimeError naming no call): the
+    # operands are promoted, as torch's element-wise rules and numpy's matmul do
+    n = spmd_size()
+    A = whole((n + 1, 3)).astype(np.float32)
+    x = np.arange(3.0)
+    for axis in (0, 1):
+        D = distribute(torch.from_numpy(A), axis=axis)
+        for got in (D @ x, D @ torch.from_numpy(x), D @ distribute(torch.from_numpy(x))):
+            assert got.family == "torch" and got.dtype == torch.float64
+            np.testing.assert_allclose(value(got), A.astype(np.float64) @ x)
+        E = distribute(torch.from_numpy(A.T.astype(np.float64)), axis=axis)
+        np.testing.assert_allclose(value(D @ E), A.astype(np.float64) @ A.T)
+        I = distribute(torch.from_numpy(A.astype(np.int64)), axis=axis)
+        np.testing.assert_allclose(value(I @ x), A.astype(np.int64) @ x)
+
+
+@pytest.mark.skipif(torch is None, reason="torch")
+def test_torch_refusals_name_the_call_and_worker():
+    k, n = spmd_index(), spmd_size()
+    I = da.distribute(torch.arange(2 * n + 1))
+    with pytest.raises(SpmdTypeError, match=rf"^numpy.add \(worker {k} of {n}\): "):
+        I += 1.5                                 # torch: a RuntimeError before
+    C = da.distribute(torch.ones(n + 1, dtype=torch.complex64))
+    with pytest.raises(SpmdTypeError, match=rf"^numpy.greater \(worker {k} of {n}\): "):
+        C > 0
+    with pytest.raises(SpmdTypeError, match=rf"^CodistributedArray.astype \(worker {k} "
+                                            rf"of {n}\): .*'bogus'"):
+        C.astype("bogus")
+    with pytest.raises(SpmdTypeError, match=rf"^zeros \(worker {k} of {n}\): "):
+        da.zeros(3, dtype="bogus")
+
+
+@pytest.mark.skipif(torch is None, reason="torch")
+def test_torch_dtypes_are_accepted_and_bools_have_numpys_statistics():
+    n = spmd_size()
+    T = da.distribute(torch.arange(2.0 * n + 1))
+    assert T.astype(torch.int32).dtype == torch.int32
+    assert T.astype(torch.int32).gather().tolist() == list(range(2 * n + 1))
+    O = da.ones((n + 1, 2), dtype=torch.float32, like=torch.zeros(0))
+    assert O.family == "torch" and O.dtype == torch.float32
+    G = np.arange(3 * (n + 1)).reshape(n + 1, 3) % 3 == 0
+    B = da.distribute(torch.from_numpy(G))
+    for ax in (None, 0, 1):
+        np.testing.assert_allclose(value(np.var(B, axis=ax)), np.var(G, axis=ax))
+        np.testing.assert_allclose(value(np.std(B, axis=ax)), np.std(G, axis=ax))
+
+
+def test_negative_axes_count_from_the_end(backend):
+    k, n = spmd_index(), spmd_size()
+    G = whole((n + 1, 3, 2))
+    for axis in (-1, -2, -3):
+        want = axis + 3
+        assert distribute(backend.make(G), axis=axis).axis == want
+        assert da.zeros(G.shape, axis=axis).axis == want
+        D = distribute(backend.make(G)).redistribute(axis=axis)
+        assert D.axis == want and np.array_equal(value(D), G)
+        L = backend.make(np.ones((2, 3, 2)))
+        P = from_local(L, axis=axis)
+        assert P.axis == want and P.shape[want] == L.shape[want] * n
+    for call, make in (("distribute", lambda: distribute(backend.make(G), axis=-4)),
+                       ("zeros", lambda: da.zeros(G.shape, axis=-4)),
+                       ("CodistributedArray.redistribute",
+                        lambda: distribute(backend.make(G)).redistribute(axis=-4)),
+                       ("from_local", lambda: from_local(backend.make(G), axis=-4))):
+        with pytest.raises(SpmdValueError, match=rf"^{call} \(worker {k} of {n}\): .*"
+                                                 rf"axis -4 is beyond"):
+            make()
+
+
+def test_cumsum_and_cumprod_methods(backend):
+    G = whole((spmd_size() + 1, 3))
+    D = distribute(backend.make(G))
+    for axis in (0, 1):
+        np.testing.assert_allclose(value(D.cumsum(axis=axis)), G.cumsum(axis=axis))
+        np.testing.assert_allclose(value(D.cumprod(axis)), G.cumprod(axis))
+
+
+def test_argmax_and_argmin_of_bools_on_every_family(backend):
+    # torch's argmax refuses bools, on the workers that hold elements only (the others
+    # went on into the collective): torch parts are picked as numpy's, on every worker
+    n = spmd_size()
+    G = np.arange(3 * (n + 1)).reshape(n + 1, 3) % 4 == 1
+    G[0, 0] = False
+    for axis in (0, 1):
+        D = distribute(backend.make(G), axis=axis)
+        for ax in (None, 0, 1):
+            same_result(np.argmax(D, axis=ax), np.argmax(G, axis=ax), D.local)
+            same_result(np.argmin(D, axis=ax), np.argmin(G, axis=ax), D.local)

@@ -22,7 +22,7 @@ from .._backends import LOCAL, local_family
 from .._checks import check_worker
 from ..errors import SpmdError, SpmdTypeError, SpmdValueError
 from . import _exchange
-from ._codistributor import Codistributor, error, first_axis
+from ._codistributor import Codistributor, axis_of, error, first_axis
 
 __all__ = ["CodistributedArray"]
 
@@ -236,7 +236,7 @@ class CodistributedArray(np.lib.mixins.NDArrayOperatorsMixin):
         if codistributor is None:
             if axis is None and partition is not None:
                 axis = self.axis  # a new partition of the same axis
-            codistributor = Codistributor(axis, partition)
+            codistributor = Codistributor(axis_of(call, axis, self.ndim), partition)
         elif not isinstance(codistributor, Codistributor):
             raise error(SpmdTypeError, call, f"'codistributor' must be a Codistributor "
                         f"(got {codistributor!r} that is a {type(codistributor).__name__})")
@@ -369,8 +369,15 @@ class CodistributedArray(np.lib.mixins.NDArrayOperatorsMixin):
         return self._new(LOCAL[self.family].copy(self._local), self._codist)
 
     def astype(self, dtype: Any) -> CodistributedArray:
-        """The array converted to ``dtype`` (no communication)."""
-        return self._new(LOCAL[self.family].astype(self._local, dtype), self._codist)
+        """The array converted to ``dtype`` (a numpy dtype, or a torch dtype for torch
+        parts; no communication)."""
+        try:
+            local = LOCAL[self.family].astype(self._local, dtype)
+        except TypeError as exc:
+            raise error(SpmdTypeError, f"{type(self).__name__}.astype", f"cannot convert "
+                        f"{self.family} parts of {_dtype_name(self.dtype)} to {dtype!r}: "
+                        f"{exc}") from exc
+        return self._new(local, self._codist)
 
     def sum(self, axis: Any = None, dtype: Any = None, keepdims: bool = False) -> Any:
         return np.sum(self, axis=axis, dtype=dtype, keepdims=keepdims)
@@ -398,6 +405,14 @@ class CodistributedArray(np.lib.mixins.NDArrayOperatorsMixin):
 
     def var(self, axis: Any = None, ddof: int = 0, keepdims: bool = False) -> Any:
         return np.var(self, axis=axis, ddof=ddof, keepdims=keepdims)
+
+    def cumsum(self, axis: Any = None, dtype: Any = None) -> Any:
+        """numpy's ``cumsum`` (collective along the distribution axis)."""
+        return np.cumsum(self, axis=axis, dtype=dtype)
+
+    def cumprod(self, axis: Any = None, dtype: Any = None) -> Any:
+        """numpy's ``cumprod`` (collective along the distribution axis)."""
+        return np.cumprod(self, axis=axis, dtype=dtype)
 
     def dot(self, other: Any) -> Any:
         return np.dot(self, other)

@@ -298,6 +298,15 @@ def named_axis(call, axis):
     return f"axis {axis}"
 
 
+def axis_of(call, axis, ndim):
+    """A caller's ``axis`` for an array of ``ndim`` dimensions: a negative int counted
+    from the end (SpmdValueError naming ``call`` when beyond the array); anything else
+    as given (the Codistributor checks it)."""
+    if isinstance(axis, (int, np.integer)) and not isinstance(axis, bool) and axis < 0:
+        return check_axis(call, int(axis), ndim)
+    return axis
+
+
 def check_axis(call, axis, ndim):
     """``axis`` in ``range(ndim)`` (negative counts from the end); SpmdValueError else."""
     if not -ndim <= axis < ndim:

@@ -84,6 +84,8 @@ def local_pick(family, local, axis, name, pick):
         import torch
 
         fn = torch.argmax if name == "max" else torch.argmin
+        if local.dtype == torch.bool:  # torch's argmax refuses bools (numpy's does not)
+            local = local.to(torch.uint8)
         return _host(family, fn(local, dim=axis, keepdim=True)).astype(np.int64)
     if pick is numpy_pick and family is not LOCAL["torch"] and \
             (family is LOCAL["numpy"] or local.dtype.kind not in "fc"):

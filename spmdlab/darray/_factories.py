@@ -21,8 +21,8 @@ from ..collectives import broadcast
 from ..errors import SpmdError, SpmdTypeError, SpmdValueError
 from . import _exchange
 from ._array import CodistributedArray
-from ._codistributor import (Codistributor, check_shape, default_partition, error, named_axis,
-                             offsets)
+from ._codistributor import (Codistributor, axis_of, check_shape, default_partition, error,
+                             named_axis, offsets)
 
 Like = Any
 
@@ -51,7 +51,7 @@ def resolve(cls, call, codistributor, axis, shape):
     if codistributor is not None and axis is not None:
         raise error(SpmdTypeError, call, "give a codistributor or an axis, not both")
     if codistributor is None:
-        codistributor = Codistributor(axis)
+        codistributor = Codistributor(axis_of(call, axis, len(shape)))
     elif not isinstance(codistributor, Codistributor):
         raise error(SpmdTypeError, call, f"'codistributor' must be a Codistributor (got "
                     f"{codistributor!r} that is a {type(codistributor).__name__})")
@@ -207,7 +207,10 @@ def from_local_as(cls, local, codistributor=None, axis=None, check=True, call="f
     local = as_local(call, local)
     if codistributor is not None and axis is not None:
         raise error(SpmdTypeError, call, "give a codistributor or an axis, not both")
+    negative = None  # a negative axis counts from the end of the parts' dimensions
     if codistributor is None:
+        if isinstance(axis, (int, np.integer)) and not isinstance(axis, bool) and axis < 0:
+            negative, axis = int(axis), None
         codistributor = Codistributor(0 if axis is None else axis)
     if not isinstance(codistributor, Codistributor):
         raise error(SpmdTypeError, call, f"'codistributor' must be a Codistributor (got "
@@ -219,7 +222,8 @@ def from_local_as(cls, local, codistributor=None, axis=None, check=True, call="f
             not check:
         return _from_complete(cls, call, scope, local, codistributor, family, dtype, check)
     # learn the partition (and the shape) from every worker's size along the axis
-    ax = codistributor.axis if codistributor.axis is not None else \
+    ax = negative if negative is not None else codistributor.axis \
+        if codistributor.axis is not None else \
         cls._default_axis(codistributor.shape or shape)
     err = None
     if not -len(shape) <= ax < len(shape) or not shape:
@@ -294,8 +298,27 @@ def _made(cls, call, shape, codistributor, axis, like, dtype, fill):
     ops = LOCAL[family]
     if dtype is None:
         dtype = np.float64 if like is None else ops.dtype(like)
-    local = fill(ops, codist, np.dtype(dtype), like if like is not None else np.empty(0))
+    local = fill(ops, codist, _numpy_dtype(call, dtype),
+                 like if like is not None else np.empty(0))
     return cls._make(local, codist, _world.current())
+
+
+def _numpy_dtype(call, dtype):
+    """``dtype`` (numpy's, or a torch dtype) as a numpy dtype; SpmdTypeError naming
+    ``call`` when it is none."""
+    if type(dtype).__module__ == "torch":
+        import torch
+
+        try:
+            return np.dtype(torch.empty(0, dtype=dtype).numpy().dtype)
+        except (TypeError, RuntimeError) as exc:
+            raise error(SpmdTypeError, call, f"the torch dtype {dtype} has no numpy "
+                        f"dtype ({exc})") from exc
+    try:
+        return np.dtype(dtype)
+    except TypeError as exc:
+        raise error(SpmdTypeError, call, f"'dtype' {dtype!r} is not a data type: "
+                    f"{exc}") from exc
 
 
 def zeros(shape: Any, dtype: Any = None, *, codistributor: Optional[Codistributor] = None,

@@ -168,6 +168,10 @@ def _applied(call, apply, family, args, kwargs):
         if isinstance(exc, SpmdTypeError):
             raise
         raise error(SpmdTypeError, call, str(exc)) from exc
+    except RuntimeError as exc:  # torch's refusals (NotImplementedError is one): dtypes
+        if family is not LOCAL["torch"] or isinstance(exc, SpmdError):
+            raise
+        raise error(SpmdTypeError, call, str(exc)) from exc
 
 
 def _same_distribution(call, inputs):
@@ -576,6 +580,8 @@ def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, where=None,
         mean=None, correction=None):
     _unsupported("numpy.var", out=out, where=where, mean=mean, correction=correction)
     m = _FUNCTIONS[np.mean](a, axis=axis, dtype=dtype, keepdims=True)
+    if LOCAL[a.family].dtype(a.local).kind == "b":  # as numpy (torch cannot subtract bools)
+        a = a.astype(np.float64)
     d = np.abs(a - m)
     total = reduction("numpy.var", "sum", d * d, axis, None, keepdims)
     return total / (_count(a, axis) - ddof)
@@ -673,10 +679,12 @@ def matmul(call, a, b):
     b_cols = isinstance(b, CodistributedArray) and nb == 2 and b.axis == 1
     if a_rows:  # each worker: its rows of a times all of b
         whole_b = b.gather() if isinstance(b, CodistributedArray) else conv(b)
-        return a._new(a.local @ whole_b, Codistributor(0, a.partition, shape))
+        return a._new(_product(call, family, a.local, whole_b),
+                      Codistributor(0, a.partition, shape))
     if b_cols:  # each worker: all of a times its columns of b
         whole_a = a.gather() if isinstance(a, CodistributedArray) else conv(a)
-        return b._new(whole_a @ b.local, Codistributor(len(shape) - 1, b.partition, shape))
+        return b._new(_product(call, family, whole_a, b.local),
+                      Codistributor(len(shape) - 1, b.partition, shape))
     # the inner dimension is split: partial products, summed in worker order
     if isinstance(a, CodistributedArray):
         inner = a.codistributor.global_indices()
@@ -684,16 +692,48 @@ def matmul(call, a, b):
             b_part = b._moved(call, Codistributor(0, a.partition, b.shape)).local
         else:
             b_part = conv(b[inner.start:inner.stop])
-        partial = a.local @ b_part
+        partial = _product(call, family, a.local, b_part)
     else:
         inner = b.codistributor.global_indices()
         a_part = conv(a[..., inner.start:inner.stop])
-        partial = a_part @ b.local
+        partial = _product(call, family, a_part, b.local)
     partial = _as_array(family, partial, ref.local)
     # bools: numpy's matmul of bools is an OR of ANDs
     op = LOR if family.dtype(partial).kind == "b" else SUM
     total = _reduce.reduce_op(call, partial, op, None)
     return _replicated_result(ref, total, shape)
+
+
+def _product(call, family, x, y):
+    """``x @ y`` of two local operands. torch parts: operands of different dtypes are
+    promoted (as torch's element-wise rules and numpy's matmul do; torch's matmul
+    refuses them) and bools multiplied as numpy does (an OR of ANDs; torch has no bool
+    matmul). torch skips its checks on empty operands, so a worker with an empty part
+    tries a one-element product of the same dtypes first: a refusal (an integer matmul
+    on CUDA, say) is raised on every worker, not only on those holding elements."""
+    if family is LOCAL["torch"]:
+        import torch
+
+        if isinstance(x, torch.Tensor) and isinstance(y, torch.Tensor):
+            if x.dtype == torch.bool and y.dtype == torch.bool:
+                # products of 0 and 1 summed in float are 0 exactly when no pair is true
+                return _product(call, family, x.to(torch.float32), y.to(torch.float32)) != 0
+            dtype = torch.promote_types(x.dtype, y.dtype)
+            x, y = x.to(dtype), y.to(dtype)
+    try:
+        if family is LOCAL["torch"] and (x.numel() == 0 or y.numel() == 0):
+            probe = lambda t: t.new_zeros((1,) * t.dim())  # noqa: E731
+            probe(x) @ probe(y)
+        return x @ y
+    except (TypeError, RuntimeError) as exc:
+        if isinstance(exc, SpmdError):
+            raise
+        raise error(SpmdTypeError, call, f"the local product of {_dtype_of(x)} and "
+                    f"{_dtype_of(y)} parts failed: {exc}") from exc
+
+
+def _dtype_of(x):
+    return str(getattr(x, "dtype", type(x).__name__)).replace("torch.", "")
 
 
 def _as_array(family, value, like):
