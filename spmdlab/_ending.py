@@ -150,6 +150,7 @@ def _end_of_program():
 
 def _drain_unreceived():
     """Receive and report messages sent to this worker that it never received."""
+    from . import _pack
     for scope in _world.SCOPES:
         status = MPI.Status()
         unreceived = [(source, tag) for source, tag, _ in scope.early]
@@ -161,7 +162,7 @@ def _drain_unreceived():
             head = bytearray(status.Get_count(MPI.BYTE))
             message.Recv(head)
             source, tag = status.Get_source(), status.Get_tag()
-            if head[:1] == b"\x04":  # the head of a message that follows: one message
+            if _pack.follows(head):  # the head of a message that follows: one message
                 message = scope.comm.Mprobe(source, tag, status)
                 message.Recv(bytearray(status.Get_count(MPI.BYTE)))
             unreceived.append((source, tag))
@@ -223,8 +224,12 @@ def excepthook(etype, value, tb, header=""):
         # aborted: give it a moment, or this traceback may never reach the terminal
         time.sleep(0.2)
     finally:
-        # a worker that ended with sys.exit(k) made this one fail: the job ends with k
-        abort(getattr(value, "status", None) or 1)
+        # a worker that ended with sys.exit(k) made this one fail: the job ends with k;
+        # so does sys.exit(k) in a thread of spmdlab's (a DataQueue listener)
+        status = getattr(value, "status", None)
+        if isinstance(value, SystemExit) and type(value.code) is int:
+            status = value.code
+        abort(status or 1)
 
 
 # -- the exit status of a worker ------------------------------------------------------------
@@ -242,6 +247,29 @@ def _noting_exit(status=None):
     global _exit_code
     _exit_code = status
     _sys_exit(status)
+
+
+class _NotingQuitter:
+    """The builtins ``exit`` and ``quit`` (``site``'s), noting the status as ``sys.exit``
+    does: they raise SystemExit themselves, not through ``sys.exit``."""
+
+    def __init__(self, quitter):
+        self._quitter = quitter
+
+    def __repr__(self):
+        return repr(self._quitter)
+
+    def __call__(self, code=None):
+        global _exit_code
+        _exit_code = code
+        self._quitter(code)
+
+
+def note_exit_status(status):
+    """Note the status the program ends with, where it ends by raising SystemExit without
+    ``sys.exit`` (``python -m pytest``'s ``raise SystemExit(main())``: its plugin)."""
+    global _exit_code
+    _exit_code = status
 
 
 def _exit_status_byte():
@@ -279,6 +307,11 @@ def _install_hooks():
     _hooked = True
     sys.exit = _noting_exit
     os._exit = _vanishing_exit
+    import builtins
+
+    for name in ("exit", "quit"):
+        if callable(getattr(builtins, name, None)):
+            setattr(builtins, name, _NotingQuitter(getattr(builtins, name)))
     if _env.ABORT_ON_ERROR is not False:
         sys.excepthook = excepthook
 

@@ -562,6 +562,13 @@ def head_follows(size):
     return _FOLLOWS.pack(4, size)
 
 
+def follows(buf):
+    """Whether ``buf`` is the first message of a point-to-point one whose bytes follow
+    as a second message (format 4, or format 3 flagged apart), read from its header
+    alone (nothing is unpickled)."""
+    return len(buf) > 1 and (buf[0] == 4 or (buf[0] == 3 and bool(buf[1] & _APART)))
+
+
 def apart(buf):
     """``(total, start, seq)`` for a first message whose bytes follow apart: the whole
     message's size, where the bytes that follow start in it, the sender's number (None:

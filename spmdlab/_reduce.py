@@ -50,6 +50,7 @@ from .errors import SpmdError, SpmdTypeError, SpmdValueError
 # every worker's value and folds it locally; above, each worker folds a slice.
 GATHER_BYTES = _env.get("GATHER_BYTES", 1 << 17, cast=int, valid=_env.at_least_zero,
                         meaning="a number of bytes, 0 or more")
+_world.SAME_EVERYWHERE["SPMDLAB_GATHER_BYTES"] = GATHER_BYTES
 
 
 def gathers(ex, nbytes):

@@ -34,6 +34,7 @@ MIN_BYTES = _env.get("SHM_MIN_BYTES", 1 << 16, cast=int, valid=_env.at_least_zer
                      meaning="a number of bytes, 0 or more")
 MAX_BYTES = _env.get("SHM_BYTES", 1 << 31, cast=int, valid=_env.at_least_zero,
                      meaning="a number of bytes, 0 or more (0: no shared memory)")
+_world.SAME_EVERYWHERE.update(SPMDLAB_SHM_MIN_BYTES=MIN_BYTES, SPMDLAB_SHM_BYTES=MAX_BYTES)
 
 # The aux word of a worker's agreement record.
 AUX_NO = 0  # this call does not go through shared memory on this worker

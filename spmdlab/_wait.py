@@ -168,10 +168,17 @@ def _check(scope, call, needed, started, any_of, collective=False):
     _world.poll_exits()
     gone = [r for r in needed if r in _world.exited]
     if gone and (not any_of or len(gone) == len(needed)):
-        workers = ", ".join(str(scope.world_ranks.index(r) + 1) for r in gone)
         plural = "s" if len(gone) > 1 else ""
         statuses = {_world.exit_status(r) for r in gone} - {0}
-        how = f" (exit status {', '.join(map(str, sorted(statuses)))})" if statuses else ""
+        if len({_world.exit_status(r) for r in gone}) > 1:  # say which ended how
+            workers = ", ".join(
+                str(scope.world_ranks.index(r) + 1)
+                + (f" (exit status {_world.exit_status(r)})" if _world.exit_status(r) else "")
+                for r in gone)
+            how = ""
+        else:
+            workers = ", ".join(str(scope.world_ranks.index(r) + 1) for r in gone)
+            how = f" (exit status {', '.join(map(str, sorted(statuses)))})" if statuses else ""
         error = SpmdPeerError(
             f"{call} ({scope.who()}): worker{plural} {workers} finished the program{how} "
             f"without making the matching call, so this call can never complete; every "

@@ -61,11 +61,16 @@ def main(argv):
     except OSError:
         pass
     reported = False
+    told = set()  # workers named with how they ended (a report of their own)
     while fds or gone:
         dead, gone = gone, []
         if not dead:
             dead = _take(poller, fds)
         if reported:
+            if told:  # a SIGTERM to every worker (mpiexec's, a batch system's): each stack
+                known = [k for k, _ in dead if k not in told and _report(path, k)]
+                told.update(known)
+                _tell(dead, known, host, size, path)
             continue
         said = _goodbyes(path)
         if "abort" in said.values():
@@ -81,19 +86,47 @@ def main(argv):
             said = _goodbyes(path)
             silent = sorted(k for k, _ in dead if k not in said)
         if silent:
-            pids = ", ".join(str(pid) for k, pid in sorted(dead) if k in silent)
-            # several at once: the watcher woke after the clean-up had begun
-            who = (f"worker {silent[0]} of {size}" if len(silent) == 1 else
-                   f"one of workers {', '.join(map(str, silent))} of {size}")
-            how, stack = _how_it_ended(silent, said, path)
-            os.write(2, (f"### spmdlab: {who} ({host}, pid {pids}) {how}; the launcher "
-                         f"ends the job\n{stack}").encode())
+            # a worker with a report (faulthandler's, of SIGTERM or a fatal signal) is
+            # one that ended so, not one of the launcher's clean-up (SIGKILL, no report):
+            # name each such worker with its stack (a SIGTERM to mpiexec, or a batch
+            # system's at its time limit, reaches every worker: where was each?)
+            known = [k for k in silent if _report(path, k)]
+            if known:
+                told.update(known)
+                _tell(dead, known, host, size, path, first=True)
+            else:
+                pids = ", ".join(str(pid) for k, pid in sorted(dead) if k in silent)
+                # several at once: the watcher woke after the clean-up had begun
+                who = (f"worker {silent[0]} of {size}" if len(silent) == 1 else
+                       f"one of workers {', '.join(map(str, silent))} of {size}")
+                how, stack = _how_it_ended(silent, said, path)
+                _write(f"### spmdlab: {who} ({host}, pid {pids}) {how}; the launcher "
+                       f"ends the job\n")
             reported = True
     for name in [path, f"{path}.watching"] + [f"{path}.{k}" for k, _ in workers]:
         try:
             os.unlink(name)
         except OSError:
             pass
+
+
+def _write(text):
+    try:
+        os.write(2, text.encode())
+    except OSError:  # the launcher has gone: nobody reads any more
+        pass
+
+
+def _tell(dead, known, host, size, path, first=False):
+    """Name each worker of ``known`` (of ``dead``, as (k, pid)) and how it ended, with
+    its Python stack; ``first``: the first report of the job, else one after it."""
+    pids = dict(dead)
+    for i, k in enumerate(sorted(known)):
+        how, stack = _how_it_ended([k], {}, path)
+        then = "; its Python stack then:" if stack else ""
+        tail = "; the launcher ends the job" if first and i == 0 else " too"
+        _write(f"### spmdlab: worker {k} of {size} ({host}, pid {pids[k]}) {how}{tail}"
+               f"{then}\n{stack}")
 
 
 def _ending(pid):
@@ -153,7 +186,7 @@ def _how_it_ended(silent, said, path):
     if report and "Fatal Python error: " not in report:  # faulthandler's SIGTERM
         stack = "".join(f"    {line}\n" for line in report.splitlines() if line)
         return ("ended by SIGTERM (sent by kill, by a batch system at its time limit, or "
-                "by a launcher); its Python stack then:"), stack
+                "by a launcher)"), stack
     for line in report.splitlines():
         if line.startswith("Fatal Python error: "):
             what = line[len("Fatal Python error: "):].strip()
@@ -161,7 +194,7 @@ def _how_it_ended(silent, said, path):
                        "Floating-point exception": "SIGFPE", "Aborted": "SIGABRT",
                        "Illegal instruction": "SIGILL"}.get(what, "a fatal signal")
             stack = "".join(f"    {line}\n" for line in report.splitlines()[1:] if line)
-            return f"crashed: {what} ({signame}); its Python stack then:", stack
+            return f"crashed: {what} ({signame})", stack
     return ("ended without a word: killed by a signal (SIGKILL, the OOM killer) or "
             "crashed in C code"), ""
 

@@ -24,7 +24,7 @@ import numpy as np
 
 from . import _count, _env, _mpi
 from ._mpi import MPI
-from .errors import SpmdError, SpmdTimeoutError
+from .errors import SpmdError, SpmdTimeoutError, SpmdValueError
 
 EXIT_TAG = 1  # on CTL: "this worker has finished the program" (its exit status)
 ASK_TAG = 2  # "which call are you waiting in?", sent when a wait times out
@@ -233,14 +233,43 @@ def _start():
     CTL = ctl
     _post_notices()
     world = Scope(comm, list(range(SIZE)))
-    places = world.comm.allgather((socket.gethostname(), os.getpid())) if SIZE > 1 \
-        else [(socket.gethostname(), os.getpid())]
+    mine = (socket.gethostname(), os.getpid(), sorted(SAME_EVERYWHERE.items()))
+    gathered = world.comm.allgather(mine) if SIZE > 1 else [mine]
+    places = [(host, pid) for host, pid, _ in gathered]
     OVERSUBSCRIBED = SIZE > 1 and _oversubscribed(places)
     WORLD = world
     _stack.append(world)
     SCOPES.append(world)
     for fn in _starters:
         fn(places)
+    _check_same_everywhere([dict(settings) for _, _, settings in gathered])
+
+
+# Settings that choose how a collective moves its data, so every worker must have the
+# same (SPMDLAB_INLINE_BYTES, ...): name -> this worker's value, registered by the
+# modules that read them. Checked when spmdlab starts: unequal ones would make workers
+# take different paths through one call (a wrong result, or a hang).
+SAME_EVERYWHERE = {"SPMDLAB_INLINE_BYTES": _env.INLINE_BYTES,
+                   "SPMDLAB_TREE_ABOVE": _env.TREE_ABOVE}
+
+
+def _check_same_everywhere(settings):
+    """Raise on every worker alike if a setting of ``SAME_EVERYWHERE`` differs among the
+    workers (``settings``: each worker's, in worker order)."""
+    for name in sorted(settings[0]):
+        groups = {}
+        for rank, mine in enumerate(settings):
+            groups.setdefault(repr(mine.get(name)), []).append(rank)
+        if len(groups) > 1:
+            values = "; ".join(f"{workers_text(ranks)}: "
+                               f"{'unset' if value == 'None' else value}"
+                               for value, ranks in sorted(groups.items(),
+                                                          key=lambda kv: kv[1][0]))
+            raise SpmdValueError(
+                f"{_called()} (worker {RANK + 1} of {SIZE}, the first spmdlab call): "
+                f"{name} must be the same on every worker, for it decides how "
+                f"collectives move data (got {values}); set it alike for every "
+                f"worker, or for none")
 
 
 _refreshers: list = []

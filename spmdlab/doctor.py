@@ -58,7 +58,15 @@ def _facts():
                      if k.startswith(_LAUNCHER_PREFIXES)},
         "cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
         else os.cpu_count(),
+        "settings": _settings(),
     }
+
+
+def _settings():
+    """This worker's settings that every worker must share (SPMDLAB_INLINE_BYTES, ...)."""
+    from . import _reduce, _shm, _world  # noqa: F401  (they register theirs)
+
+    return dict(sorted(_world.SAME_EVERYWHERE.items()))
 
 
 def _shared_memory_works(node):
@@ -113,6 +121,16 @@ def _problems(facts, layout, shm_ok, size):
             problems.append((f"the workers differ in {key}: {text}",
                              "use one environment (the same venv or module set) on every "
                              "node"))
+    for name in first["settings"]:
+        groups = {}
+        for k, f in enumerate(facts, 1):
+            groups.setdefault(repr(f["settings"].get(name)), []).append(k)
+        if len(groups) > 1:
+            text = "; ".join(f"worker{'s' if len(ks) > 1 else ''} {', '.join(map(str, ks))}: "
+                             f"{'unset' if v == 'None' else v}" for v, ks in groups.items())
+            problems.append((f"the workers differ in {name} ({text}): "
+                             f"spmdlab refuses to start",
+                             f"set {name} alike for every worker (or for none)"))
     levels = {f["thread level"] for f in facts}
     if levels != {"multiple"}:
         problems.append((f"MPI thread level {', '.join(sorted(levels))}: DataQueue and "

@@ -21,6 +21,15 @@ def pytest_configure(config):
     CAPTURE = config.pluginmanager.getplugin("capturemanager")
 
 
+def pytest_sessionfinish(session, exitstatus):
+    # ``python -m pytest`` ends with ``raise SystemExit(status)``, which spmdlab cannot
+    # see: note the status, so that workers still waiting for this one name it (a
+    # collection error on one worker ends its session early) and the job ends with it
+    ending = sys.modules.get("spmdlab._ending")
+    if ending is not None:
+        ending.note_exit_status(int(exitstatus))
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     outcome = yield

@@ -54,6 +54,21 @@ def test_doctor_flags_a_process_the_launcher_meant_to_have_company():
     assert "fix: " in job.stdout and "verdict: 1 problem(s)" in job.stdout
 
 
+def test_doctor_flags_a_setting_that_differs_among_the_workers():
+    # spmdlab refuses to start then (the workers would move a collective's data in
+    # different ways): the doctor says so, and which worker has which
+    full = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    full.pop("SPMDLAB_GATHER_BYTES", None)
+    command = [sys.executable, "-m", "spmdlab", "doctor"]
+    args = (mpiexec_args(1) + ["env", "SPMDLAB_GATHER_BYTES=0"] + command + [":"]
+            + mpiexec_args(2)[1:] + command)
+    job = subprocess.run(args, env=full, capture_output=True, text=True, timeout=120)
+    assert job.returncode == 1, job.stdout + job.stderr
+    assert ("the workers differ in SPMDLAB_GATHER_BYTES (worker 1: 0; workers 2, 3: "
+            "131072): spmdlab refuses to start") in job.stdout, job.stdout
+    assert "verdict: 1 problem(s)" in job.stdout
+
+
 def test_plain_python_doctor_is_one_healthy_worker():
     job = doctor()
     assert job.returncode == 0, job.stdout + job.stderr

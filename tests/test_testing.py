@@ -157,3 +157,36 @@ with inject_fault(worker=1, site=".py:5", at=2, action="exit", status=3):
 """, 2, timeout=60)
     assert job.returncode == 3, job.stderr
     assert "worker 1 finished the program (exit status 3)" in job.stderr
+
+
+@pytest.mark.mpi_skip
+def test_a_worker_whose_pytest_session_ends_early_is_named_with_its_status(tmp_path):
+    # python -m pytest ends with raise SystemExit(status), not sys.exit: the plugin
+    # notes the status, so the workers left waiting name it (here: worker 2 cannot
+    # import a test module, so its session is interrupted, status 2)
+    import os
+    import subprocess
+    import sys
+
+    from conftest import mpiexec_args
+
+    (tmp_path / "test_a.py").write_text(
+        "from spmdlab import spmd_plus, spmd_size\n"
+        "def test_sum():\n"
+        "    assert spmd_plus(1) == spmd_size()\n")
+    (tmp_path / "test_b.py").write_text(
+        "from spmdlab import spmd_index\n"
+        "if spmd_index() == 2:\n"
+        "    raise ImportError('not on worker 2')\n"
+        "def test_nothing():\n"
+        "    pass\n")
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+               PYTHONUNBUFFERED="1")
+    job = subprocess.run(mpiexec_args(3) + [sys.executable, "-m", "pytest", "--with-mpi",
+                                            "-p", "no:cacheprovider", "-q", "."],
+                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+                         start_new_session=True)
+    out = job.stdout + job.stderr
+    assert job.returncode != 0, out
+    assert "worker 2 finished the program (exit status 2) without making the matching " \
+        "call" in out, out
