@@ -635,13 +635,8 @@ class Pool:
                 aliases[name] = value._name
             else:
                 send[name] = value
-        for name, value in send.items():
-            try:
-                _wire.dumps(value)
-            except Exception as exc:
-                raise SpmdTypeError(f"{call}: the client's variable {name!r} (a "
-                                    f"{type(value).__name__}) cannot be sent to the "
-                                    f"workers: {type(exc).__name__}: {exc}") from None
+        self._check_sendable(call, [(f"the client's variable {name!r}", value)
+                                    for name, value in send.items()])
         returned = [a for a in assigned if a not in definitions]
         spec = {"vars": send, "aliases": aliases, "code": code, "filename": filename,
                 "assigned": returned, "n": n}
