@@ -61,16 +61,11 @@ def main(argv):
     except OSError:
         pass
     reported = False
-    told = set()  # workers named with how they ended (a report of their own)
     while fds or gone:
         dead, gone = gone, []
         if not dead:
             dead = _take(poller, fds)
         if reported:
-            if told:  # a SIGTERM to every worker (mpiexec's, a batch system's): each stack
-                known = [k for k, _ in dead if k not in told and _report(path, k)]
-                told.update(known)
-                _tell(dead, known, host, size, path)
             continue
         said = _goodbyes(path)
         if "abort" in said.values():
@@ -86,22 +81,16 @@ def main(argv):
             said = _goodbyes(path)
             silent = sorted(k for k, _ in dead if k not in said)
         if silent:
-            # a worker with a report (faulthandler's, of SIGTERM or a fatal signal) is
-            # one that ended so, not one of the launcher's clean-up (SIGKILL, no report):
-            # name each such worker with its stack (a SIGTERM to mpiexec, or a batch
-            # system's at its time limit, reaches every worker: where was each?)
-            known = [k for k in silent if _report(path, k)]
-            if known:
-                told.update(known)
-                _tell(dead, known, host, size, path, first=True)
-            else:
-                pids = ", ".join(str(pid) for k, pid in sorted(dead) if k in silent)
-                # several at once: the watcher woke after the clean-up had begun
-                who = (f"worker {silent[0]} of {size}" if len(silent) == 1 else
-                       f"one of workers {', '.join(map(str, silent))} of {size}")
-                how, stack = _how_it_ended(silent, said, path)
-                _write(f"### spmdlab: {who} ({host}, pid {pids}) {how}; the launcher "
-                       f"ends the job\n")
+            pids = ", ".join(str(pid) for k, pid in sorted(dead) if k in silent)
+            # several at once: the watcher woke after the clean-up had begun (one report
+            # only: a launcher may end the others with SIGTERM, Open MPI's does, and
+            # those are its clean-up, not how the job ended)
+            who = (f"worker {silent[0]} of {size}" if len(silent) == 1 else
+                   f"one of workers {', '.join(map(str, silent))} of {size}")
+            how, stack = _how_it_ended(silent, said, path)
+            then = "; its Python stack then:" if stack else ""
+            _write(f"### spmdlab: {who} ({host}, pid {pids}) {how}; the launcher ends the "
+                   f"job{then}\n{stack}")
             reported = True
     for name in [path, f"{path}.watching"] + [f"{path}.{k}" for k, _ in workers]:
         try:
@@ -115,18 +104,6 @@ def _write(text):
         os.write(2, text.encode())
     except OSError:  # the launcher has gone: nobody reads any more
         pass
-
-
-def _tell(dead, known, host, size, path, first=False):
-    """Name each worker of ``known`` (of ``dead``, as (k, pid)) and how it ended, with
-    its Python stack; ``first``: the first report of the job, else one after it."""
-    pids = dict(dead)
-    for i, k in enumerate(sorted(known)):
-        how, stack = _how_it_ended([k], {}, path)
-        then = "; its Python stack then:" if stack else ""
-        tail = "; the launcher ends the job" if first and i == 0 else " too"
-        _write(f"### spmdlab: worker {k} of {size} ({host}, pid {pids[k]}) {how}{tail}"
-               f"{then}\n{stack}")
 
 
 def _ending(pid):
