@@ -169,16 +169,13 @@ def _check(scope, call, needed, started, any_of, collective=False):
     gone = [r for r in needed if r in _world.exited]
     if gone and (not any_of or len(gone) == len(needed)):
         plural = "s" if len(gone) > 1 else ""
-        statuses = {_world.exit_status(r) for r in gone} - {0}
-        if len({_world.exit_status(r) for r in gone}) > 1:  # say which ended how
-            workers = ", ".join(
-                str(scope.world_ranks.index(r) + 1)
-                + (f" (exit status {_world.exit_status(r)})" if _world.exit_status(r) else "")
-                for r in gone)
-            how = ""
-        else:
-            workers = ", ".join(str(scope.world_ranks.index(r) + 1) for r in gone)
-            how = f" (exit status {', '.join(map(str, sorted(statuses)))})" if statuses else ""
+        codes = {r: _world.exit_status(r) for r in gone}
+        statuses = set(codes.values()) - {0}
+        each = len(set(codes.values())) > 1  # ended differently: say which ended how
+        workers = ", ".join(f"{scope.world_ranks.index(r) + 1}"
+                            + (f" (exit status {code})" if each and code else "")
+                            for r, code in codes.items())
+        how = f" (exit status {min(statuses)})" if statuses and not each else ""
         error = SpmdPeerError(
             f"{call} ({scope.who()}): worker{plural} {workers} finished the program{how} "
             f"without making the matching call, so this call can never complete; every "

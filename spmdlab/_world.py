@@ -253,23 +253,31 @@ SAME_EVERYWHERE = {"SPMDLAB_INLINE_BYTES": _env.INLINE_BYTES,
                    "SPMDLAB_TREE_ABOVE": _env.TREE_ABOVE}
 
 
+def settings_that_differ(settings):
+    """``[(name, "worker 1: 0; workers 2, 3: unset"), ...]`` for the settings of
+    ``SAME_EVERYWHERE`` that differ among the workers (``settings``: each worker's
+    dict, in worker order)."""
+    differ = []
+    for name in sorted(settings[0]):
+        groups: dict = {}
+        for rank, mine in enumerate(settings):
+            groups.setdefault(repr(mine.get(name)), []).append(rank)
+        if len(groups) > 1:  # (in order of the first worker of each group)
+            differ.append((name, "; ".join(
+                f"{workers_text(ranks)}: {'unset' if value == 'None' else value}"
+                for value, ranks in groups.items())))
+    return differ
+
+
 def _check_same_everywhere(settings):
     """Raise on every worker alike if a setting of ``SAME_EVERYWHERE`` differs among the
     workers (``settings``: each worker's, in worker order)."""
-    for name in sorted(settings[0]):
-        groups = {}
-        for rank, mine in enumerate(settings):
-            groups.setdefault(repr(mine.get(name)), []).append(rank)
-        if len(groups) > 1:
-            values = "; ".join(f"{workers_text(ranks)}: "
-                               f"{'unset' if value == 'None' else value}"
-                               for value, ranks in sorted(groups.items(),
-                                                          key=lambda kv: kv[1][0]))
-            raise SpmdValueError(
-                f"{_called()} (worker {RANK + 1} of {SIZE}, the first spmdlab call): "
-                f"{name} must be the same on every worker, for it decides how "
-                f"collectives move data (got {values}); set it alike for every "
-                f"worker, or for none")
+    for name, values in settings_that_differ(settings):
+        raise SpmdValueError(
+            f"{_called()} (worker {RANK + 1} of {SIZE}, the first spmdlab call): "
+            f"{name} must be the same on every worker, for it decides how "
+            f"collectives move data (got {values}); set it alike for every "
+            f"worker, or for none")
 
 
 _refreshers: list = []

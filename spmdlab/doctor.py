@@ -94,6 +94,8 @@ def _shared_memory_works(node):
 def _problems(facts, layout, shm_ok, size):
     """``([(problem, fix)], [note])`` from every worker's facts: problems fail the check,
     notes do not."""
+    from . import _world
+
     problems, notes = [], []
     first = facts[0]
     if size == 1:
@@ -121,16 +123,9 @@ def _problems(facts, layout, shm_ok, size):
             problems.append((f"the workers differ in {key}: {text}",
                              "use one environment (the same venv or module set) on every "
                              "node"))
-    for name in first["settings"]:
-        groups = {}
-        for k, f in enumerate(facts, 1):
-            groups.setdefault(repr(f["settings"].get(name)), []).append(k)
-        if len(groups) > 1:
-            text = "; ".join(f"worker{'s' if len(ks) > 1 else ''} {', '.join(map(str, ks))}: "
-                             f"{'unset' if v == 'None' else v}" for v, ks in groups.items())
-            problems.append((f"the workers differ in {name} ({text}): "
-                             f"spmdlab refuses to start",
-                             f"set {name} alike for every worker (or for none)"))
+    for name, text in _world.settings_that_differ([f["settings"] for f in facts]):
+        problems.append((f"the workers differ in {name} ({text}): spmdlab refuses to start",
+                         f"set {name} alike for every worker (or for none)"))
     levels = {f["thread level"] for f in facts}
     if levels != {"multiple"}:
         problems.append((f"MPI thread level {', '.join(sorted(levels))}: DataQueue and "

@@ -222,9 +222,12 @@ def from_local_as(cls, local, codistributor=None, axis=None, check=True, call="f
             not check:
         return _from_complete(cls, call, scope, local, codistributor, family, dtype, check)
     # learn the partition (and the shape) from every worker's size along the axis
-    ax = negative if negative is not None else codistributor.axis \
-        if codistributor.axis is not None else \
-        cls._default_axis(codistributor.shape or shape)
+    if negative is not None:
+        ax = negative
+    elif codistributor.axis is not None:
+        ax = codistributor.axis
+    else:
+        ax = cls._default_axis(codistributor.shape or shape)
     err = None
     if not -len(shape) <= ax < len(shape) or not shape:
         where = named_axis(call, ax) if ax >= 0 else f"axis {ax}"

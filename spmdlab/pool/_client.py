@@ -593,14 +593,15 @@ class Pool:
             inner = value.values() if isinstance(value, dict) else value \
                 if isinstance(value, (list, tuple)) else (value,)
             for v in inner:
-                if isinstance(v, (Composite, Distributed)) and v._pool is not self:
+                if not isinstance(v, (Composite, Distributed)):
+                    continue
+                if v._pool is not self:
                     what = "Composite" if isinstance(v, Composite) else \
                         "distributed array"
                     raise SpmdValueError(f"{call}: a {what} of another pool, which has "
                                          f"been deleted, cannot be sent to this pool's "
                                          f"workers")
-                if isinstance(v, (Composite, Distributed)):
-                    v._check_current(call)
+                v._check_current(call)
 
     def _check_n(self, call, n):
         if n is None:
