@@ -44,6 +44,14 @@ step() {  # step LABEL COMMAND...: runs it, shows and keeps its output, records 
   log=$logs/${#failures[@]}-$RANDOM.log
   echo "=== $label"
   "$@" 2>&1 | tee "$log" || rc=${PIPESTATUS[0]}
+  # a launcher that failed on its own before any worker started (Open MPI's PMIx server
+  # losing a race for its socket) is tried once more, as the pool and the tests do
+  if [ "$rc" != 0 ] && [ "$(wc -l < "$log")" -lt 20 ] &&
+      grep -q "PMIx server's listener thread failed to start" "$log"; then
+    echo "=== $label: the launcher failed on its own; trying again"
+    rc=0
+    "$@" 2>&1 | tee "$log" || rc=${PIPESTATUS[0]}
+  fi
   [ "$rc" = 0 ] && return 0
   failures+=("$label|$rc|$log")
   failed=1

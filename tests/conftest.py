@@ -90,6 +90,22 @@ def mpiexec_args(n):
     return args
 
 
+def run_mpiexec(args, **kwargs):
+    """``subprocess.run(args, **kwargs)`` of a command under mpiexec (its output captured),
+    run again, twice at most, when the launcher failed on its own before any worker
+    started (Open MPI's PMIx server losing a race for its socket: the pool does the same)."""
+    from spmdlab.pool._launchers import failed_to_start
+
+    for tries_left in (2, 1, 0):
+        proc = subprocess.run(args, **kwargs)
+        out = (proc.stdout or "") + (proc.stderr or "")
+        if isinstance(out, bytes):
+            out = out.decode("utf-8", "replace")
+        if proc.returncode == 0 or not tries_left or not failed_to_start(out):
+            return proc
+        sys.stderr.write(f"the launcher failed on its own; trying again:\n{out}")
+
+
 def is_open_mpi():
     from mpi4py import MPI
 
@@ -125,9 +141,9 @@ def run_job(source, n, *, timeout=60, env=None, nodes=1):
     full_env.setdefault("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
     start = time.monotonic()
     try:
-        proc = subprocess.run(mpiexec_args(n) + [sys.executable, path], env=full_env,
-                              capture_output=True, text=True, timeout=timeout,
-                              start_new_session=True)
+        proc = run_mpiexec(mpiexec_args(n) + [sys.executable, path], env=full_env,
+                           capture_output=True, text=True, timeout=timeout,
+                           start_new_session=True)
     except subprocess.TimeoutExpired as exc:
         pytest.fail(f"job hung for {timeout} s; output so far:\n{exc.stdout}\n{exc.stderr}")
     finally:

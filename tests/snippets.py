@@ -14,12 +14,11 @@ print: a line is never split between workers, but the workers' lines interleave)
 
 import os
 import re
-import subprocess
 import sys
 
 import pytest
 
-from conftest import mpiexec_args
+from conftest import mpiexec_args, run_mpiexec
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MARKER = re.compile(r"^<!-- (test|output|not tested):\s*(.*?)\s*-->$")
@@ -119,8 +118,8 @@ def run_block(block, workers, tmp_path):
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
     # buffered output leaves each worker in one write at exit: lines never interleave
     env.pop("PYTHONUNBUFFERED", None)
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env,
-                         cwd=tmp_path)
+    out = run_mpiexec(cmd, capture_output=True, text=True, timeout=300, env=env,
+                      cwd=tmp_path)
     assert out.returncode == 0, f"{block} at {workers} worker(s):\n{out.stdout}{out.stderr}"
     expected = block.outputs.get(workers)
     if expected is not None:

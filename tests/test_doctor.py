@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from conftest import is_open_mpi, mpiexec_args
+from conftest import is_open_mpi, mpiexec_args, run_mpiexec
 
 pytestmark = pytest.mark.mpi_skip  # these tests launch mpiexec themselves
 
@@ -23,7 +23,7 @@ def doctor(n=None, env=None, nodes=1):
             full.pop(name, None)
     args = ([] if n is None else mpiexec_args(n)) + [sys.executable, "-m", "spmdlab",
                                                      "doctor"]
-    return subprocess.run(args, env=full, capture_output=True, text=True, timeout=120)
+    return run_mpiexec(args, env=full, capture_output=True, text=True, timeout=120)
 
 
 @pytest.mark.parametrize("n", [2, 3])
@@ -62,7 +62,7 @@ def test_doctor_flags_a_setting_that_differs_among_the_workers():
     command = [sys.executable, "-m", "spmdlab", "doctor"]
     args = (mpiexec_args(1) + ["env", "SPMDLAB_GATHER_BYTES=0"] + command + [":"]
             + mpiexec_args(2)[1:] + command)
-    job = subprocess.run(args, env=full, capture_output=True, text=True, timeout=120)
+    job = run_mpiexec(args, env=full, capture_output=True, text=True, timeout=120)
     assert job.returncode == 1, job.stdout + job.stderr
     assert ("the workers differ in SPMDLAB_GATHER_BYTES (worker 1: 0; workers 2, 3: "
             "131072): spmdlab refuses to start") in job.stdout, job.stdout

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from conftest import is_open_mpi, mpiexec_args
+from conftest import is_open_mpi, mpiexec_args, run_mpiexec
 
 pytestmark = pytest.mark.mpi_skip  # launches mpiexec itself
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -48,8 +48,8 @@ def test_example_short_mode(example, workers, tmp_path):
         cmd = [mpiexec_args(1)[0]] + [a for b in blocks for a in b + [":"]][:-1]
     elif workers > 1:
         cmd = mpiexec_args(workers) + cmd
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env,
-                         cwd=tmp_path)
+    out = run_mpiexec(cmd, capture_output=True, text=True, timeout=300, env=env,
+                      cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     if workers == "2x2" and example in ("train_resnet_custom_loop.py",
                                         "trainnet_parallel_auto.py"):
@@ -76,7 +76,7 @@ def test_heat_on_a_codistributed_grid_matches_the_serial_solver(workers):
         cmd = mpiexec_args(4) + cmd
     elif workers > 1:
         cmd = mpiexec_args(workers) + cmd
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
+    out = run_mpiexec(cmd, capture_output=True, text=True, timeout=300, env=env)
     assert out.returncode == 0, out.stdout + out.stderr
     lines = out.stdout.strip().splitlines()
     assert lines[-1] == "matches the serial solver: True", out.stdout
@@ -98,7 +98,7 @@ def test_jacobi_halo_example_matches_raw_mpi4py(workers):
         cmd = mpiexec_args(4) + cmd
     elif workers > 1:
         cmd = mpiexec_args(workers) + cmd
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
+    out = run_mpiexec(cmd, capture_output=True, text=True, timeout=300, env=env)
     assert out.returncode == 0, out.stdout + out.stderr
     lines = out.stdout.strip().splitlines()
     assert lines[-1] == "same solution as raw mpi4py: True", out.stdout
@@ -196,16 +196,16 @@ def test_trainnet_example_on_a_folder_of_colour_images_with_checkpoints(tmp_path
     common = [sys.executable, script, "--data", str(tmp_path / "data"), "--mini-batch-size",
               "16", "--net-width", "4", "--block-depth", "1", "--checkpoint-path",
               str(tmp_path / "ck")]
-    first = subprocess.run(mpiexec_args(2) + common + ["--epochs", "2"], capture_output=True,
-                           text=True, timeout=300, env=env, cwd=tmp_path)
+    first = run_mpiexec(mpiexec_args(2) + common + ["--epochs", "2"], capture_output=True,
+                        text=True, timeout=300, env=env, cwd=tmp_path)
     assert first.returncode == 0, first.stderr
     assert "108 training images of (20, 20, 3), 3 classes" in first.stdout
     assert sorted(int(name.split("__")[1]) for name in os.listdir(tmp_path / "ck")) == \
         [6, 12]  # 108 // 16 = 6 iterations per epoch, a checkpoint every epoch
-    resumed = subprocess.run(mpiexec_args(2) + common + ["--epochs", "4", "--resume",
-                                                         str(tmp_path / "ck")],
-                             capture_output=True, text=True, timeout=300, env=env,
-                             cwd=tmp_path)
+    resumed = run_mpiexec(mpiexec_args(2) + common + ["--epochs", "4", "--resume",
+                                                      str(tmp_path / "ck")],
+                          capture_output=True, text=True, timeout=300, env=env,
+                          cwd=tmp_path)
     assert resumed.returncode == 0, resumed.stderr
     assert "at iteration 24 (epoch 4)" in resumed.stdout
     assert float(resumed.stdout.strip().splitlines()[-1].split("=")[1].rstrip("%")) > 90

@@ -458,6 +458,43 @@ def test_a_pool_that_cannot_start_says_why():
     assert "Its output:" in proc.stdout
 
 
+def test_a_launcher_that_failed_on_its_own_is_tried_again():
+    # Open MPI's launcher sometimes fails before any worker starts (its PMIx server
+    # loses a race for its socket); the pool tries again, twice at most, and only then
+    env, _ = layout_env("1")
+    proc = run_client("""
+        import spmdlab
+        from spmdlab.pool import _launchers
+
+        real, calls = _launchers.command, []
+        def flaky(kind, path, n, args=(), fail=2, words=_launchers.TRANSIENT_START_FAILURES[0]):
+            calls.append(kind)
+            if len(calls) <= fail:
+                return ["sh", "-c", 'echo "$0. We cannot"; exit 1', words]
+            return real(kind, path, n, args)
+        _launchers.command = flaky
+        pool = spmdlab.start_pool(1)
+        print("STARTED after", len(calls), "launches")
+        pool.delete()
+        calls.clear()
+        _launchers.command = lambda *a: flaky(*a, fail=3)
+        try:
+            spmdlab.start_pool(1)
+        except spmdlab.SpmdError as exc:
+            print("THREE FAILED after", len(calls), "launches:", "We cannot" in str(exc))
+        calls.clear()
+        _launchers.command = lambda *a: flaky(*a, words="no such host")
+        try:
+            spmdlab.start_pool(1)
+        except spmdlab.SpmdError as exc:
+            print("OTHER FAILED after", len(calls), "launches")
+    """, env)
+    out = proc.stdout + proc.stderr
+    assert "STARTED after 3 launches" in out, out
+    assert "THREE FAILED after 3 launches: True" in out, out
+    assert "OTHER FAILED after 1 launches" in out, out
+
+
 def test_the_srun_command_line(monkeypatch):
     # what the pool asks of srun, on any machine: the PMI its MPI speaks (a cluster's
     # default is often none: every worker a job of one), the client's environment passed

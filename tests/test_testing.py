@@ -168,7 +168,7 @@ def test_a_worker_whose_pytest_session_ends_early_is_named_with_its_status(tmp_p
     import subprocess
     import sys
 
-    from conftest import mpiexec_args
+    from conftest import mpiexec_args, run_mpiexec
 
     (tmp_path / "test_a.py").write_text(
         "from spmdlab import spmd_plus, spmd_size\n"
@@ -182,10 +182,10 @@ def test_a_worker_whose_pytest_session_ends_early_is_named_with_its_status(tmp_p
         "    pass\n")
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
                PYTHONUNBUFFERED="1")
-    job = subprocess.run(mpiexec_args(3) + [sys.executable, "-m", "pytest", "--with-mpi",
-                                            "-p", "no:cacheprovider", "-q", "."],
-                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
-                         start_new_session=True)
+    job = run_mpiexec(mpiexec_args(3) + [sys.executable, "-m", "pytest", "--with-mpi",
+                                         "-p", "no:cacheprovider", "-q", "."],
+                      cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+                      start_new_session=True)
     out = job.stdout + job.stderr
     assert job.returncode != 0, out
     assert "worker 2 finished the program (exit status 2) without making the matching " \

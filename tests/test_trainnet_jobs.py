@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from conftest import is_open_mpi, mpiexec_args
+from conftest import is_open_mpi, mpiexec_args, run_mpiexec
 
 pytestmark = pytest.mark.mpi_skip  # launches mpiexec itself
 
@@ -64,8 +64,8 @@ def script(tmp_path):
 
 
 def _run(script, *args, env=None, workers=2):
-    proc = subprocess.run(mpiexec_args(workers) + [sys.executable, script, *args],
-                          capture_output=True, text=True, timeout=180, env=env or ENV)
+    proc = run_mpiexec(mpiexec_args(workers) + [sys.executable, script, *args],
+                       capture_output=True, text=True, timeout=180, env=env or ENV)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return proc.stdout
 

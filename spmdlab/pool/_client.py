@@ -169,18 +169,19 @@ class Pool:
             os.path.abspath(__file__))))
         env["PYTHONPATH"] = os.pathsep.join(
             [package_root] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
-        argv = _launchers.command(kind, path, self.size, self._launcher_args)
-        self._argv = argv
         started = time.monotonic()
-        self._proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL,
-                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                      start_new_session=True)
-        self._launcher_lines.clear()
-        threading.Thread(target=self._read_launcher, args=(self._proc, self._inbox),
-                         daemon=True,
-                         name="spmdlab-pool-launcher").start()
         try:
-            self._accept(server, secret, started)
+            for tries_left in (2, 1, 0):
+                self._launch(_launchers.command(kind, path, self.size, self._launcher_args),
+                             env)
+                try:
+                    self._accept(server, secret, started)
+                    break
+                except SpmdError:
+                    if not (tries_left and not self._conns and
+                            _launchers.failed_to_start(self._launcher_output())):
+                        raise
+                    self._kill()
         except BaseException:
             self._kill()
             raise
@@ -191,6 +192,15 @@ class Pool:
         _current = self
         _install_client()
         _shared.client_pool = self
+
+    def _launch(self, argv, env):
+        self._argv = argv
+        self._proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL,
+                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                      start_new_session=True)
+        self._launcher_lines.clear()
+        threading.Thread(target=self._read_launcher, args=(self._proc, self._inbox),
+                         daemon=True, name="spmdlab-pool-launcher").start()
 
     def _read_launcher(self, proc, inbox):
         for raw in iter(proc.stdout.readline, b""):

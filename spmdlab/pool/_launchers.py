@@ -25,6 +25,17 @@ from . import _wire
 
 KINDS = ("auto", "mpich", "openmpi", "srun")
 
+# What a launcher prints when it failed on its own, before any worker started, in a way a
+# second try gets past: Open MPI's PMIx server losing a race for its socket (seen once in
+# a few hundred starts on a busy machine).
+TRANSIENT_START_FAILURES = ("The PMIx server's listener thread failed to start",)
+
+
+def failed_to_start(output):
+    """Whether a launcher's ``output`` says it failed to start for a reason a second
+    try gets past (``TRANSIENT_START_FAILURES``)."""
+    return any(words in output for words in TRANSIENT_START_FAILURES)
+
 
 def _mpiexec():
     """The ``mpiexec`` beside this Python (a virtual environment's, the wheel's), else
