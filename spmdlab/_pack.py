@@ -196,8 +196,29 @@ def _aligned(n):
     return (n + _ALIGN - 1) // _ALIGN * _ALIGN
 
 
-def _rebuild(info, array):
-    return FAMILIES[info[0]].wrap(array, info)
+def _rebuild(info, array, grad=None):
+    return _as_sent(FAMILIES[info[0]].wrap(array, info), grad)
+
+
+def _grad_of(tensor, torch):
+    """What a tensor's pickle must carry besides its data to arrive as it was sent: None
+    for a plain tensor without grad, else (whether it is an ``nn.Parameter``, its
+    ``requires_grad``)."""
+    parameter = isinstance(tensor, torch.nn.Parameter)
+    if not parameter and not tensor.requires_grad:
+        return None
+    return parameter, tensor.requires_grad
+
+
+def _as_sent(tensor, grad):
+    """An arrived tensor as it was sent: an ``nn.Parameter`` again, or requiring grad
+    (as torch's own pickle gives it; the graph it came from stays with the sender)."""
+    if grad is None:
+        return tensor
+    parameter, requires_grad = grad
+    if parameter:
+        return sys.modules["torch"].nn.Parameter(tensor, requires_grad=requires_grad)
+    return tensor.requires_grad_(requires_grad)
 
 
 def wire_info(leaf):
@@ -208,33 +229,36 @@ def wire_info(leaf):
     return info if info[1] is None else (info[0], "cuda")
 
 
-def _rebuild_bytes(dtype, shape, device, array):
+def _rebuild_bytes(dtype, shape, device, array, grad=None):
     """A tensor of a dtype numpy has none for, from its bytes (see ``_Pickler``)."""
     torch = sys.modules.get("torch") or importlib.import_module("torch")
     tensor = torch.from_numpy(array).view(getattr(torch, dtype)).reshape(shape)
     # a message's GPU tensor lands on this worker's GPU, as format 3's do
-    return tensor if device is None else tensor.to(_arrival_device(("torch", device)))
+    if device is not None:
+        tensor = tensor.to(_arrival_device(("torch", device)))
+    return _as_sent(tensor, grad)
 
 
 class _Pickler(pickle.Pickler):
     def reducer_override(self, obj):  # never called for exact ints, strs, lists, ...
         if type(obj).__module__.startswith(("torch", "cupy")):
+            torch = sys.modules.get("torch")
+            tensor = torch is not None and isinstance(obj, torch.Tensor)
             leaf = classify(obj)
             if leaf is not None:
                 array = leaf.host()
                 if not array.flags.c_contiguous:
                     array = array.copy()
-                return _rebuild, (wire_info(leaf), array)
-            torch = sys.modules.get("torch")
-            if torch is not None and isinstance(obj, torch.Tensor) and \
-                    not obj.is_quantized and obj.layout == torch.strided:
+                return _rebuild, (wire_info(leaf), array,
+                                  _grad_of(obj, torch) if tensor else None)
+            if tensor and not obj.is_quantized and obj.layout == torch.strided:
                 # a dtype numpy has none for (float8, complex32): its bytes, viewed back
                 # on arrival (torch's own pickle of a float8 tensor fails to load)
                 t = obj.detach().resolve_conj().contiguous().reshape(-1)
                 array = t.view(torch.uint8).cpu().numpy()
                 device = None if not t.is_cuda else "cuda"
                 return _rebuild_bytes, (str(t.dtype).split(".")[-1], tuple(obj.shape),
-                                        device, array)
+                                        device, array, _grad_of(obj, torch))
         return NotImplemented
 
 

@@ -179,7 +179,8 @@ def test_large_messages_with_tags_received_out_of_order():
 def test_small_tensors_of_every_kind_arrive_as_sent():
     """Plain CPU tensors travel as their numpy view's bytes; the rest (bfloat16, a
     conjugate or negative bit, strided views, grad, a subclass) by another way: each
-    arrives with its dtype, shape and values, writable, its own memory."""
+    arrives with its class, dtype, shape, values and requires_grad, writable, its own
+    memory."""
     torch = pytest.importorskip("torch")
     def values(k):
         base = torch.arange(12, dtype=torch.float32).reshape(3, 4) + k
@@ -199,7 +200,10 @@ def test_small_tensors_of_every_kind_arrive_as_sent():
     sent, expected = values(spmd_index()), values(left())
     for i, (name, x) in enumerate(sent.items()):
         got = spmd_send_receive(right(), left(), x, tag=30 + i)
-        assert isinstance(got, torch.Tensor), name
+        # an nn.Parameter arrives as one, a tensor that requires grad requires it (a
+        # leaf: its graph stays with the sender), as torch's own pickle gives them
+        assert type(got) is type(expected[name]), (name, type(got))
+        assert got.requires_grad == expected[name].requires_grad, name
         want = expected[name].detach().resolve_conj().resolve_neg()
         assert got.dtype == want.dtype and got.shape == want.shape, name
         assert torch.equal(got.detach().resolve_conj().resolve_neg(), want), name
