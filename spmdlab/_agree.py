@@ -431,8 +431,10 @@ def _raise_everywhere(scope, call, error, describe):
     how = ("workers made different calls" if differ == ["call"] else
            "workers passed values that cannot be combined")
     number = f"collective #{scope.exchange.calls}"  # the same on every worker here
-    raise SpmdMismatchError(
+    error = SpmdMismatchError(
         f"{call} ({scope.who()}): {number} does not match: {how}{what}: " + "; ".join(parts))
+    error.differ = tuple(differ)
+    raise error
 
 
 def _workers(ks):

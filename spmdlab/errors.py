@@ -104,6 +104,10 @@ class SpmdMismatchError(SpmdValueError):
     MATLAB's error for ``spmdPlus`` of arrays whose sizes differ between workers
     """
 
+    #: What differs between the workers' calls, most telling first (``"call"`` when
+    #: they made different calls; else fields such as ``"dtype"``, ``"shape"``).
+    differ: tuple = ()
+
 
 class SpmdPeerError(SpmdError, RuntimeError):
     """A collective or receive can never complete because a worker has left the program.

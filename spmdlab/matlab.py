@@ -323,7 +323,10 @@ def spmdCat(X: Any, dim: Worker = 2, destination: Worker = None) -> Any:
     ``dim`` is 1-based and defaults to 2, as in MATLAB. Arrays are seen as MATLAB sees
     them: a scalar is 1x1 and a 1-D array a 1xk row, with trailing singleton dimensions
     added when ``dim`` exceeds the array's; a result that is a single row comes back 1-D.
-    Structs (dicts) and other objects give a list with one entry per worker.
+    Empty parts (``[]``, ``np.zeros((0, 0))``, on the workers that found nothing) are
+    left out whatever their size, as MATLAB's ``cat`` leaves them out (``spmd_cat``
+    does not: numpy's ``concatenate`` does not). Structs (dicts) and other objects give
+    a list with one entry per worker.
 
     Parameters
     ----------
@@ -360,12 +363,40 @@ def spmdCat(X: Any, dim: Worker = 2, destination: Worker = None) -> Any:
     shape = shape + (1,) * (d - len(shape))
     value = X if leaf.family not in ("py-bool", "py-int", "py-float", "py-complex",
                                      "np-scalar") else np.asarray(X)
-    result = collectives.spmd_cat(value.reshape(shape), axis=d - 1, destination=dest)
+    try:
+        result = collectives.spmd_cat(value.reshape(shape), axis=d - 1, destination=dest)
+    except SpmdMismatchError as mismatch:
+        result, ndim = _cat_without_empties(mismatch, value.reshape(shape), ndim, d - 1, dest)
     if result is None:
         return None
     if ndim < 2 and d == 2:  # a 1xM row, as MATLAB returns it, is a 1-D array here
         return result.reshape(-1)
     return result
+
+
+def _cat_without_empties(mismatch, value, ndim, axis, destination):
+    """MATLAB's ``cat`` leaves out empty operands (``[]`` on the workers that found
+    nothing), whatever their size: a mismatch (raised on every worker, so every worker
+    is here) is tried again with the empty workers' parts shaped as the first nonempty
+    worker's, with none of its rows. (The result, and the number of dimensions the
+    user gave, of that worker's part.) The mismatch stands where that does not mend it."""
+    if "call" in mismatch.differ:
+        raise mismatch
+    empty = collectives.spmd_cat(np.array([value.size == 0]))
+    if empty.all() or not empty.any():
+        raise mismatch
+    first = int(np.argmin(empty)) + 1
+    mine = None
+    if spmdIndex() == first:
+        none = tuple(slice(0, 0) if k == axis else slice(None) for k in range(value.ndim))
+        mine = (value[none], ndim)
+    like, ndim_like = collectives.spmd_broadcast(first, mine)
+    if value.size == 0:
+        value, ndim = like, ndim_like
+    try:
+        return collectives.spmd_cat(value, axis=axis, destination=destination), ndim
+    except SpmdMismatchError:  # the nonempty parts differ too: what the user passed
+        raise mismatch from None
 
 
 @_as_called("spmdBroadcast")

@@ -40,6 +40,30 @@ def test_cat_dim_defaults_to_2_matlab_shapes():
     assert (last.tolist() == list(range(1, n + 1))) if k == n else last is None
 
 
+def test_cat_leaves_out_empty_operands_as_matlab_does():
+    # results = []; ... results = [results; row]; all = spmdCat(results, 1): the workers
+    # that found nothing give [] (0x0 double), the others rows of int64 or a torch family
+    n, k = spmdSize(), spmdIndex()
+    found = [j for j in range(1, n + 1) if j % 2]  # workers 1, 3, ...: one row each
+    rows = np.array([[j, 10 * j, 100 * j] for j in found])
+    mine = np.zeros((0, 0)) if k % 2 == 0 else np.array([[k, 10 * k, 100 * k]])
+    got = spmdCat(mine, 1)
+    assert got.dtype == np.int64 and got.tolist() == rows.tolist()
+    assert gcat(mine, 1, 1).tolist() == rows.tolist() if k == 1 else gcat(mine, 1, 1) is None
+    side = np.array([]) if k % 2 == 0 else np.array([k, k])  # a 1x0 row among 1x2 rows
+    assert spmdCat(side).tolist() == [j for j in found for _ in range(2)]
+    assert spmdCat(mine, 2).shape == (1, 3 * len(found))
+    torch = pytest.importorskip("torch")
+    part = np.zeros((0, 0)) if k % 2 == 0 else torch.full((2, 1), float(k))
+    got = spmdCat(part, 2)
+    assert isinstance(got, torch.Tensor) and got.tolist() == [[float(j) for j in found]] * 2
+    # empty everywhere, or nonempty parts that differ: MATLAB's error stands, named
+    assert spmdCat(np.zeros((0, 0)), 1).shape == (0, 0)
+    if n > 2:
+        with pytest.raises(SpmdValueError, match="cannot be combined"):
+            spmdCat(np.zeros((0, 0)) if k == 2 else np.ones((1, k)), 1)
+
+
 def test_cat_bad_dim_fails_everywhere():
     with pytest.raises(SpmdValueError, match="'dim' must be a positive int"):
         spmdCat(1, 0)
