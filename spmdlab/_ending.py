@@ -236,17 +236,42 @@ def excepthook(etype, value, tb, header=""):
 # Python keeps no record of sys.exit's argument that an atexit handler could read, so a
 # worker's sys.exit is wrapped to note it (in the worker process only); the exit notice
 # carries it, and workers that fail because of it end the job with the same status.
+# (A plain ``raise SystemExit(k)`` passes no function of ours: it is not noted.)
 
 _PID = os.getpid()
 _exit_code = None
-_sys_exit = sys.exit
+_noted = None  # the token of the exit whose status _exit_code holds
 _os_exit = os._exit
 
 
+class _NotedExit(SystemExit):
+    """The SystemExit of a worker's ``sys.exit``, ``exit`` or ``quit``. One that is
+    caught and dropped while the program runs on takes its note back: it is freed with
+    a frame of the program below it, whereas the one that ends the program is freed by
+    the interpreter's own handling of it, with no frame left."""
+
+    def __init__(self, code=None):
+        global _exit_code, _noted
+        super().__init__(code)
+        self._token = _noted = object()
+        _exit_code = code
+
+    def __del__(self):
+        global _exit_code, _noted
+        if _noted is self._token:
+            try:
+                sys._getframe(1)
+            except ValueError:  # the program's end: the note stands
+                return
+            _exit_code = _noted = None
+
+
 def _noting_exit(status=None):
-    global _exit_code
-    _exit_code = status
-    _sys_exit(status)
+    if threading.current_thread() is not threading.main_thread():
+        # it ends the thread alone (which threading drops without a word for SystemExit
+        # itself only), or the job from a listener of ours (see excepthook)
+        raise SystemExit(status)
+    raise _NotedExit(status)
 
 
 class _NotingQuitter:
@@ -260,16 +285,18 @@ class _NotingQuitter:
         return repr(self._quitter)
 
     def __call__(self, code=None):
-        global _exit_code
-        _exit_code = code
-        self._quitter(code)
+        try:  # as site's do: a prompt reading stdin ends with it
+            sys.stdin.close()
+        except Exception:
+            pass
+        _noting_exit(code)
 
 
 def note_exit_status(status):
     """Note the status the program ends with, where it ends by raising SystemExit without
     ``sys.exit`` (``python -m pytest``'s ``raise SystemExit(main())``: its plugin)."""
-    global _exit_code
-    _exit_code = status
+    global _exit_code, _noted
+    _exit_code, _noted = status, None
 
 
 def _exit_status_byte():

@@ -269,6 +269,28 @@ elif spmd_index() == 2:
         "matching call" in job.stderr, job.stderr
 
 
+def test_a_caught_sys_exit_and_one_in_a_thread_leave_no_status_behind():
+    # the program goes on after each: it finishes with status 0, and says so
+    job = run_job(PROLOGUE + """
+import threading
+spmd_barrier()
+if spmd_index() == 2:
+    try:
+        sys.exit(2)
+    except SystemExit:
+        pass
+    thread = threading.Thread(target=lambda: sys.exit(5))
+    thread.start()
+    thread.join()
+    time.sleep(0.3)
+elif spmd_index() == 1:
+    spmd_receive(2)
+""", 2)
+    assert job.returncode == 1, job.stderr
+    assert "worker 2 finished the program without making the matching call" in job.stderr
+    assert "exit status" not in job.stderr and "Exception in thread" not in job.stderr
+
+
 def test_sys_exit_in_a_listener_ends_the_job_with_its_status():
     job = run_job(PROLOGUE + """
 q = DataQueue()
