@@ -295,6 +295,7 @@ def test_sys_exit_in_a_listener_ends_the_job_with_its_status():
     job = run_job(PROLOGUE + """
 q = DataQueue()
 q.after_each(lambda item: sys.exit(3))
+spmd_barrier()  # an item already there is handed over by after_each, in the main thread
 if spmd_index() == 2:
     q.send(1)
 for i in range(500):
