@@ -53,12 +53,13 @@ BAND = Op("band", np.bitwise_and, "iu", operator.and_)
 BOR = Op("bor", np.bitwise_or, "iu", operator.or_)
 BXOR = Op("bxor", np.bitwise_xor, "iu", operator.xor)
 
-# fcn -> candidate operations; the first whose dtype kinds fit every leaf is used.
+# fcn -> candidate operations; the first whose dtype kinds fit every leaf is used. The
+# maximum of bools is their or, the minimum their and (as numpy's, keeping bool)
 KNOWN = {
     operator.add: (SUM,), np.add: (SUM,),
     operator.mul: (PROD,), np.multiply: (PROD,),
-    max: (MAX,), np.maximum: (MAX,), min: (MIN,), np.minimum: (MIN,),
-    np.fmax: (FMAX,), np.fmin: (FMIN,),
+    max: (MAX, LOR), np.maximum: (MAX, LOR), min: (MIN, LAND), np.minimum: (MIN, LAND),
+    np.fmax: (FMAX, LOR), np.fmin: (FMIN, LAND),
     operator.and_: (LAND, BAND), operator.or_: (LOR, BOR),
     operator.xor: (LXOR, BXOR),
     np.logical_and: (LAND,), np.logical_or: (LOR,), np.logical_xor: (LXOR,),

@@ -162,7 +162,7 @@ def reduce_op(call, x, op, destination):
         leaf = leaves[0]  # the fast paths' way, which a worker beside may be taking
         value = leaf.value if leaf.family == "py-int" else arrays[0]
         result = _tree_fold(scope, ex, call, k, op, leaf.dtype, leaf.shape, value,
-                            lambda: _describe(call, treedef, leaves, destination))
+                            lambda: _describe(call, treedef, leaves, destination, op))
         if destination is not None and destination != scope.index:
             return None
         if type(result) is int and leaf.family != "py-int":
@@ -174,7 +174,7 @@ def reduce_op(call, x, op, destination):
         aux = _shm.offer(scope, leaves, arrays, list(enumerate(offsets)), total)
     ex, _, inline = agree(scope, call, k, exact=k, nbytes=total, payload=payload,
                           error=error,
-                          describe=lambda: _describe(call, treedef, leaves, destination),
+                          describe=lambda: _describe(call, treedef, leaves, destination, op),
                           aux=aux)
     wanted = destination is None or destination == scope.index
     if inline:
@@ -256,9 +256,13 @@ def _check_reducible(call, scope, op, leaves):
     return None
 
 
-def _describe(call, treedef, leaves, destination=None):
+def _describe(call, treedef, leaves, destination=None, op=None):
+    """The call as a mismatch shows it: with its operation (``fcn='max'``) but where
+    ``call`` names it (spmd_plus), so that workers passing different functions see why."""
+    fcn = None if op is None or call == "spmd_plus" else op.name
     return describe_call(call, _pack.describe(treedef, leaves),
-                         _pack.value_fields(treedef, leaves), destination=destination)
+                         _pack.value_fields(treedef, leaves), destination=destination,
+                         fcn=fcn)
 
 
 # -- strategy: inline (values rode in the agreement record) -------------------------------
@@ -442,7 +446,7 @@ def reduce_scalar(scope, call, x, op, fast):
     request = ex.request
     if _agree.HOOKED or _world.listener_running or request is None:
         ex.put_value(fmt, x if cast is None else cast(x))
-        ex.fast(scope, call, header, _describe_value, call, x)
+        ex.fast(scope, call, header, _describe_value, call, x, op)
     else:
         # header and value in one pack: (key, exact, nbytes, flags, aux) as fast_header
         whole.pack_into(ex.send, 0, k, k, fmt.size, flags, _shm.AUX_NO,
@@ -455,7 +459,7 @@ def reduce_scalar(scope, call, x, op, fast):
         words = ex.words
         for i in ex.key_words:  # key and flags fix the rest of a fast header
             if words[i] != k or words[i + 3] != flags:
-                ex.check(scope, call, k, flags, None, lambda: _describe_value(call, x))
+                ex.check(scope, call, k, flags, None, lambda: _describe_value(call, x, op))
     view, pyfold, offsets = ex.view, op.pyfold, ex.payloads
     acc = fmt.unpack_from(view, offsets[0])[0]
     if element is None:  # Python numbers, and float64 (Python's float arithmetic is IEEE's)
@@ -514,17 +518,17 @@ def _tree_scalar(scope, call, x, op, fast, ex):
     dtype = np.dtype(fmt.format[1:]) if fmt.format != "<?" else np.dtype(bool)
     if dtype == _INT64:
         result = _tree_fold(scope, ex, call, k, op, dtype, (), value,
-                            lambda: _describe_value(call, x))
+                            lambda: _describe_value(call, x, op))
         return result if element is None else _wrap_int64(result)
     result = _tree_fold(scope, ex, call, k, op, dtype, (), np.array(value, dtype),
-                        lambda: _describe_value(call, x))[()]
+                        lambda: _describe_value(call, x, op))[()]
     if element is None:
         return result.item() if type(x) is not np.float64 else result
     return element(result)
 
 
-def _describe_value(call, x):
-    return _describe(call, None, [_backends.classify(x)])
+def _describe_value(call, x, op=None):
+    return _describe(call, None, [_backends.classify(x)], None, op)
 
 
 _BYTE = np.dtype(np.uint8)
@@ -560,7 +564,7 @@ def reduce_array(scope, call, x, op, entry, shown=None):
     # among many workers: folded in the agreement's merges
     if ex.tree and nbytes <= _tree.ROOM and along_tree(ex, nbytes):
         result = _tree_fold(scope, ex, call, k, op, x.dtype, x.shape, x,
-                            lambda: _describe_value(call, shown))
+                            lambda: _describe_value(call, shown, op))
         return np.asarray(_wrap_int64(result)) if type(result) is int else result
     request = ex.request
     if inline and not (_agree.HOOKED or _world.listener_running or request is None):
@@ -577,7 +581,7 @@ def reduce_array(scope, call, x, op, entry, shown=None):
         for i in ex.key_words:
             if words[i] != k or words[i + 3] != FLAG_INLINE:
                 ex.check(scope, call, k, FLAG_INLINE, None,
-                         lambda: _describe_value(call, shown))
+                         lambda: _describe_value(call, shown, op))
         rows = ex.row_views(x.dtype, nbytes)  # each worker's value, read in place
         ufunc = op.ufunc
         result = rows[0].copy() if len(rows) == 1 else ufunc(rows[0], rows[1])
@@ -591,7 +595,7 @@ def reduce_array(scope, call, x, op, entry, shown=None):
     if inline:
         ex.put(x.tobytes())
     result = _pack.results.empty(x.dtype, x.size)  # allocated before agreeing
-    ex.fast(scope, call, header, _describe_value, call, shown)
+    ex.fast(scope, call, header, _describe_value, call, shown, op)
     if inline:  # every worker's bytes, read in place: (workers, count) of the dtype
         fold(op, ex.inline_rows[:, :nbytes].view(x.dtype), result)
     else:

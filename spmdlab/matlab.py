@@ -357,7 +357,11 @@ def spmdCat(X: Any, dim: Worker = 2, destination: Worker = None) -> Any:
             f"(1-based, as in MATLAB; got {d!r})"))
     leaf = classify(X)
     if leaf is None:
-        return collectives.spmd_cat(X, destination=dest)
+        try:
+            return collectives.spmd_cat(X, destination=dest)
+        except SpmdMismatchError as mismatch:  # the others may try again: keep in step
+            _cat_without_empties(mismatch, None, 0, 0, dest)  # (raises: no array to mend)
+            raise
     ndim = len(leaf.shape)
     shape = (1,) * (2 - ndim) + tuple(leaf.shape) if ndim < 2 else tuple(leaf.shape)
     shape = shape + (1,) * (d - len(shape))
@@ -382,8 +386,10 @@ def _cat_without_empties(mismatch, value, ndim, axis, destination):
     user gave, of that worker's part.) The mismatch stands where that does not mend it."""
     if "call" in mismatch.differ:
         raise mismatch
-    empty = collectives.spmd_cat(np.array([value.size == 0]))
-    if empty.all() or not empty.any():
+    # 0: a nonempty array, 1: an empty one, 2: no array (a list, a struct: never mended)
+    state = collectives.spmd_cat(np.array([2 if value is None else int(value.size == 0)]))
+    empty = state == 1
+    if (state == 2).any() or empty.all() or not empty.any():
         raise mismatch
     first = int(np.argmin(empty)) + 1
     mine = None

@@ -605,9 +605,24 @@ def spmd_probe(source: Optional[int] = None, tag: Optional[int] = None, *,
     st = MPI.Status()
     src = MPI.ANY_SOURCE if source is None else source - 1
     found = scope.comm.Iprobe(src, MPI.ANY_TAG if tag is None else tag, st)
+    if not found and scope.self_sends and source in (None, scope.index) and \
+            (tag is None or tag in scope.self_sends):
+        found = _own_probed(scope, tag, st)
     if status:
         return (True, st.Get_source() + 1, st.Get_tag()) if found else (False, None, None)
     return found
+
+
+def _own_probed(scope, tag, st):
+    """Whether a message this worker sent itself with ``tag`` (None: any) is waiting, as
+    it is: sent, not yet received (``scope.self_sends``); MPI may need a few looks to
+    show a send to oneself (spmd_send returns before it has moved)."""
+    end = time.monotonic() + 1.0
+    own = MPI.ANY_TAG if tag is None else tag
+    while not scope.comm.Iprobe(scope.rank, own, st):
+        if time.monotonic() > end:
+            return False
+    return True
 
 
 def spmd_send_receive(destination: Optional[int], source: Optional[int], x: Any,

@@ -232,6 +232,19 @@ def test_reduce_max_of_python_floats():
     assert spmd_reduce(min, spmd_index()) == 1
 
 
+def test_reduce_max_and_min_of_bools_keep_their_type():
+    # the maximum of bools is their or, the minimum their and: a Python bool stays one, a
+    # 0-d array a 0-d array, a bool tensor a bool tensor (at any worker count)
+    n, k = spmd_size(), spmd_index()
+    assert spmd_reduce(max, k == n) is True and spmd_reduce(min, k == n) is (n == 1)
+    zero_d = spmd_reduce(np.maximum, np.array(k == 1))
+    assert type(zero_d) is np.ndarray and zero_d.shape == () and zero_d.dtype == bool
+    assert spmd_reduce(np.fmin, {"a": k == 1}) == {"a": n == 1}
+    if torch is not None:
+        got = spmd_reduce(max, torch.tensor([k == 1, False]))
+        assert got.dtype == torch.bool and got.tolist() == [True, False]
+
+
 # -- spmd_cat ------------------------------------------------------------------------------
 
 

@@ -223,6 +223,16 @@ def test_mismatch_names_a_differing_destination_and_axis():
         spmd_plus(1.0 if spmd_index() == 1 else np.float32(1))
 
 
+@needs2
+def test_mismatch_names_differing_reduction_functions():
+    # max on worker 1, min on the others: the message says the functions differ
+    fcn = max if spmd_index() == 1 else min
+    for value in (spmd_index(), np.ones(3), {"a": np.ones(2), "b": 1.0}):
+        with pytest.raises(SpmdMismatchError, match="they differ in: fcn") as info:
+            spmd_reduce(fcn, value)
+        assert "fcn='max'" in str(info.value) and "fcn='min'" in str(info.value)
+
+
 def _line_of(marker):
     return line_of(__file__, marker)
 

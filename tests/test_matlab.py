@@ -64,6 +64,17 @@ def test_cat_leaves_out_empty_operands_as_matlab_does():
             spmdCat(np.zeros((0, 0)) if k == 2 else np.ones((1, k)), 1)
 
 
+def test_cat_of_a_list_among_arrays_fails_everywhere_in_step():
+    # a list (or a struct) on one worker where the others pass arrays, some of them
+    # empty: every worker raises the same mismatch, and the next collective works
+    n, k = spmdSize(), spmdIndex()
+    if n > 2:
+        part = [] if k == 1 else np.zeros(0) if k == 2 else np.ones(2)
+        with pytest.raises(SpmdValueError, match="cannot be combined"):
+            gcat(part)
+    assert spmdPlus(k) == n * (n + 1) // 2
+
+
 def test_cat_bad_dim_fails_everywhere():
     with pytest.raises(SpmdValueError, match="'dim' must be a positive int"):
         spmdCat(1, 0)

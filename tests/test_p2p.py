@@ -77,6 +77,19 @@ def test_probe_consumes_nothing():
     spmd_barrier()
 
 
+def test_probe_sees_a_message_sent_to_oneself_at_once():
+    # spmdSend(x, spmdIndex()); spmdProbe(...) is true, as at one worker, for every
+    # form of the probe and every message size
+    k = spmd_index()
+    for size in (1, 100_000):
+        spmd_send(np.ones(size), k, tag=11)
+        assert spmd_probe(None, 11) and spmd_probe(k, 11) and spmd_probe()
+        assert spmd_probe(None, None, status=True) == (True, k, 11)
+        assert spmd_receive(k, 11).shape == (size,)
+    assert spmd_probe(k) is False
+    spmd_barrier()
+
+
 def test_send_receive_ring_is_deadlock_free():
     for size in (10, 2_000_000):
         x = np.full(size, spmd_index(), np.int32)
