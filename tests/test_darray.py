@@ -815,3 +815,42 @@ def test_argmax_and_argmin_of_bools_on_every_family(backend):
         for ax in (None, 0, 1):
             same_result(np.argmax(D, axis=ax), np.argmax(G, axis=ax), D.local)
             same_result(np.argmin(D, axis=ax), np.argmin(G, axis=ax), D.local)
+
+
+def test_matrix_norms_from_singular_values_are_scalars_and_take_empty_arrays(backend):
+    # the 2, -2 and nuclear norms are a scalar of the family, as numpy's and the other
+    # norms are (not a 0-d array); of an empty matrix the 2 and nuclear norms are 0, and
+    # the -2 norm is numpy's refusal, named, on every worker
+    n = spmd_size()
+    G = whole((n + 2, 3))
+    for axis in (0, 1):
+        D = distribute(backend.make(G), axis=axis)
+        for order in (2, -2, "nuc"):
+            got, want = np.linalg.norm(D, order), np.linalg.norm(G, order)
+            assert type(got) in (type(want), type(D.local)), (order, type(got))
+            assert value(got).dtype == want.dtype and np.isclose(value(got), want)
+    for shape in ((0, n + 1), (n + 1, 0), (0, 0)):
+        Z = np.zeros(shape)
+        for axis in (0, 1):
+            D = distribute(backend.make(Z), axis=axis)
+            for order in (2, "nuc"):
+                same_result(np.linalg.norm(D, order), np.linalg.norm(Z, order), D.local)
+            with pytest.raises(SpmdValueError, match=r"numpy.linalg.norm \(worker .*zero-"):
+                np.linalg.norm(D, -2)
+
+
+def test_a_boolean_mask_of_another_shape_is_an_index_error_on_every_worker(backend):
+    # numpy's IndexError, naming both shapes, for a mask of the transposed array, of too
+    # few rows, or codistributed (not "gather it first": that would not help)
+    n = spmd_size()
+    G = whole((n + 1, n + 2))
+    D = distribute(backend.make(G))
+    for mask in (G.T > 0, G[:-1] > 0, distribute(backend.make(G.T > 0)), [[True] * 2]):
+        shape = mask.shape if isinstance(mask, CodistributedArray) else np.shape(mask)
+        text = rf"a boolean mask of shape \({shape[0]}, {shape[1]}\) does not match"
+        with pytest.raises(SpmdIndexError, match=text):
+            D[mask]
+        with pytest.raises(IndexError, match=text):
+            D[mask] = 0
+    rows = np.arange(n + 1) % 2 == 0  # one axis's boolean index is still numpy's
+    np.testing.assert_array_equal(value(D[rows]), G[rows])

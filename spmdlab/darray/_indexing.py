@@ -42,6 +42,11 @@ def _normalize(call, D, key):
     (in range, non-negative), a slice, or a 1-D int64 array (in range, non-negative)."""
     if _is_mask(key, D.shape):
         return "mask", key
+    shape = _bool_shape(key)
+    if shape is not None and (len(shape) > D.ndim or any(
+            m != n for m, n in zip(shape, D.shape))):  # numpy's IndexError
+        raise error(SpmdIndexError, call, f"a boolean mask of shape {shape} does not "
+                    f"match the array's shape {D.shape}")
     if not isinstance(key, tuple):
         key = (key,)
     if sum(k is Ellipsis for k in key) > 1:
@@ -78,6 +83,21 @@ def _is_mask(key, shape):
     except Exception:
         return False
     return array.dtype.kind == "b" and array.shape == tuple(shape)
+
+
+def _bool_shape(key):
+    """The shape of ``key`` when it is one boolean array (codistributed or not), else
+    None."""
+    if isinstance(key, CodistributedArray):
+        kind = np.dtype(LOCAL[key.family].dtype(key.local)).kind
+        return key.shape if kind == "b" else None
+    if isinstance(key, (tuple, slice, int, np.integer)) or key is Ellipsis or key is None:
+        return None
+    try:
+        array = _host(key)
+    except Exception:
+        return None
+    return array.shape if array.dtype.kind == "b" and array.ndim else None
 
 
 def _host(x):

@@ -859,8 +859,15 @@ def _matrix_norm(call, x, ord, axes, keepdims):
             raise error(SpmdValueError, call, "the 2, -2 and nuclear norms are available "
                         "for 2-D codistributed arrays only")
         s = singular_values(call, x)
-        value = s.max() if ord == 2 else s.min() if ord == -2 else s.sum()
+        if ord == -2 and not s.size:  # numpy's refusal, on every worker alike
+            raise error(SpmdValueError, call, f"zero-size array to reduction operation "
+                        f"minimum which has no identity (shape {x.shape})")
+        # as numpy: the 2 and nuclear norms of an empty matrix are 0
+        value = (s.max() if s.size else 0.0) if ord == 2 else s.min() if ord == -2 \
+            else s.sum()
         result = LOCAL[x.family].like(np.asarray(value, dtype=_real_dtype(x)), x.local)
+        if isinstance(result, np.ndarray):  # a numpy scalar, as numpy's and the others
+            result = result[()]
     else:
         raise error(SpmdValueError, call, f"invalid norm order {ord!r} for matrices")
     if keepdims:
