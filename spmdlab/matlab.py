@@ -790,8 +790,13 @@ def delete(obj: Any) -> None:
 
     MATLAB
     ------
-    ``delete(pool)``, ``delete(gcp("nocreate"))``
+    ``delete(pool)``, ``delete(gcp("nocreate"))``, ``delete(gcp)`` (the open pool, if any)
     """
+    from .pool import _client
+
+    if obj is gcp or obj is _client.gcp or obj is _client.current_pool:
+        # MATLAB's delete(gcp) calls gcp; ported as written, it passes the function
+        obj = _client.gcp("nocreate")
     if obj is None:
         return
     end = getattr(obj, "delete", None) or getattr(obj, "close", None)

@@ -425,6 +425,49 @@ def test_ctrl_c_while_a_large_value_is_sent_leaves_the_pool_working():
     assert "INTERRUPTED 3" in proc.stdout, proc.stdout + proc.stderr
 
 
+def test_ctrl_c_in_a_loop_of_short_blocks_always_stops_it():
+    # a Ctrl-C used to be lost about half the time: when it came as the workers ended
+    # the block (the block returned as if never interrupted), or in the __del__ of a
+    # dropped handle (Python ignores an exception there), so the loop went on
+    env, _ = layout_env("2")
+    proc = run_client("""
+        import os, random, signal, threading, time
+        import numpy as np
+        import spmdlab
+        from spmdlab import spmd_plus
+        from spmdlab.matlab import distributed, gather
+        from spmdlab.pool import _shared
+        pool = spmdlab.start_pool(2)
+        D = distributed(np.zeros(4))
+        lost = 0
+        for trial in range(16):
+            timer = threading.Timer(random.uniform(0.05, 0.3), os.kill,
+                                    (os.getpid(), signal.SIGINT))
+            timer.start()
+            try:
+                started = time.monotonic()
+                while time.monotonic() - started < 3:
+                    x = pool.spmd(lambda: spmd_plus(1))  # the last handle dropped
+                    D = D + 1
+                lost += 1
+            except KeyboardInterrupt:
+                pass
+            timer.join()
+        print("LOST", lost)
+        held = pool.spmd(lambda: sorted(k for k in _shared.namespace
+                                        if k.startswith("_spmdlab")))
+        print("HELD", [len(names) for names in held[:]], x[:], gather(D).shape)
+        pool.delete()
+    """, env, timeout=180)
+    out = proc.stdout
+    assert proc.returncode == 0, out + proc.stderr
+    assert "LOST 0" in out, out + proc.stderr
+    assert "Exception ignored" not in proc.stderr, proc.stderr
+    # every block reached every worker; what the dropped handles held was freed on
+    # every worker: only x and D are left
+    assert "HELD [2, 2] [2, 2] (4,)" in out, out
+
+
 def test_killing_the_client_ends_every_worker():
     env, n = layout_env("2")
     proc = subprocess.Popen([sys.executable, "-c", textwrap.dedent("""
@@ -547,6 +590,7 @@ def test_bad_calls_say_what_is_wrong():
     env, _ = layout_env("1")
     proc = run_client("""
         import threading, spmdlab
+        import numpy as np
         from spmdlab.matlab import parpool, gcp, delete
         for bad in (0, -1, 1.5, "2"):
             try:
@@ -571,8 +615,16 @@ def test_bad_calls_say_what_is_wrong():
             pool.run_cell("y = lock", ns)
         except spmdlab.SpmdTypeError as exc:
             print("SEND", exc)
-        delete(pool)
+        # workers picked as a Composite in a script picks them: c[1:2] was Python's
+        # slice of the list of workers (none here), c[[]] a KeyError
+        try:
+            c[1:2]
+        except spmdlab.SpmdTypeError as exc:
+            print("SLICE", exc)
+        print("PICKED", c[range(1, 2)], c[np.array([1])], c[[]], c[:])
+        delete(gcp)  # MATLAB's delete(gcp), as written: it was "cannot delete a function"
         assert gcp("nocreate") is None
+        delete(gcp)
         try:
             c[1]
         except spmdlab.SpmdError as exc:
@@ -584,6 +636,9 @@ def test_bad_calls_say_what_is_wrong():
     assert "TWICE parpool: a pool of 1 workers is already open" in out
     assert out.count("INDEX Composite[]: workers are numbered 1 to 1") == 3
     assert "SEND spmd: the client's variable 'lock' (a lock) cannot be sent" in out
+    assert "SLICE Composite[1:2]: only c[:] slices a Composite; pick workers with a list " \
+        "or range of worker numbers (1-based), such as c[range(2, 2)]" in out, out
+    assert "PICKED [1] [1] [] [1]" in out, out
     assert "DELETED Composite[1]: the pool has been deleted" in out
 
 
@@ -592,9 +647,11 @@ def test_what_a_worker_cannot_read_fails_the_call_and_the_pool_goes_on(tmp_path)
     # only the client can import) fails that call, naming the worker: it used to kill
     # the worker's listener, and the client waited for good
     (tmp_path / "client_only.py").write_text("class Thing:\n    v = 3\n")
+    (tmp_path / "workers").mkdir()
+    (tmp_path / "workers" / "worker_only.py").write_text("class Thing:\n    v = 4\n")
     env, _ = layout_env("2")
     proc = run_client(f"""
-        import sys
+        import sys, time
         sys.path.insert(0, {str(tmp_path)!r})
         import numpy as np, client_only, spmdlab
         from spmdlab.matlab import Composite, distributed, gather, zeros
@@ -615,6 +672,21 @@ def test_what_a_worker_cannot_read_fails_the_call_and_the_pool_goes_on(tmp_path)
         D2[0] = 9
         print("COPY", gather(D).tolist(), gather(D2).tolist())
         print("ZEROS", gather(zeros(2, 3, "distributed")).shape)
+        # and what the client cannot read: an item of a class only the workers import,
+        # sent to a client queue in a long block, fails that block at once (it used to
+        # leave it running there, and the other worker's item to fail the next block)
+        pool.spmd(lambda: sys.path.insert(0, {str(tmp_path / "workers")!r}))
+        q = spmdlab.DataQueue()
+        def sends():
+            import time, worker_only
+            q.send(worker_only.Thing())
+            time.sleep(30)
+        started = time.monotonic()
+        try:
+            pool.spmd(sends)
+        except spmdlab.SpmdError as exc:
+            print("UNREAD", str(exc).splitlines()[0], time.monotonic() - started < 10)
+        print("NEXT", pool.spmd(lambda: spmdlab.spmd_plus(1))[:])
         pool.delete()
         pool = spmdlab.start_pool(2)
         try:
@@ -634,6 +706,10 @@ def test_what_a_worker_cannot_read_fails_the_call_and_the_pool_goes_on(tmp_path)
     assert "COPY [0.0, 1.0, 2.0, 3.0] [9.0, 1.0, 2.0, 3.0]" in out
     assert "ZEROS (2, 3)" in out
     assert "OLD spmd: a distributed array of another pool, which has been deleted" in out
+    assert re.search(r"UNREAD spmd: worker [12] of 2 failed: ModuleNotFoundError: No module "
+                     r"named 'worker_only' \(worker [12] sent a value this client cannot "
+                     r"read: is the module that defines it importable here\?\) True", out), out
+    assert "NEXT [2, 2]" in out, out
 
 
 def test_what_a_cell_reads_and_assigns():

@@ -142,6 +142,9 @@ class Pool:
             weakref.WeakValueDictionary()
         self._busy = False
         self._waiting: Optional[Tuple[str, int]] = None  # the block or reply awaited
+        self._dropped: List[str] = []  # workers' variables whose handles the client dropped
+        self._unreadable: Dict[int, dict] = {}  # a block's first value the client could
+        # not read (a queue's item of a class only the workers can import)
         self._proc: Optional[subprocess.Popen] = None
         self._launcher_lines: collections.deque = collections.deque(maxlen=200)
         self.hosts: List[str] = []
@@ -343,6 +346,8 @@ class Pool:
                          f"workers (the workers' variables are lost)\n")
         self._results.clear()
         self._replies.clear()
+        self._dropped = []
+        self._unreadable.clear()
         self._output = _Output()
         self._start()
 
@@ -370,6 +375,22 @@ class Pool:
         if self._busy:
             raise SpmdError(f"{call}: the pool is running a block (a queue's listener "
                             f"cannot use the pool; do it after the block)")
+        self._send_dropped()
+
+    def _drop(self, name):
+        """(A handle's ``__del__``) the workers' ``name`` is to go: sent before the next
+        block or request, never from ``__del__`` itself, which runs wherever the last
+        reference went (a Ctrl-C raised in it would be lost, and the message sent to only
+        some of the workers)."""
+        self._dropped.append(name)
+
+    def _send_dropped(self):
+        names = list(self._dropped)
+        if names:
+            with _wire.interrupts_deferred():
+                for k in range(1, self.size + 1):
+                    self._send(k, ("del", names))
+                del self._dropped[:len(names)]
 
     def _send(self, index, message):
         try:
@@ -426,9 +447,25 @@ class Pool:
                 table.setdefault(waiting[1], {}).setdefault(message[1],
                                                             ("failed", message[2]))
         elif kind == "unreadable":
-            raise SpmdError(f"worker {message[1]} sent a value this client cannot read: "
-                            f"{type(message[2]).__name__}: {message[2]} (is the module "
-                            f"that defines it importable here?)")
+            # it fails the block or request being waited on, as an error on that worker
+            # does (raised here, it used to leave the block running on the workers and
+            # the others' copies to fail the next, unrelated call)
+            index, exc = message[1], message[2]
+            text = (f"{exc} (worker {index} sent a value this client cannot read: is the "
+                    f"module that defines it importable here?)")
+            info = {"worker": index, "name": type(exc).__name__, "message": text,
+                    "traceback": "value could not be read on the client\n",
+                    "type": f"{type(exc).__module__}.{type(exc).__qualname__}",
+                    "exception": exc}
+            waiting = self._waiting
+            if waiting is None:  # between calls (a worker's thread): said, not raised
+                self._output.flush()
+                sys.stderr.write(f"spmdlab: worker {index}: {type(exc).__name__}: "
+                                 f"{text}\n")
+            elif waiting[0] == "run":
+                self._unreadable.setdefault(waiting[1], info)
+            else:
+                self._replies.setdefault(waiting[1], {}).setdefault(index, ("failed", info))
 
     def _lost(self, index):
         """A worker's connection closed while the pool was open: the pool has ended."""
@@ -461,6 +498,8 @@ class Pool:
         """Send a request to ``workers`` and return ``{k: value}`` of their replies
         (``within``: seconds they have to reply, else TimeoutError)."""
         self._check_open(call)
+        if not workers:  # (c[[]]: nothing to ask)
+            return {}
         rid = next(_request_ids)
         self._waiting = ("reply", rid)
         try:
@@ -492,25 +531,37 @@ class Pool:
         self._check_open(call)
         block = next(_block_ids)
         self._waiting = ("run", block)
-        for k in range(1, self.size + 1):
-            try:
-                self._send(k, ("run", block, spec))
-            except Exception:  # nothing has gone (the frame is made before it is sent)
-                self._waiting = None
-                if k > 1:
-                    raise
-                args = spec.get("args", ())
-                self._check_sendable(call, [(f"argument {i + 1}", a)
-                                            for i, a in enumerate(args)] +
-                                     [(f"argument {name!r}", a)
-                                      for name, a in spec.get("kwargs", {}).items()] +
-                                     [("the function", spec.get("fn"))])
-                raise
+        interrupted = False  # Ctrl-C here: raised even if every worker had ended the block
+        try:
+            # a Ctrl-C while the block is sent waits until every worker has it: sent to
+            # some only, it would wait for the others in its first collective, and meet
+            # the next block's collectives there
+            with _wire.interrupts_deferred():
+                for k in range(1, self.size + 1):
+                    try:
+                        self._send(k, ("run", block, spec))
+                    except Exception:  # nothing has gone (the frame is made first)
+                        self._waiting = None
+                        if k > 1:
+                            raise
+                        args = spec.get("args", ())
+                        self._check_sendable(
+                            call, [(f"argument {i + 1}", a) for i, a in enumerate(args)] +
+                            [(f"argument {name!r}", a)
+                             for name, a in spec.get("kwargs", {}).items()] +
+                            [("the function", spec.get("fn"))])
+                        raise
+        except KeyboardInterrupt:
+            interrupted = True
         self._busy = True
         stopped_at = None
         failed = None
         unstoppable = None
         try:
+            if interrupted:
+                for k in range(1, self.size + 1):
+                    self._send(k, ("stop", block))
+                stopped_at = time.monotonic()
             while len(self._results.get(block, ())) < self.size:
                 try:
                     if stopped_at is not None and time.monotonic() - stopped_at > STOP_GRACE:
@@ -521,7 +572,7 @@ class Pool:
                     outcomes = self._results.get(block, {}).values()
                     if failed is None:
                         failed = next((o[1] for o in outcomes if o[0] == "failed"),
-                                      None)  # the first to arrive
+                                      self._unreadable.get(block))  # the first to arrive
                     # a worker failed, or stopped by itself (a KeyboardInterrupt in the
                     # block's code): stop the others wherever they wait
                     if stopped_at is None and (failed is not None or
@@ -532,6 +583,7 @@ class Pool:
                 except KeyboardInterrupt:
                     if self.closed:
                         raise
+                    interrupted = True
                     if stopped_at is not None and failed is None:  # a second Ctrl-C
                         stopped_at = -STOP_GRACE
                         continue
@@ -549,14 +601,20 @@ class Pool:
                 raise _remote_error(call, failed, self.size)
             raise KeyboardInterrupt("the block was stopped; the pool was restarted")
         outcomes = self._results.pop(block)
+        unreadable = self._unreadable.pop(block, None)
         if any(o[0] != "done" for o in outcomes.values()):
             self._refresh()
             failures = sorted((k, o[1]) for k, o in outcomes.items() if o[0] == "failed")
-            if failures:
+            if failures or failed is not None:
                 first = failed if failed is not None else failures[0][1]
                 raise _remote_error(call, first, self.size,
                                     others=[k for k, _ in failures if k != first["worker"]])
             raise KeyboardInterrupt("the block was stopped on every worker")
+        if unreadable is not None:  # every worker ended the block before its stop came
+            raise _remote_error(call, unreadable, self.size)
+        if interrupted:  # the block had ended everywhere before the stop came: the
+            # interrupt is still the user's (a loop of short blocks must stop)
+            raise KeyboardInterrupt("the block had ended on every worker")
         return outcomes
 
     def _refresh(self):
@@ -591,10 +649,14 @@ class Pool:
         self._check_handles("spmd", list(args) + list(kwargs.values()))
         spec: Dict[str, Any] = {"vars": {}, "aliases": {}, "fn": fn, "args": args, "kwargs": kwargs,
                 "result": name, "assigned": [], "n": n}
-        outcomes = self._run(spec, "spmd")
-        if all(outcomes[k][1].get(name) == "codistributed" for k in outcomes):
-            return Distributed(self, name)  # type: ignore[return-value]
-        return self._result(name, outcomes, owned=True)
+        try:
+            outcomes = self._run(spec, "spmd")
+            if all(outcomes[k][1].get(name) == "codistributed" for k in outcomes):
+                return Distributed(self, name)  # type: ignore[return-value]
+            return self._result(name, outcomes, owned=True)
+        except BaseException:  # the workers that ended the block hold a result no
+            self._drop(name)  # handle will ever free
+            raise
 
     def _check_handles(self, call, values):
         """A Composite or distributed array of another (deleted) pool is refused here,
@@ -708,15 +770,18 @@ class Pool:
         starts = offsets(partition)
         rid = next(_request_ids)
         self._waiting = ("reply", rid)
-        for k in range(1, self.size + 1):
-            index = [slice(None)] * x.ndim
-            index[axis] = slice(starts[k - 1], starts[k - 1] + partition[k - 1])
-            part = x[tuple(index)]
-            self._send(k, ("distribute", rid, name, part, axis, partition, tuple(x.shape),
-                           True))
         try:
+            for k in range(1, self.size + 1):
+                index = [slice(None)] * x.ndim
+                index[axis] = slice(starts[k - 1], starts[k - 1] + partition[k - 1])
+                part = x[tuple(index)]
+                self._send(k, ("distribute", rid, name, part, axis, partition,
+                               tuple(x.shape), True))
             while len(self._replies.get(rid, ())) < self.size:
                 self._pump(0.1)
+        except BaseException:  # Ctrl-C: the parts some workers were sent are freed
+            self._drop(name)
+            raise
         finally:
             self._waiting = None
         for k, (status, value) in sorted(self._replies.pop(rid).items()):
@@ -810,10 +875,20 @@ class Composite:
         return _shared.variable, (self._name, "Composite")
 
     def _numbers(self, call, k):
+        import numpy as np
+
         size = self._pool.size
-        if isinstance(k, slice):
-            return list(range(1, size + 1))[k]
-        if isinstance(k, (list, tuple)):
+        if isinstance(k, slice):  # as a Composite in a script: c[1:2] would be Python's
+            # slice of the list of workers, worker 2 alone
+            if k != slice(None):
+                raise SpmdTypeError(f"Composite[{_shown_key(k)}]: only c[:] slices a "
+                                    f"Composite; pick workers with a list or range of "
+                                    f"worker numbers (1-based), such as "
+                                    f"c[range(2, {size + 1})]")
+            return list(range(1, size + 1))
+        if isinstance(k, np.ndarray):
+            k = k.reshape(-1).tolist()
+        if isinstance(k, (list, tuple, range)):
             return [self._number(call, v) for v in k]
         return self._number(call, k)
 
@@ -877,8 +952,7 @@ class Composite:
             pool = self._pool
             if self._owned and not pool.closed and pool._composites.get(self._name) in \
                     (None, self) and self._generation == pool._generation:
-                for k in range(1, pool.size + 1):
-                    pool._send(k, ("del", [self._name]))
+                pool._drop(self._name)
         except Exception:
             pass
 
@@ -1048,8 +1122,7 @@ class Distributed(_OperatorsMixin):
         try:
             if self._name.startswith("_spmdlab") and not self._pool.closed and \
                     self._generation == self._pool._generation:
-                for k in range(1, self._pool.size + 1):
-                    self._pool._send(k, ("del", [self._name]))
+                self._pool._drop(self._name)
         except Exception:
             pass
 

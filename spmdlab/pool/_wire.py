@@ -10,6 +10,7 @@ client gives the launcher in the workers' environment, never on a command line).
 Shared by the client and the workers; imports no MPI.
 """
 
+import contextlib
 import hashlib
 import hmac
 import os
@@ -41,6 +42,29 @@ def dumps(value):
     return data, [b.raw() for b in buffers]
 
 
+@contextlib.contextmanager
+def interrupts_deferred():
+    """In the main thread, a Ctrl-C (SIGINT) that comes inside is handed on at the end
+    (what must go whole: a frame; a block that must reach every worker). Python runs a
+    signal's handler in the main thread between any two of its instructions, whichever
+    thread the signal reached (blocking SIGINT in this thread only sends it to another):
+    the handler is swapped for one that notes it. Nested, the inner hands it on to the
+    outer, which notes it again."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    noted = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: noted.append(frame))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if noted and callable(previous):
+        previous(signal.SIGINT, noted[0])
+    elif noted and previous == signal.SIG_DFL:
+        signal.raise_signal(signal.SIGINT)
+
+
 class Connection:
     """One end of a worker's connection: whole frames in, whole frames out; sends are
     thread-safe (the worker's output threads, its queues and its main loop all send)."""
@@ -60,25 +84,8 @@ class Connection:
         data, buffers = dumps(value)
         head = _LENGTHS.pack(len(data), len(buffers)) + b"".join(
             _LENGTH.pack(b.nbytes) for b in buffers)
-        with self._send_lock:
-            if threading.current_thread() is not threading.main_thread():
-                self._write(head, data, buffers)
-                return
-            # Python runs a signal's handler in the main thread between any two of its
-            # instructions, whichever thread the signal reached (blocking SIGINT in this
-            # thread only sends it to another): the handler is swapped for one that
-            # notes it, and the noted signal is handed on once the frame has gone
-            noted = []
-            previous = signal.signal(signal.SIGINT, lambda signum, frame: noted.append(
-                frame))
-            try:
-                self._write(head, data, buffers)
-            finally:
-                signal.signal(signal.SIGINT, previous)
-            if noted and callable(previous):
-                previous(signal.SIGINT, noted[0])
-            elif noted and previous == signal.SIG_DFL:
-                signal.raise_signal(signal.SIGINT)
+        with self._send_lock, interrupts_deferred():
+            self._write(head, data, buffers)
 
     def _write(self, head, data, buffers):
         try:
