@@ -605,11 +605,12 @@ def test_bad_calls_say_what_is_wrong():
         except spmdlab.SpmdError as exc:
             print("TWICE", exc)
         c = pool.spmd(lambda: 1)
-        for bad in (0, 2, "1"):
+        for bad in (0, 2, "1", 1.5):
             try:
                 c[bad]
             except spmdlab.SpmdValueError as exc:
                 print("INDEX", exc)
+        assert c[1.0] == 1 and c[[1.0]] == [1]  # MATLAB's x{1} with 1 a double
         ns = {"lock": threading.Lock()}
         try:
             pool.run_cell("y = lock", ns)
@@ -634,7 +635,8 @@ def test_bad_calls_say_what_is_wrong():
     assert proc.returncode == 0, out + proc.stderr
     assert out.count("BAD parpool: the number of workers must be a positive integer") == 4
     assert "TWICE parpool: a pool of 1 workers is already open" in out
-    assert out.count("INDEX Composite[]: workers are numbered 1 to 1") == 3
+    for shown in ("0", "2", "'1'", "1.5"):
+        assert f"INDEX Composite[{shown}]: workers are numbered 1 to 1 (got {shown})" in out
     assert "SEND spmd: the client's variable 'lock' (a lock) cannot be sent" in out
     assert "SLICE Composite[1:2]: only c[:] slices a Composite; pick workers with a list " \
         "or range of worker numbers (1-based), such as c[range(2, 2)]" in out, out

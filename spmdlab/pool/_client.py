@@ -896,16 +896,18 @@ class Composite:
         import numpy as np
 
         size = self._pool.size
-        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or \
+        # a whole float is a worker number as MATLAB writes it (x{2} with 2 a double)
+        whole = isinstance(k, (float, np.floating)) and float(k).is_integer()
+        if isinstance(k, bool) or not (isinstance(k, (int, np.integer)) or whole) or \
                 not 1 <= k <= size:
             raise SpmdValueError(f"{call}: workers are numbered 1 to {size} (got {k!r})")
         return int(k)
 
     def __getitem__(self, k: Any) -> Any:
-        numbers = self._numbers("Composite[]", k)
+        call = f"Composite[{_shown_key(k)}]"
+        numbers = self._numbers(call, k)
         many = isinstance(numbers, list)
         wanted = numbers if many else [numbers]
-        call = f"Composite[{_shown_key(k)}]"
         self._check_current(call)
         for j in wanted:
             if not self._present.get(j):
@@ -921,7 +923,7 @@ class Composite:
         return result if many else result[0]
 
     def __setitem__(self, k: Any, value: Any) -> None:
-        numbers = self._numbers("Composite[]", k)
+        numbers = self._numbers(f"Composite[{_shown_key(k)}] =", k)
         self._check_current(f"Composite[{_shown_key(k)}] =")
         for j in numbers if isinstance(numbers, list) else [numbers]:
             self._pool._request(f"Composite[{j}] =", [j], "set", self._name, value)
