@@ -611,6 +611,10 @@ def test_bad_calls_say_what_is_wrong():
             except spmdlab.SpmdValueError as exc:
                 print("INDEX", exc)
         assert c[1.0] == 1 and c[[1.0]] == [1]  # MATLAB's x{1} with 1 a double
+        try:
+            pool.spmd(5)
+        except spmdlab.SpmdTypeError as exc:
+            print("BLOCK", exc)
         ns = {"lock": threading.Lock()}
         try:
             pool.run_cell("y = lock", ns)
@@ -635,6 +639,8 @@ def test_bad_calls_say_what_is_wrong():
     assert proc.returncode == 0, out + proc.stderr
     assert out.count("BAD parpool: the number of workers must be a positive integer") == 4
     assert "TWICE parpool: a pool of 1 workers is already open" in out
+    assert "BLOCK spmd: the block must be a function to run on every worker (got 5 that " \
+        "is a int)" in out, out
     for shown in ("0", "2", "'1'", "1.5"):
         assert f"INDEX Composite[{shown}]: workers are numbered 1 to 1 (got {shown})" in out
     assert "SEND spmd: the client's variable 'lock' (a lock) cannot be sent" in out

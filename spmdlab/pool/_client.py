@@ -646,9 +646,12 @@ class Pool:
         block and hold no element of the result."""
         name = f"_spmdlab_result_{next(_names)}"
         n = self._check_n("spmd", n)
+        if not callable(fn):
+            raise SpmdTypeError(f"spmd: the block must be a function to run on every "
+                                f"worker (got {fn!r} that is a {type(fn).__name__})")
         self._check_handles("spmd", list(args) + list(kwargs.values()))
-        spec: Dict[str, Any] = {"vars": {}, "aliases": {}, "fn": fn, "args": args, "kwargs": kwargs,
-                "result": name, "assigned": [], "n": n}
+        spec: Dict[str, Any] = {"vars": {}, "aliases": {}, "fn": fn, "args": args,
+                                "kwargs": kwargs, "result": name, "assigned": [], "n": n}
         try:
             outcomes = self._run(spec, "spmd")
             if all(outcomes[k][1].get(name) == "codistributed" for k in outcomes):
