@@ -169,7 +169,8 @@ def _drain_unreceived():
         for source, tag in unreceived:
             sys.stderr.write(
                 f"spmdlab: worker {scope.index} of {scope.size}: a message from worker "
-                f"{source + 1} (tag {tag}) sent with spmd_send was never received\n")
+                f"{source + 1} (tag {tag}) sent with spmd_send or spmd_send_receive was "
+                f"never received\n")
 
 
 # -- failing ----------------------------------------------------------------------------------

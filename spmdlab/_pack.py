@@ -139,6 +139,8 @@ def describe(treedef, leaves):
     """A short account of a value: ``float32 (3,) numpy``, ``dict {b, w} of ...``."""
     if treedef is None:
         return describe_leaf(leaves[0])
+    if not leaves:
+        return f"empty {treedef[0]}"
     if len(leaves) <= 3:
         inner = ", ".join(describe_leaf(l) for l in leaves)
     else:
