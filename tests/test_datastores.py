@@ -183,6 +183,26 @@ def test_an_unreadable_image_names_its_file(tmp_path):
 
 
 @pytest.mark.mpi_skip
+@pytest.mark.parametrize("background", [False, True], ids=["foreground", "background"])
+def test_default_mini_batches_of_an_image_folder_keep_label_names(tmp_path, background):
+    """Regression: the default mini-batch function made every column a torch tensor, so
+    an ImageDatastore's folder-name labels failed with torch's "can't convert np.ndarray
+    of type numpy.str_"; the images become tensors, the names stay a numpy array."""
+    from PIL import Image
+
+    for name in ("cats", "dogs"):
+        os.makedirs(tmp_path / name)
+        for i in range(3):
+            Image.new("RGB", (4, 4)).save(tmp_path / name / f"{i}.png")
+    mbq = MiniBatchQueue(ImageDatastore(str(tmp_path)), 4, output_environment="cpu",
+                         dispatch_in_background=background)
+    batches = list(mbq)
+    assert [tuple(x.shape) for x, _ in batches] == [(4, 4, 4, 3), (2, 4, 4, 3)]
+    assert isinstance(batches[0][0], torch.Tensor)
+    assert [y.tolist() for _, y in batches] == [["cats"] * 3 + ["dogs"], ["dogs"] * 2]
+
+
+@pytest.mark.mpi_skip
 @pytest.mark.parametrize("stop", ["reset", "close"])
 def test_background_queue_stops_when_its_reader_stops_early(stop):
     """Regression: the dispatch thread, done reading, blocked forever handing over its

@@ -464,6 +464,28 @@ def test_a_checkpoint_path_that_is_a_file_fails_before_training(tmp_path):
     assert calls == []  # before any training
 
 
+def test_a_checkpoint_path_that_cannot_be_written_fails_before_training(tmp_path):
+    """Regression: a checkpoint folder that cannot be made (here: below a file) failed
+    only at the first checkpoint, after an epoch of training; now at the start, on every
+    worker, naming the path."""
+    path = os.path.join(spmd_broadcast(1, str(tmp_path)), "a-file", "checkpoints")
+    if spmd_index() == 1:
+        open(os.path.dirname(path), "w").close()
+    spmd_cat(0)
+    calls = []
+
+    def loss(scores, targets):
+        calls.append(1)
+        return torch.nn.functional.cross_entropy(scores, targets)
+
+    opts = training_options("sgdm", max_epochs=1, mini_batch_size=10, verbose=False,
+                            execution_environment="parallel-cpu", checkpoint_path=path)
+    with pytest.raises(SpmdValueError, match="checkpoint_path=.*checkpoints' cannot be "
+                       "written"):
+        trainnet(_data(), _mlp(), loss, opts)
+    assert calls == []  # before any training
+
+
 def test_minibatch_predict_of_an_empty_part_gives_no_scores():
     """A worker's part of a test set smaller than the workers is empty: no scores, the
     model's output shape, so that spmd_plus of the correct counts still follows."""

@@ -58,7 +58,8 @@ class MiniBatchQueue:
 
     ``mini_batch_fcn(*columns)`` receives one list per part of an observation (inputs,
     labels, ...) and returns the mini-batch (a value or a tuple); by default every
-    column is stacked (``numpy.stack``) and made a torch tensor (numpy without torch).
+    column is stacked (``numpy.stack``) and made a torch tensor (numpy without torch;
+    a column of names, such as an ``ImageDatastore``'s labels, stays a numpy array).
     ``output_environment`` is ``"auto"`` (a GPU if one is usable), ``"cpu"`` or ``"gpu"``
     (the default function's tensors; with ``"gpu"`` also the torch tensors that
     ``mini_batch_fcn`` returns, an error where no GPU is usable);
@@ -155,6 +156,8 @@ class MiniBatchQueue:
         torch = sys.modules.get("torch")
         if torch is None:
             return array
+        if isinstance(array, np.ndarray) and array.dtype.kind not in "biufc":
+            return array  # labels as names (an ImageDatastore's folders): torch has no str
         tensor = array if isinstance(array, torch.Tensor) else \
             torch.from_numpy(np.ascontiguousarray(array))
         if self._device is None:

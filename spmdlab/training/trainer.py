@@ -481,6 +481,14 @@ class _Run:
                     for k, v in self.config.items() if v != shared["config"][k]]
         group.check(SpmdMismatchError(f"{call()}: the workers disagree: "
                                       f"{'; '.join(mismatch)}") if mismatch else None)
+        if self.o.checkpoint_path:  # one that cannot be written fails now, not epochs later
+            error = None
+            if group.leader:
+                try:
+                    _check_writable(self.o.checkpoint_path)
+                except SpmdValueError as exc:
+                    error = exc
+            group.check(error)
         self.seed = shared["seed"]
         net.to(self.device)
         self.has_state = any(b.is_floating_point() for b in net.buffers())  # batch norm
@@ -740,6 +748,19 @@ class _Run:
                           f"{info.output_network_iteration}{final}{kept_running}")
         net.eval()
         return net, info
+
+
+def _check_writable(folder):
+    """Make ``folder`` (as a checkpoint would) and write a file in it; raise naming it."""
+    import tempfile
+
+    try:
+        os.makedirs(folder, exist_ok=True)
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as exc:
+        raise SpmdValueError(f"{call()}: checkpoint_path={folder!r} cannot be written: "
+                             f"{type(exc).__name__}: {exc}") from exc
 
 
 def _population_statistics(net, train, group, count, batch, offset, mine, device):
