@@ -166,6 +166,26 @@ def test_parameter_shapes_that_differ_fail_on_every_worker():
         aggregate_gradients(model, 1.0)
 
 
+def test_a_weight_that_is_not_a_number_fails_on_every_worker():
+    # on the last worker only: the others, already in the sum, raise it too
+    from spmdlab import SpmdTypeError
+    from spmdlab.training import weighted_sum
+
+    n, k = spmd_size(), spmd_index()
+    model = torch.nn.Linear(3, 2)
+    model(torch.ones(4, 3)).sum().backward()
+    for bad in ("x", np.ones(2), 1j, True):
+        for fn, x in ((aggregate_gradients, model), (aggregate_gradients, [np.ones(2)]),
+                      (weighted_sum, 1.0)):
+            with pytest.raises(SpmdTypeError, match=f"{fn.__name__} .*worker {n} of {n}.*"
+                               "the weight must be a real number"):
+                fn(x, bad if k == n else 1.0 / n)
+    # numbers of any kind still weigh
+    assert weighted_sum(2.0, np.float32(1 / n)) == pytest.approx(2.0)
+    assert float(weighted_sum(1.0, torch.tensor(1 / n))) == pytest.approx(1.0)
+    assert spmd_plus(1) == n
+
+
 def test_sgdm_on_arrays_matches_matlab_formula():
     params = {"w": np.ones(3), "b": [np.zeros(2)]}
     grads = {"w": np.full(3, 2.0), "b": [np.ones(2)]}

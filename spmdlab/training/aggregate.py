@@ -16,7 +16,7 @@ import numpy as np
 from .. import _pack, _world
 from .._agree import agree
 from .._backends import classify
-from .._checks import local_work
+from .._checks import fail_together, local_work
 from ..collectives import spmd_plus
 from ..errors import SpmdTypeError
 
@@ -31,6 +31,20 @@ def _torch():
 def _is_module(x):
     torch = _torch()
     return torch is not None and isinstance(x, torch.nn.Module)
+
+
+def _check_factor(call, factor):
+    """A weight that is not a real number raised here and on every other worker (each
+    waits in the sum that follows): numpy's error named neither the call nor the worker."""
+    try:  # numbers, numpy scalars, one-element arrays and tensors
+        ok = not isinstance(factor, (bool, str, bytes)) and isinstance(float(factor), float)
+    except (TypeError, ValueError):
+        ok = False
+    if not ok:
+        fail_together(call, SpmdTypeError(
+            f"{call} ({_world.current().who()}): the weight must be a real number (this "
+            f"worker's mini-batch / the global mini-batch; got {factor!r} that is a "
+            f"{type(factor).__name__})"))
 
 
 def _scaled(x, factor, call):
@@ -72,6 +86,7 @@ def weighted_sum(x: T, factor: float) -> T:
     ------
     ``loss = spmdPlus(factor * extractdata(loss))``
     """
+    _check_factor("weighted_sum", factor)
     return spmd_plus(_scaled(x, factor, "weighted_sum"))
 
 
@@ -104,7 +119,8 @@ def aggregate_gradients(x: M, factor: float) -> M:
     every worker on one node nothing is copied into shared memory). A parameter without
     a gradient on some worker counts as zero there; one without a gradient anywhere keeps
     ``.grad = None`` everywhere. Raises SpmdMismatchError on every worker when the models'
-    parameter shapes differ between workers.
+    parameter shapes differ between workers, and SpmdTypeError on every worker when a
+    worker's ``factor`` is not a real number.
 
     Parameters
     ----------
@@ -126,6 +142,7 @@ def aggregate_gradients(x: M, factor: float) -> M:
     ------
     ``gradients.Value = dlupdate(@aggregateGradients, gradients.Value, {factor})``
     """
+    _check_factor("aggregate_gradients", factor)
     if not _is_module(x):
         return spmd_plus(_scaled(x, factor, "aggregate_gradients"))
     torch = _torch()
