@@ -183,6 +183,25 @@ def test_an_unreadable_image_names_its_file(tmp_path):
 
 
 @pytest.mark.mpi_skip
+def test_images_of_mixed_colours_name_the_sizes_and_the_way_out(tmp_path):
+    from PIL import Image
+
+    os.makedirs(tmp_path / "grey")
+    os.makedirs(tmp_path / "colour")
+    for i in range(2):
+        Image.new("L", (4, 4)).save(tmp_path / "grey" / f"{i}.png")
+        Image.new("RGB", (4, 4)).save(tmp_path / "colour" / f"{i}.png")
+    ds = ImageDatastore(str(tmp_path))
+    sizes = r"differ in size: \(4, 4\), \(4, 4, 3\); .*color_preprocessing='gray2rgb'"
+    with pytest.raises(SpmdValueError, match="read_all: the observations " + sizes):
+        read_all(ds)
+    with pytest.raises(SpmdValueError, match="MiniBatchQueue: the observations " + sizes):
+        next(iter(MiniBatchQueue(ds, 4)))
+    same = AugmentedImageDatastore((4, 4), ds, color_preprocessing="gray2rgb")
+    assert read_all(same)[0].shape == (4, 4, 4, 3)
+
+
+@pytest.mark.mpi_skip
 @pytest.mark.parametrize("background", [False, True], ids=["foreground", "background"])
 def test_default_mini_batches_of_an_image_folder_keep_label_names(tmp_path, background):
     """Regression: the default mini-batch function made every column a torch tensor, so

@@ -332,6 +332,24 @@ def _shift(image, dy, dx):
     return out
 
 
+def stack(values, call):
+    """``numpy.stack`` of observations, or an SpmdValueError that names ``call`` and the
+    sizes that differ (images of one folder in grey and in colour, or of two sizes)."""
+    arrays = [np.asarray(v) for v in values]
+    try:
+        return np.stack(arrays)
+    except ValueError:
+        shapes = sorted({a.shape for a in arrays}, key=str)
+        if len(shapes) < 2:
+            raise
+        sizes = ", ".join(map(str, shapes[:4])) + (" ..." if len(shapes) > 4 else "")
+        raise SpmdValueError(
+            f"{call}: the observations differ in size: {sizes}; images "
+            f"of several sizes or colours "
+            f"can be made one with AugmentedImageDatastore(output_size, ds, "
+            f"color_preprocessing='gray2rgb')") from None
+
+
 def partition(ds: D, n: int, index: int) -> D:
     """Part ``index`` (1-based) of ``n`` contiguous parts of ``ds`` (MATLAB ``partition``).
 
@@ -447,5 +465,5 @@ def read_all(ds: Datastore) -> Any:
     if not items:
         raise SpmdValueError("read_all: the datastore is empty")
     if isinstance(items[0], tuple):
-        return np.stack([np.asarray(x) for x, *_ in items]), np.asarray([y for _, y in items])
-    return np.stack([np.asarray(x) for x in items])
+        return stack([x for x, *_ in items], "read_all"), np.asarray([y for _, y in items])
+    return stack(items, "read_all")

@@ -148,7 +148,9 @@ class MiniBatchQueue:
                 batch = tuple(self._place(b) if hasattr(b, "is_cuda") else b
                               for b in batch)
             return batch
-        return tuple(self._place(np.stack([np.asarray(v) for v in c])) for c in columns)
+        from .datastores import stack
+
+        return tuple(self._place(stack(c, "MiniBatchQueue")) for c in columns)
 
     def _place(self, array):
         import sys

@@ -13,7 +13,7 @@ import numpy as np
 
 from .. import _world
 from ..errors import SpmdTypeError, SpmdValueError
-from .datastores import ArrayDatastore, Datastore
+from .datastores import ArrayDatastore, Datastore, stack
 from .minibatch import MiniBatchQueue
 
 __all__ = ["Metric", "Source", "call", "epoch_order", "loss_function"]
@@ -138,7 +138,7 @@ class Source:
         if isinstance(xs[0], torch.Tensor):
             x = torch.stack(xs)
         else:
-            x = torch.from_numpy(np.ascontiguousarray(np.stack([np.asarray(v) for v in xs])))
+            x = torch.from_numpy(np.ascontiguousarray(stack(xs, call())))
         if self.images:  # (N, H, W[, C]) as MATLAB reads images -> (N, C, H, W) in [0, 1]
             if x.dim() == 3:
                 x = x.unsqueeze(-1)
@@ -160,7 +160,7 @@ class Source:
         if isinstance(ys[0], torch.Tensor):
             y = torch.stack(ys)
         else:
-            y = torch.from_numpy(np.ascontiguousarray(np.stack([np.asarray(v) for v in ys])))
+            y = torch.from_numpy(np.ascontiguousarray(stack(ys, call())))
         if y.is_floating_point() and self.dtype is not None:
             y = y.to(self.dtype)
         return y
