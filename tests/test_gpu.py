@@ -103,6 +103,12 @@ def test_torch_cuda_messages_arrive_whole_on_the_receivers_gpu():
         if me == 1:
             got.fill_(-1)  # the root's result is its own copy
             assert not torch.equal(sent.cpu(), got.cpu())
+    # an nn.Parameter arrives as one, on this worker's GPU, requiring grad
+    weight = torch.nn.Parameter(torch.full((3,), float(me), device="cuda"))
+    got = spmd_send_receive(right, left, {"w": weight})["w"]
+    assert isinstance(got, torch.nn.Parameter) and got.requires_grad and got.is_cuda
+    assert got.device == torch.device("cuda", torch.cuda.current_device())
+    assert torch.equal(got.detach().cpu(), torch.full((3,), float(left)))
 
 
 @cuda
