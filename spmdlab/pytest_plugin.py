@@ -30,6 +30,52 @@ def pytest_sessionfinish(session, exitstatus):
         ending.note_exit_status(int(exitstatus))
 
 
+def pytest_collection_finish(session):
+    # every worker runs the tests in turn, pairing its collectives with the others':
+    # workers that collected different tests (a test defined, parametrized or selected on
+    # some workers only) would pair a test's collectives with another test's and pass or
+    # fail for the wrong reason, or wait for ever. Say so on every worker instead.
+    if not session.config.getoption("with_mpi", False) or \
+            "spmdlab._world" not in sys.modules:
+        return
+    from spmdlab import _world
+    from spmdlab.collectives import gather
+
+    if _world.SIZE == 1:
+        return
+    import hashlib
+
+    ids = [item.nodeid for item in session.items]
+    digest = hashlib.sha1("\n".join(ids).encode()).hexdigest()
+    # a worker whose collection failed is interrupted by pytest, which names it
+    errors = bool(session.testsfailed)
+    workers = gather("pytest collection", (digest, errors))
+    if any(error for _, error in workers) or len({d for d, _ in workers}) == 1:
+        return
+    lists = gather("pytest collection", ids)
+    groups: dict = {}
+    for k, theirs in enumerate(lists, 1):
+        groups.setdefault(len(theirs), []).append(k)
+    counts = "; ".join(f"{_workers(ks)}: {n} test{'s' * (n != 1)}"
+                       for n, ks in groups.items())
+    first = next(i for i in range(max(map(len, lists)) + 1)
+                 if len({tuple(t[i:i + 1]) for t in lists}) > 1)
+    at: dict = {}
+    for k, theirs in enumerate(lists, 1):
+        at.setdefault(theirs[first] if first < len(theirs) else "no test", []).append(k)
+    differ = ", ".join(f"{name} on {_workers(ks)}" for name, ks in at.items())
+    pytest.exit(f"spmdlab: the workers collected different tests ({counts}), so the "
+                f"collectives of one test would meet those of another; test {first + 1} "
+                f"is {differ}. Every worker must collect the same tests in the same order "
+                f"(skip with pytest.skip inside a test, not by leaving it out)", returncode=4)
+
+
+def _workers(ks):
+    return (f"worker {ks[0]}" if len(ks) == 1 else
+            f"workers {ks[0]}-{ks[-1]}" if ks == list(range(ks[0], ks[-1] + 1)) else
+            "workers " + ", ".join(map(str, ks)))
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     outcome = yield
@@ -54,10 +100,29 @@ def pytest_runtest_makereport(item, call):
     else:
         sys.stderr.write(text)
         sys.stderr.flush()
+    _save_cache(item, report)
     time.sleep(0.2)  # let mpiexec forward the report before the job is aborted
     from spmdlab import _ending
 
     _ending.abort(1)
+
+
+# the plugins that write pytest's cache at the end of the session (--lf, --ff, --sw)
+CACHE_PLUGINS = ("lfplugin", "stepwiseplugin")
+
+
+def _save_cache(item, report):
+    """The abort skips the end of the session, where pytest writes the failed tests for
+    ``--lf`` and ``--sw``: give those plugins the report and let them write it now."""
+    manager = item.config.pluginmanager
+    keep = [manager.getplugin(name) for name in CACHE_PLUGINS]
+    others = [p for p in manager.get_plugins() if p not in keep]
+    try:
+        manager.subset_hook_caller("pytest_runtest_logreport", others)(report=report)
+        manager.subset_hook_caller("pytest_sessionfinish", others)(
+            session=item.session, exitstatus=1)
+    except Exception as exc:  # the job must end whatever the cache does
+        sys.stderr.write(f"spmdlab: pytest's cache could not be written: {exc!r}\n")
 
 
 @pytest.fixture

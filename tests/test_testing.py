@@ -190,3 +190,67 @@ def test_a_worker_whose_pytest_session_ends_early_is_named_with_its_status(tmp_p
     assert job.returncode != 0, out
     assert "worker 2 finished the program (exit status 2) without making the matching " \
         "call" in out, out
+
+
+def _pytest_job(tmp_path, n, *args):
+    import os
+    import subprocess
+    import sys
+
+    from conftest import mpiexec_args, run_mpiexec
+
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+               PYTHONUNBUFFERED="1")
+    try:
+        job = run_mpiexec(mpiexec_args(n) + [sys.executable, "-m", "pytest", "--with-mpi",
+                                             "-q", *args], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=120,
+                          start_new_session=True)
+    except subprocess.TimeoutExpired as exc:
+        pytest.fail(f"the pytest job hung; output so far:\n{exc.stdout}\n{exc.stderr}")
+    return job, job.stdout + job.stderr
+
+
+@pytest.mark.mpi_skip
+def test_workers_that_collect_different_tests_are_told_so(tmp_path):
+    # a test parametrized differently on one worker: its collectives met those of the
+    # next test on the others, which summed the wrong values and passed or failed for
+    # the wrong reason; every worker now says where the lists of tests differ
+    (tmp_path / "test_a.py").write_text(
+        "import pytest\n"
+        "from spmdlab import spmd_index, spmd_plus, spmd_size\n"
+        "@pytest.mark.parametrize('x', range(2 + (spmd_index() == 2)))\n"
+        "def test_p(x):\n"
+        "    assert spmd_plus(x) == x * spmd_size()\n"
+        "def test_after():\n"
+        "    assert spmd_plus(1) == spmd_size()\n")
+    job, out = _pytest_job(tmp_path, 3, "-p", "no:cacheprovider")
+    assert job.returncode == 4, out
+    assert out.count("spmdlab: the workers collected different tests (workers 1, 3: 3 "
+                     "tests; worker 2: 4 tests)") == 3, out
+    assert "test 3 is test_a.py::test_after on workers 1, 3, test_a.py::test_p[2] on " \
+        "worker 2" in out, out
+
+
+@pytest.mark.mpi_skip
+def test_a_test_failed_on_one_worker_is_kept_for_last_failed(tmp_path):
+    # the abort skipped the end of pytest's session, where --lf's cache is written: the
+    # failed test was never recorded, and --lf ran every test again
+    (tmp_path / "test_a.py").write_text(
+        "from spmdlab import spmd_index, spmd_plus, spmd_size\n"
+        "def test_a():\n"
+        "    assert spmd_plus(1) == spmd_size()\n"
+        "def test_b():\n"
+        "    assert spmd_index() != spmd_size()\n"
+        "def test_c():\n"
+        "    assert spmd_plus(1) == spmd_size()\n")
+    import json
+
+    job, out = _pytest_job(tmp_path, 2)
+    assert job.returncode == 1, out
+    saved = tmp_path / ".pytest_cache" / "v" / "cache" / "lastfailed"
+    assert json.loads(saved.read_text()) == {"test_a.py::test_b": True}, out
+    job, out = _pytest_job(tmp_path, 2, "--lf")
+    assert job.returncode == 1, out
+    assert "1 passed in" in out, out  # worker 1 ran test_b alone
+    assert "test_a.py::test_b failed (call) on worker 2 of 2" in out, out
