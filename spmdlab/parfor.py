@@ -23,7 +23,7 @@ from ._agree import agree, describe_call
 from ._checks import check_worker
 from ._pack import digest
 from .collectives import spmd_cat
-from .errors import SpmdError, SpmdTypeError, SpmdValueError
+from .errors import SpmdError, SpmdTypeError
 
 __all__ = ["parfor"]
 
@@ -79,14 +79,14 @@ def parfor(fn: Callable[[T], R], items: Iterable[T],
     name = _name(fn)
     error = None
     if not callable(fn):
-        error = SpmdValueError(f"parfor ({scope.who()}): 'fn' must be callable (got "
-                               f"{fn!r})")
+        error = SpmdTypeError(f"parfor ({scope.who()}): 'fn' must be callable (got "
+                              f"{fn!r} that is a {type(fn).__name__})")
     try:
         items = list(items)
     except TypeError as exc:
         items = []
-        error = error or SpmdValueError(f"parfor ({scope.who()}): 'items' must be a "
-                                        f"sequence or an iterable ({exc})")
+        error = error or SpmdTypeError(f"parfor ({scope.who()}): 'items' must be a "
+                                       f"sequence or an iterable ({exc})")
     error = error or check_worker(call, scope, "destination", destination)
     # before any item runs: the same function and item count on every worker (else items
     # would be lost, or run twice, and the workers leave parfor at different calls)

@@ -907,18 +907,30 @@ class PollableDataQueue(_Queue):
         ``poll(math.inf)`` that would wait for ever); else when that began, or None."""
         _world.poll_exits()
         others = [r for r in self._scope.world_ranks if r != _world.RANK]
-        if not others or any(r not in _world.exited for r in others) or any(
-                t.is_alive() and not t.daemon and t is not threading.current_thread()
-                for t in threading.enumerate()):
+        # a queue of a one-worker scope (a job of one, an spmd(1) block) has no other
+        # sender: only this worker's threads, or its listeners relaying what the workers
+        # outside the scope send, could still send to it (or a pool's client)
+        if others:
+            could_send = any(r not in _world.exited for r in others)
+        else:
+            could_send = bool(_world.still_running()) or _world.QUEUE_REFERENCE is not None
+        if could_send:
+            return None
+        if any(t.is_alive() and not t.daemon and t is not threading.current_thread()
+               for t in threading.enumerate()):
             return None
         now = time.monotonic()
         if since is None or now - since < _wait._EXIT_GRACE:
             return now if since is None else since
         workers = ", ".join(str(self._scope.world_ranks.index(r) + 1) for r in others)
         raise SpmdPeerError(
-            f"{self._who('poll')}: every other worker ({workers}) has finished the "
-            f"program and no item has come since, so none can: poll(math.inf) would wait "
-            f"for ever")
+            f"{self._who('poll')}: " + (
+                f"every other worker ({workers}) has finished the program"
+                if others else "no other worker can send to it (its scope has one "
+                "worker" + (", and every other worker has finished the program)"
+                            if _world.SIZE > 1 else ")")) +
+            " and no item has come since, so none can: poll(math.inf) would wait "
+            "for ever")
 
 
 def _queue_set(queues):
@@ -950,10 +962,14 @@ class QueueSet(Generic[Q]):
         return _queue_set, (self._queues,)
 
     def __getitem__(self, k: int) -> Q:
-        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or \
-                not 1 <= k <= len(self._queues):
-            raise SpmdValueError(f"QueueSet[{k!r}]: workers are numbered 1 to "
-                                 f"{len(self._queues)}")
+        number = not isinstance(k, bool) and isinstance(k, (int, np.integer))
+        if not number or not 1 <= k <= len(self._queues):
+            scope = getattr(self._queues[0], "_scope", None) if self._queues else None
+            who = "" if scope is None else f" ({scope.who()})"
+            what = f"{k!r}" if number else f"{k!r} that is a {type(k).__name__}"
+            raise (SpmdValueError if number else SpmdTypeError)(
+                f"QueueSet[{k!r}]{who}: workers are numbered 1 to {len(self._queues)} "
+                f"(got {what})")
         return self._queues[k - 1]
 
     def __len__(self) -> int:

@@ -2,7 +2,7 @@
 
 import pytest
 
-from spmdlab import SpmdError, parfor, spmd_index, spmd_size
+from spmdlab import SpmdError, SpmdTypeError, parfor, spmd_index, spmd_size
 
 pytestmark = pytest.mark.mpi
 
@@ -41,6 +41,17 @@ def test_every_worker_must_give_as_many_items():
         if spmd_size() == 1:
             raise SpmdError("never")
     assert ran == [] or spmd_size() == 1
+
+
+def test_a_function_or_items_of_the_wrong_type_are_a_type_error_on_every_worker():
+    # as spmd_reduce's 'fcn' and after_each's listener: a TypeError, naming the value
+    who = rf"parfor \(worker {spmd_index()} of {spmd_size()}\)"
+    with pytest.raises(SpmdTypeError, match=rf"{who}: 'fn' must be callable \(got 3 that "
+                       rf"is a int\)"):
+        parfor(3, range(3))
+    with pytest.raises(SpmdTypeError, match=rf"{who}: 'items' must be a sequence"):
+        parfor(abs, 5)
+    assert parfor(abs, [-1]) == [1]
 
 
 def test_every_worker_must_give_the_same_function():

@@ -210,3 +210,24 @@ if spmd_index() == 1:
     assert job.returncode == 0, job.stderr
     assert re.search(r"raised: PollableDataQueue.poll \(worker 1 of 3\): every other worker "
                      r"\(2, 3\) has finished the program", job.stdout), job.stdout
+
+
+@pytest.mark.parametrize("n", [1, 2])
+def test_a_poll_without_end_on_a_queue_of_one_worker_is_an_error(n):
+    # a job of one worker (or an spmd(1) block once the others have finished): nobody
+    # else can send, so poll(math.inf) on an empty queue waited for ever
+    job = run_job("""
+import math
+from spmdlab import *
+for _ in spmd(1):
+    q = PollableDataQueue()
+    q.send("own")
+    assert q.poll(math.inf) == "own"
+    try:
+        q.poll(math.inf)
+    except SpmdPeerError as exc:
+        print("raised:", exc, flush=True)
+""", n, timeout=60)
+    assert job.returncode == 0, job.stderr
+    assert re.search(r"raised: PollableDataQueue.poll \(worker 1 of 1\): no other worker "
+                     r"can send to it \(its scope has one worker", job.stdout), job.stdout

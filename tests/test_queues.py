@@ -191,6 +191,14 @@ def test_per_worker_queues():
     assert qs.mine.poll(timeout=30) == left
     with pytest.raises(SpmdValueError, match="workers are numbered 1 to"):
         qs[0]
+    # the error names the worker and the value, as every other bad worker number does
+    who = rf"\(worker {spmd_index()} of {spmd_size()}\)"
+    with pytest.raises(SpmdValueError, match=rf"QueueSet\[{spmd_size() + 1}\] {who}: "
+                       rf"workers are numbered 1 to {spmd_size()} \(got {spmd_size() + 1}\)"):
+        qs[spmd_size() + 1]
+    with pytest.raises(SpmdTypeError, match=rf"QueueSet\[1.0\] {who}: .*\(got 1.0 that is "
+                       rf"a float\)"):
+        qs[1.0]
     spmd_barrier()
 
 
