@@ -417,6 +417,41 @@ class CodistributedArray(np.lib.mixins.NDArrayOperatorsMixin):
     def dot(self, other: Any) -> Any:
         return np.dot(self, other)
 
+    def sort(self, axis: int = -1, kind: Any = None) -> None:
+        """Sorted in place along ``axis``, as numpy's ``ndarray.sort`` (collective along
+        the distribution axis: see ``numpy.sort`` on a codistributed array)."""
+        done = cast(CodistributedArray, np.sort(self, axis=axis, kind=kind))
+        self._local[...] = done.redistribute(self._codist)._local
+
+    def argsort(self, axis: int = -1, kind: Any = None) -> Any:
+        """numpy's ``argsort`` (collective along the distribution axis)."""
+        return np.argsort(self, axis=axis, kind=kind)
+
+    def nonzero(self) -> Any:
+        """numpy's ``nonzero``: codistributed index vectors (collective)."""
+        return np.nonzero(self)
+
+    def diagonal(self, offset: int = 0, axis1: int = 0, axis2: int = 1) -> Any:
+        """numpy's ``diagonal`` of a 2-D array (no communication)."""
+        return np.diagonal(self, offset, axis1, axis2)
+
+    def trace(self, offset: int = 0) -> Any:
+        """numpy's ``trace`` of a 2-D array (collective)."""
+        return np.trace(self, offset)
+
+    def squeeze(self, axis: Any = None) -> Any:
+        """numpy's ``squeeze`` (collective only when the distribution axis goes)."""
+        return np.squeeze(self, axis)
+
+    def item(self) -> Any:
+        """The one element of an array of one element, as a Python number (collective:
+        its holder broadcasts it)."""
+        if self.size != 1:
+            raise error(SpmdValueError, f"{type(self).__name__}.item", f"can only convert "
+                        f"an array of size 1 to a Python scalar (shape {self.shape})")
+        value = self[(0,) * self.ndim]
+        return value.item() if hasattr(value, "item") else value
+
     def argmax(self, axis: Any = None, keepdims: bool = False) -> Any:
         """numpy's ``argmax`` of the global array: see ``numpy.argmax`` on a
         codistributed array (collective along the distribution axis or over all)."""

@@ -1,0 +1,673 @@
+"""More of numpy's functions for codistributed arrays: sorting, differences, joining,
+repeating, flipping, shifting, diagonals, finding nonzero elements, order statistics.
+
+What works along an axis other than the distribution axis is local (no communication).
+Along the distribution axis, an array of 2 or more dimensions is first redistributed so
+that the axis is whole on every worker (one all-to-all, split along another axis), the
+local function runs, and the result is redistributed back (one more all-to-all); a
+vector, which has no other axis, is gathered, worked on whole by every worker and split
+again by the default partition. Results equal numpy's on the gathered array.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .._backends import LOCAL
+from ..collectives import gather
+from ..errors import SpmdTypeError, SpmdValueError
+from ._array import CodistributedArray
+from ._codistributor import Codistributor, error, offsets
+from ._numpy import (_axes, _family_call, _on_host, _replicated_result, _unsupported,
+                     elementwise, implements, reduction, split)
+
+
+def _codist(x):
+    return isinstance(x, CodistributedArray)
+
+
+def _host_call(a, local, fn):
+    """``fn`` of a host numpy copy of ``local``, back in ``a``'s family and device."""
+    family = LOCAL[a.family]
+    return family.like(np.asarray(fn(family.host(local))), a.local)
+
+
+def _one_axis(call, a, axis):
+    if axis is None or isinstance(axis, tuple):
+        raise error(SpmdTypeError, call, f"'axis' must be one int here (got {axis!r})")
+    return _axes(call, a, axis)[0]
+
+
+def _other_axis(a, axis):
+    """The axis to split along while ``axis`` is worked on whole: the longest other."""
+    return max((d for d in range(a.ndim) if d != axis), key=lambda d: (a.shape[d], -d))
+
+
+def along(call, a, axis, fn, keep=True):
+    """``fn(host block, axis)`` applied with ``axis`` whole: local when ``a`` is split
+    along another axis; else as the module says. ``fn`` may change the length of
+    ``axis`` (1 with ``keep=False``: that axis is then dropped from the result)."""
+    a._check_scope(call)
+    family = LOCAL[a.family]
+    if a.ndim == 1:
+        whole = family.host(a.gather())
+        result = np.asarray(fn(whole, axis))
+        if not keep:
+            return _replicated_result(a, family.like(result.reshape(()), a.local), ())
+        return split(a, family.like(result, a.local), result.shape)
+    work = a
+    if a.axis == axis:
+        work = a._moved(call, Codistributor(_other_axis(a, axis)).complete(a.shape))
+    local = _host_call(a, work.local, lambda x: fn(x, axis))
+    shape = tuple(local.shape[d] if d == axis else n for d, n in enumerate(a.shape))
+    if not keep:
+        shape = shape[:axis] + shape[axis + 1:]
+        local = local.reshape(tuple(n for d, n in enumerate(local.shape) if d != axis))
+        at = work.axis - (work.axis > axis)
+        return a._new(local, Codistributor(at, work.partition, shape))
+    result = a._new(local, Codistributor(work.axis, work.partition, shape))
+    if work is a:
+        return result
+    back = a.codistributor if shape == a.shape else \
+        Codistributor(axis).complete(shape)
+    return result._moved(call, back)
+
+
+# -- sorting and order statistics --------------------------------------------------------------
+
+
+def _order(kind, stable):
+    """numpy's sorting options, ``stable`` only where given (numpy 2 has it)."""
+    return {"kind": kind} if stable is None else {"kind": kind, "stable": stable}
+
+
+@implements(np.sort)
+def _sort(a, axis=-1, kind=None, order=None, *, stable=None):
+    call = "numpy.sort"
+    _unsupported(call, order=order)
+    how = _order(kind, stable)
+    if axis is None:
+        return along(call, a.ravel(), 0, lambda x, d: np.sort(x, **how))
+    axis = _one_axis(call, a, axis)
+    return along(call, a, axis, lambda x, d: np.sort(x, axis=d, **how))
+
+
+@implements(np.argsort)
+def _argsort(a, axis=-1, kind=None, order=None, *, stable=None):
+    call = "numpy.argsort"
+    _unsupported(call, order=order)
+    how = _order(kind, stable)
+    if axis is None:
+        return along(call, a.ravel(), 0, lambda x, d: np.argsort(x, **how))
+    axis = _one_axis(call, a, axis)
+    return along(call, a, axis, lambda x, d: np.argsort(x, axis=d, **how))
+
+
+def _statistic(call, a, axis, keepdims, fn):
+    """``fn(x, axis, keepdims=True)`` (numpy's median, percentile, ...) of ``a`` along
+    one ``axis``, or over all elements (gathered) with ``axis=None``."""
+    if axis is None:
+        family = LOCAL[a.family]
+        value = np.asarray(fn(family.host(a.gather()), None, keepdims))
+        value = family.like(value, a.local)
+        return split(a, value, value.shape) if keepdims else \
+            _replicated_result(a, value, ())
+    axis = _one_axis(call, a, axis)
+    result = along(call, a, axis, lambda x, d: fn(x, d, True), keep=keepdims)
+    return result
+
+
+@implements(np.median)
+def _median(a, axis=None, out=None, overwrite_input=False, keepdims=False):
+    _unsupported("numpy.median", out=out)
+    return _statistic("numpy.median", a, axis, keepdims,
+                      lambda x, d, k: np.median(x, axis=d, keepdims=k))
+
+
+@implements(np.percentile)
+def _percentile(a, q, axis=None, out=None, overwrite_input=False, method="linear",
+                keepdims=False, **kwargs):
+    _check_scalar_q("numpy.percentile", q)
+    return _statistic("numpy.percentile", a, axis, keepdims, lambda x, d, k: np.percentile(
+        x, q, axis=d, method=method, keepdims=k, **kwargs))
+
+
+@implements(np.quantile)
+def _quantile(a, q, axis=None, out=None, overwrite_input=False, method="linear",
+              keepdims=False, **kwargs):
+    _check_scalar_q("numpy.quantile", q)
+    return _statistic("numpy.quantile", a, axis, keepdims, lambda x, d, k: np.quantile(
+        x, q, axis=d, method=method, keepdims=k, **kwargs))
+
+
+def _check_scalar_q(call, q):
+    if np.ndim(q) != 0:
+        raise error(SpmdValueError, call, "only one 'q' at a time is available for a "
+                    "codistributed array; call it once per q")
+
+
+@implements(np.ptp)
+def _ptp(a, axis=None, out=None, keepdims=False):
+    _unsupported("numpy.ptp", out=out)
+    return np.max(a, axis=axis, keepdims=keepdims) - np.min(a, axis=axis, keepdims=keepdims)
+
+
+# -- differences, flips, shifts -------------------------------------------------------------------
+
+
+def _along_slice(ndim, axis, s):
+    return (slice(None),) * axis + (s,)
+
+
+@implements(np.diff)
+def _diff(a, n=1, axis=-1, prepend=np._NoValue, append=np._NoValue):
+    call = "numpy.diff"
+    _unsupported(call, prepend=prepend, append=append)
+    axis = _one_axis(call, a, axis)
+    if n < 0:
+        raise error(SpmdValueError, call, f"order must be non-negative but got {n}")
+    boolean = LOCAL[a.family].dtype(a.local).kind == "b"
+    for _ in range(n):
+        if a.shape[axis] == 0:
+            break
+        later, earlier = a[_along_slice(a.ndim, axis, slice(1, None))], \
+            a[_along_slice(a.ndim, axis, slice(None, -1))]
+        a = np.not_equal(later, earlier) if boolean else later - earlier
+    return a
+
+
+@implements(np.flip)
+def _flip(m, axis=None):
+    axes = _axes("numpy.flip", m, axis)
+    return m[tuple(slice(None, None, -1) if d in axes else slice(None)
+                   for d in range(m.ndim))]
+
+
+@implements(np.fliplr)
+def _fliplr(m):
+    if m.ndim < 2:
+        raise error(SpmdValueError, "numpy.fliplr", "the array must be at least 2-D")
+    return _flip(m, 1)
+
+
+@implements(np.flipud)
+def _flipud(m):
+    if m.ndim < 1:
+        raise error(SpmdValueError, "numpy.flipud", "the array must be at least 1-D")
+    return _flip(m, 0)
+
+
+@implements(np.roll)
+def _roll(a, shift, axis=None):
+    call = "numpy.roll"
+    if axis is None:  # numpy rolls the flattened array, in the array's shape again
+        flat = _roll(a.ravel(), shift, 0)
+        return flat.reshape(a.shape).redistribute(a.codistributor)
+    shifts, axes = np.broadcast_arrays(np.asarray(shift), np.asarray(axis))
+    total = {}
+    for s, d in zip(shifts.ravel(), axes.ravel()):
+        d = _one_axis(call, a, int(d))
+        total[d] = total.get(d, 0) + int(s)
+    moved = False
+    for d, s in total.items():
+        n = a.shape[d]
+        if n == 0 or s % n == 0:
+            continue
+        s %= n
+        a = concatenate(call, [a[_along_slice(a.ndim, d, slice(n - s, None))],
+                               a[_along_slice(a.ndim, d, slice(None, n - s))]], d,
+                        a.codistributor)
+        moved = True
+    return a if moved else a.copy()
+
+
+# -- joining, repeating, adding and removing axes ----------------------------------------------
+
+
+def concatenate(call, arrays, axis, target=None):
+    """``arrays`` (codistributed or replicated, at least one codistributed) joined along
+    ``axis``, split by ``target`` (default: the first codistributed array's axis, its
+    partition when that is not ``axis``, else the default one). Each codistributed
+    operand moves to its share of the result (one all-to-all each, none when it is
+    already there); replicated operands are sliced."""
+    arrays = [np.asarray(x) if isinstance(x, (list, tuple)) else x for x in arrays]
+    dist = [x for x in arrays if _codist(x)]
+    if not dist:
+        raise error(SpmdTypeError, call, "needs a codistributed array")
+    ref = dist[0]
+    ref._check_scope(call)
+    for x in dist:
+        x._check_scope(call)
+        if x.family != ref.family:
+            raise error(SpmdTypeError, call, f"the operands' local parts are of different "
+                        f"families ({ref.family} and {x.family}); convert one")
+    shapes = [x.shape if _codist(x) else np.shape(x) for x in arrays]
+    if any(len(s) != ref.ndim for s in shapes):
+        raise error(SpmdValueError, call, f"all the input arrays must have the same "
+                    f"number of dimensions (shapes {shapes})")
+    if isinstance(axis, bool) or not isinstance(axis, (int, np.integer)) or \
+            not -ref.ndim <= axis < ref.ndim:
+        raise error(SpmdValueError, call, f"axis {axis!r} is out of bounds for arrays of "
+                    f"{ref.ndim} dimensions")
+    axis = int(axis) % ref.ndim
+    if any(tuple(s[:axis] + s[axis + 1:]) != ref.shape[:axis] + ref.shape[axis + 1:]
+           for s in shapes):
+        raise error(SpmdValueError, call, f"the input arrays' sizes must match except "
+                    f"along axis {axis} (shapes {shapes})")
+    shape = ref.shape[:axis] + (sum(s[axis] for s in shapes),) + ref.shape[axis + 1:]
+    if target is None:
+        target = Codistributor(ref.axis, ref.partition, shape) if ref.axis != axis else \
+            Codistributor(axis).complete(shape)
+    family = LOCAL[ref.family]
+    mine = target.global_indices()
+    pieces, start = [], 0
+    for x, xshape in zip(arrays, shapes):
+        n = xshape[axis]
+        if target.axis == axis:  # each worker's share of this operand
+            counts = tuple(max(0, min(o + c, start + n) - max(o, start))
+                           for o, c in zip(offsets(target.partition), target.partition))
+            lo = min(max(mine.start - start, 0), n)
+            hi = max(min(mine.stop - start, n), lo)
+            piece = Codistributor(axis, counts, xshape)
+        else:
+            lo, hi = mine.start, mine.stop
+            piece = Codistributor(target.axis, target.partition, xshape)
+        if _codist(x):
+            pieces.append(x.local if x.codistributor == piece else x._moved(call, piece).local)
+        else:
+            part = x[_along_slice(len(xshape), piece.axis, slice(lo, hi))]
+            pieces.append(family.asarray(part, ref.local))
+        start += n
+    return ref._new(family.cat(pieces, axis), target)
+
+
+@implements(np.concatenate)
+def _concatenate(arrays, axis=0, out=None, *, dtype=None, casting="same_kind"):
+    call = "numpy.concatenate"
+    _unsupported(call, out=out, dtype=dtype)
+    if axis is None:
+        return concatenate(call, [x.ravel() if _codist(x) else np.ravel(x)
+                                  for x in arrays], 0)
+    return concatenate(call, list(arrays), axis)
+
+
+@implements(np.expand_dims)
+def expand_dims(a, axis):
+    """New axes of length 1: no communication."""
+    call = "numpy.expand_dims"
+    axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
+    ndim = a.ndim + len(axes)
+    if any(isinstance(d, bool) or not isinstance(d, (int, np.integer)) or
+           not -ndim <= d < ndim for d in axes):
+        raise error(SpmdValueError, call, f"axis {axis!r} is out of bounds for the "
+                    f"result of {ndim} dimensions")
+    axes = tuple(sorted(int(d) % ndim for d in axes))
+    if len(set(axes)) != len(axes):
+        raise error(SpmdValueError, call, f"repeated axis in {axis!r}")
+    shape, local_shape, at, it = [], [], 0, 0
+    for d in range(ndim):
+        if d in axes:
+            shape.append(1)
+            local_shape.append(1)
+        else:
+            if it == a.axis:
+                at = d
+            shape.append(a.shape[it])
+            local_shape.append(a.local.shape[it])
+            it += 1
+    return a._new(a.local.reshape(tuple(local_shape)),
+                  Codistributor(at, a.partition, tuple(shape)))
+
+
+@implements(np.squeeze)
+def _squeeze(a, axis=None):
+    call = "numpy.squeeze"
+    if axis is None:
+        drop = tuple(d for d, n in enumerate(a.shape) if n == 1)
+    else:
+        drop = _axes(call, a, axis)
+        if any(a.shape[d] != 1 for d in drop):
+            raise error(SpmdValueError, call, "cannot select an axis to squeeze out which "
+                        "has size not equal to one")
+    if not drop:
+        return a.copy()
+    if len(drop) == a.ndim:  # numpy's 0-d array: its one element, on every worker
+        return a[(0,) * a.ndim]
+    if a.axis in drop:
+        keep = [d for d in range(a.ndim) if d not in drop]
+        a = a._moved(call, Codistributor(keep[0]).complete(a.shape))
+    shape = tuple(n for d, n in enumerate(a.shape) if d not in drop)
+    local = a.local.reshape(tuple(n for d, n in enumerate(a.local.shape) if d not in drop))
+    at = a.axis - sum(1 for d in drop if d < a.axis)
+    return a._new(local, Codistributor(at, a.partition, shape))
+
+
+@implements(np.atleast_1d)
+def _atleast_1d(*arys):
+    out = [x if not _codist(x) or x.ndim >= 1 else x for x in arys]
+    return out[0] if len(out) == 1 else out
+
+
+@implements(np.atleast_2d)
+def _atleast_2d(*arys):
+    out = [expand_dims(x, 0) if _codist(x) and x.ndim == 1 else np.atleast_2d(x)
+           if not _codist(x) else x for x in arys]
+    return out[0] if len(out) == 1 else out
+
+
+@implements(np.hstack)
+def _hstack(tup, *, dtype=None, casting="same_kind"):
+    _unsupported("numpy.hstack", dtype=dtype)
+    arrays = list(tup)
+    axis = 0 if all(np.ndim(x) == 1 if not _codist(x) else x.ndim == 1 for x in arrays) \
+        else 1
+    return concatenate("numpy.hstack", arrays, axis)
+
+
+@implements(np.vstack, np.row_stack)
+def _vstack(tup, *, dtype=None, casting="same_kind"):
+    _unsupported("numpy.vstack", dtype=dtype)
+    return concatenate("numpy.vstack", [_atleast_2d(x) for x in tup], 0)
+
+
+@implements(np.column_stack)
+def _column_stack(tup):
+    arrays = [(expand_dims(x, 1) if _codist(x) else np.asarray(x)[:, None])
+              if np.ndim(x) == 1 or (_codist(x) and x.ndim == 1) else x for x in tup]
+    return concatenate("numpy.column_stack", arrays, 1)
+
+
+@implements(np.stack)
+def _stack(arrays, axis=0, out=None, *, dtype=None, casting="same_kind"):
+    call = "numpy.stack"
+    _unsupported(call, out=out, dtype=dtype)
+    arrays = list(arrays)
+    shapes = {x.shape if _codist(x) else np.shape(x) for x in arrays}
+    if len(shapes) != 1:
+        raise error(SpmdValueError, call, "all input arrays must have the same shape")
+    return concatenate(call, [expand_dims(x, axis) if _codist(x) else
+                              np.expand_dims(x, axis) for x in arrays], axis)
+
+
+@implements(np.tile)
+def _tile(A, reps):
+    """numpy's ``tile`` (MATLAB's ``repmat``): the array joined to itself along each axis."""
+    call = "numpy.tile"
+    reps = (int(reps),) if np.ndim(reps) == 0 else tuple(int(r) for r in reps)
+    if any(r < 0 for r in reps):
+        raise error(SpmdValueError, call, f"negative repetitions {reps}")
+    while A.ndim < len(reps):
+        A = expand_dims(A, 0)
+    reps = (1,) * (A.ndim - len(reps)) + reps
+    for d, r in enumerate(reps):
+        if r == 0:
+            A = A[_along_slice(A.ndim, d, slice(0, 0))]
+        elif r > 1:
+            A = concatenate(call, [A] * r, d)
+    return A.copy() if all(r == 1 for r in reps) else A
+
+
+@implements(np.kron)
+def _kron(a, b):
+    """Codistributed ``a`` with a replicated ``b`` of as many dimensions: each worker's
+    blocks, no communication. Otherwise both are gathered and the product split by
+    the default distribution."""
+    call = "numpy.kron"
+    if _codist(a) and not _codist(b) and np.ndim(b) == a.ndim:
+        a._check_scope(call)
+        bshape = np.shape(b)
+        local = _host_call(a, a.local, lambda x: np.kron(x, _on_host(b)))
+        shape = tuple(m * n for m, n in zip(a.shape, bshape))
+        return a._new(local, Codistributor(a.axis, tuple(c * bshape[a.axis]
+                                                         for c in a.partition), shape))
+    ref = a if _codist(a) else b
+    ref._check_scope(call)
+    family = LOCAL[ref.family]
+    host = [family.host(x.gather()) if _codist(x) else _on_host(x) for x in (a, b)]
+    whole = np.kron(*host)
+    return split(ref, family.like(whole, ref.local), whole.shape)
+
+
+# -- finding nonzero elements -----------------------------------------------------------------
+
+
+def _flat_nonzero(call, a):
+    """(this worker's C-order flat indices of its nonzero elements, every worker's
+    count): split along axis 0 (redistributed to it first otherwise), each worker's
+    indices follow the previous workers'."""
+    if a.ndim == 0:
+        raise error(SpmdValueError, call, "not available for a 0-d array")
+    rows = a if a.axis == 0 else a._moved(call, Codistributor(0).complete(a.shape))
+    host = LOCAL[a.family].host(rows.local)
+    inner = math.prod(a.shape[1:])
+    idx = np.flatnonzero(host) + rows.global_indices().start * inner
+    counts = tuple(gather(call, int(idx.size)))
+    return idx.astype(np.int64), counts
+
+
+def _vector(a, idx, counts):
+    return a._new(LOCAL[a.family].like(idx, a.local),
+                  Codistributor(0, counts, (sum(counts),)))
+
+
+@implements(np.flatnonzero)
+def _flatnonzero(a):
+    """The flat (C-order) indices of the nonzero elements, a codistributed vector (one
+    small gather of counts; an array not split by rows is redistributed to rows). For
+    MATLAB's ``find(D)`` (column-major, 1-based) write ``np.flatnonzero(D.T) + 1``."""
+    idx, counts = _flat_nonzero("numpy.flatnonzero", a)
+    return _vector(a, idx, counts)
+
+
+@implements(np.nonzero)
+def nonzero(a):
+    idx, counts = _flat_nonzero("numpy.nonzero", a)
+    return tuple(_vector(a, i.astype(np.int64), counts)
+                 for i in np.unravel_index(idx, a.shape))
+
+
+@implements(np.argwhere)
+def _argwhere(a):
+    idx, counts = _flat_nonzero("numpy.argwhere", a)
+    local = np.stack(np.unravel_index(idx, a.shape), axis=1).astype(np.int64) \
+        if a.ndim else np.zeros((idx.size, 0), np.int64)
+    return a._new(LOCAL[a.family].like(local, a.local),
+                  Codistributor(0, counts, (sum(counts), a.ndim)))
+
+
+# -- diagonals and triangles ---------------------------------------------------------------------
+
+
+@implements(np.diagonal)
+def diagonal(a, offset=0, axis1=0, axis2=1):
+    """The ``offset`` diagonal of a 2-D array: each worker reads the elements in its
+    block (no communication); a vector split as the array's block holds them."""
+    call = "numpy.diagonal"
+    if a.ndim != 2 or (axis1, axis2) != (0, 1):
+        raise error(SpmdValueError, call, "only the diagonals of a 2-D array over axes "
+                    "(0, 1) are available for a codistributed array")
+    a._check_scope(call)
+    k = int(offset)
+    m, n = a.shape
+    if a.axis == 0:
+        first, stop = max(0, -k), min(m, n - k)  # the rows that hold one
+    else:
+        first, stop = max(0, k), min(n, m + k)  # the columns that hold one
+    counts = tuple(max(0, min(o + c, stop) - max(o, first))
+                   for o, c in zip(offsets(a.partition), a.partition))
+    start = a.global_indices().start
+    shift = k + start if a.axis == 0 else k - start
+    local = LOCAL[a.family].copy(a.local.diagonal(shift))
+    return a._new(local, Codistributor(0, counts, (sum(counts),)))
+
+
+@implements(np.diag)
+def _diag(v, k=0):
+    """numpy's ``diag``: a 2-D array's diagonal (as ``diagonal``), or the square matrix
+    with a vector on its ``k`` diagonal, split by rows like the vector (no
+    communication)."""
+    call = "numpy.diag"
+    if v.ndim == 2:
+        return diagonal(v, k)
+    if v.ndim != 1:
+        raise error(SpmdValueError, call, "input must be 1- or 2-d")
+    v._check_scope(call)
+    k, n = int(k), v.shape[0]
+    size = n + abs(k)
+    partition = list(v.partition)
+    if k >= 0:
+        partition[-1] += k
+    else:
+        partition[0] -= k
+    lead = -k if k < 0 and v._scope.rank == 0 else 0
+    rows = partition[v._scope.rank]
+    r = v.global_indices()
+    j = np.arange(r.start, r.stop)
+    out = np.zeros((rows, size), dtype=np.asarray(LOCAL[v.family].host(v.local)).dtype)
+    out[np.arange(j.size) + lead, j + max(k, 0)] = LOCAL[v.family].host(v.local)
+    return v._new(LOCAL[v.family].like(out, v.local),
+                  Codistributor(0, tuple(partition), (size, size)))
+
+
+def _triangle(name):
+    def fn(m, k=0):
+        call = f"numpy.{name}"
+        if m.ndim < 2:
+            raise error(SpmdValueError, call, "the array must be at least 2-D")
+        m._check_scope(call)
+        start = m.global_indices().start
+        shift = {m.ndim - 2: start, m.ndim - 1: -start}.get(m.axis, 0)
+        local = _family_call(LOCAL[m.family], name, m.local, int(k) + shift) \
+            if m.family != "torch" else getattr(m.local, name)(int(k) + shift)
+        return m._new(local, m.codistributor)
+    return fn
+
+
+implements(np.triu)(_triangle("triu"))
+implements(np.tril)(_triangle("tril"))
+
+
+# -- element-wise and small ones ----------------------------------------------------------------
+
+
+@implements(np.fix)
+def _fix(x, out=None):
+    return elementwise("numpy.fix", (x,), {} if out is None else {"out": out},
+                       lambda fam, args, kw: _family_call(fam, "fix", *args, **kw))
+
+
+@implements(np.isrealobj)
+def _isrealobj(x):
+    return LOCAL[x.family].dtype(x.local).kind != "c"
+
+
+@implements(np.iscomplexobj)
+def _iscomplexobj(x):
+    return LOCAL[x.family].dtype(x.local).kind == "c"
+
+
+@implements(np.isreal)
+def _isreal(x):
+    return np.imag(x) == 0 if _iscomplexobj(x) else np.ones_like(x, dtype=bool)
+
+
+@implements(np.iscomplex)
+def _iscomplex(x):
+    return np.imag(x) != 0 if _iscomplexobj(x) else np.zeros_like(x, dtype=bool)
+
+
+@implements(np.isin)
+def _isin(element, test_elements, assume_unique=False, invert=False, **kwargs):
+    call = "numpy.isin"
+    if _codist(test_elements):
+        test_elements = test_elements.gather()
+    test = _on_host(test_elements)
+    if not _codist(element):
+        raise error(SpmdTypeError, call, "the elements must be the codistributed array "
+                    "(the test elements are gathered if codistributed)")
+    return element._new(_host_call(element, element.local, lambda x: np.isin(
+        x, test, assume_unique=assume_unique, invert=invert, **kwargs)),
+        element.codistributor)
+
+
+@implements(np.outer)
+def _outer(a, b, out=None):
+    """The outer product of two vectors: split like the codistributed one (the other
+    gathered if it is codistributed too)."""
+    call = "numpy.outer"
+    _unsupported(call, out=out)
+    a = a.ravel() if _codist(a) and a.ndim != 1 else a
+    b = b.ravel() if _codist(b) and b.ndim != 1 else b
+    ref = a if _codist(a) else b
+    ref._check_scope(call)
+    family = LOCAL[ref.family]
+    a, b = [x if _codist(x) else family.asarray(x, ref.local).reshape(-1) for x in (a, b)]
+    shape = (math.prod(a.shape), math.prod(b.shape))
+    if _codist(a):
+        other = b.gather() if _codist(b) else b
+        local = a.local[:, None] * other[None, :]
+        return a._new(local, Codistributor(0, a.partition, shape))
+    other = a
+    return b._new(other[:, None] * b.local[None, :], Codistributor(1, b.partition, shape))
+
+
+@implements(np.vdot)
+def _vdot(a, b):
+    if _codist(a) and _codist(b) and a.shape != b.shape:
+        b = b.reshape(a.shape)
+    elif not _codist(b):
+        b = np.reshape(np.asarray(b), a.shape)
+    elif not _codist(a):
+        a = np.reshape(np.asarray(a), b.shape)
+    return np.sum(np.conj(a) * b)
+
+
+# -- NaN-ignoring reductions ---------------------------------------------------------------------
+
+
+def _nan_filled(a, fill):
+    return np.where(np.isnan(a), fill, a) if LOCAL[a.family].dtype(a.local).kind in "fc" \
+        else a
+
+
+@implements(np.nansum)
+def _nansum(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None):
+    return reduction("numpy.nansum", "sum", _nan_filled(a, 0), axis, dtype, keepdims, out,
+                     initial, where)
+
+
+@implements(np.nanprod)
+def _nanprod(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None):
+    return reduction("numpy.nanprod", "prod", _nan_filled(a, 1), axis, dtype, keepdims,
+                     out, initial, where)
+
+
+@implements(np.nanmean)
+def _nanmean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=None):
+    _unsupported("numpy.nanmean", out=out, where=where)
+    if LOCAL[a.family].dtype(a.local).kind not in "fc":
+        return np.mean(a, axis=axis, dtype=dtype, keepdims=keepdims)
+    total = _nansum(a, axis, dtype, keepdims=keepdims)
+    count = reduction("numpy.nanmean", "sum", ~np.isnan(a), axis, np.int64, keepdims)
+    return total / count
+
+
+def _nan_extremum(name):
+    def fn(a, axis=None, out=None, keepdims=False, initial=None, where=None):
+        call = f"numpy.nan{name}"
+        if LOCAL[a.family].dtype(a.local).kind != "f":
+            return reduction(call, name, a, axis, None, keepdims, out, initial, where)
+        fill = -np.inf if name == "max" else np.inf
+        best = reduction(call, name, _nan_filled(a, fill), axis, None, keepdims, out,
+                         initial, where)
+        empty = reduction(call, "all", np.isnan(a), axis, None, keepdims)
+        if isinstance(best, CodistributedArray):  # all NaN: NaN, as numpy
+            return np.where(empty, np.nan, best)
+        return best * np.nan if empty else best
+    return fn
+
+
+implements(np.nanmax)(_nan_extremum("max"))
+implements(np.nanmin)(_nan_extremum("min"))

@@ -1,0 +1,157 @@
+"""numpy's sorting, differences, joining, repeating, flipping, shifting, diagonal,
+nonzero and order-statistic functions on codistributed arrays (MATLAB's sort, diff,
+cat/horzcat/vertcat, repmat, flip/fliplr/flipud, circshift, diag, triu/tril, find,
+median, ...), against numpy on the whole array, split along each axis, at any worker
+count (uneven partitions; more workers than rows or columns)."""
+
+import numpy as np
+import pytest
+
+from spmdlab import CodistributedArray, SpmdTypeError, SpmdValueError, distribute, spmd_size
+from spmdlab.matlab import codistributed, codistributor1d
+
+from conftest import host
+
+pytestmark = pytest.mark.mpi
+
+
+def value(x):
+    return host(x.gather() if isinstance(x, CodistributedArray) else x)
+
+
+def arrays(backend):
+    """(numpy array, codistributed array) pairs: every split, both classes, shapes with
+    fewer rows or columns than workers, repeated values and negative zeros."""
+    n = spmd_size()
+    for shape in [(n + 1, 3), (2, n + 2), (2 * n + 1, 1)]:
+        A = ((np.arange(np.prod(shape), dtype=float).reshape(shape) * 1.5 - 4) % 7 - 3)
+        for axis in (0, 1):
+            yield A, distribute(backend.make(A), axis=axis)
+            yield A, codistributed(backend.make(A), codistributor1d(axis + 1))
+
+
+def same(got, expected):
+    got = value(got)
+    assert got.shape == np.shape(expected)
+    assert np.array_equal(got, expected, equal_nan=True), (got, expected)
+
+
+def test_sort_argsort_along_every_axis_and_vectors(backend):
+    for A, D in arrays(backend):
+        for axis in (0, 1, -1):
+            same(np.sort(D, axis=axis), np.sort(A, axis=axis))
+            same(np.argsort(D, axis=axis, kind="stable"),
+                 np.argsort(A, axis=axis, kind="stable"))
+        same(np.sort(D, axis=None), np.sort(A, axis=None))
+        same(np.sort(D[:, 0]), np.sort(A[:, 0]))                 # MATLAB's sort(v)
+        same(np.argsort(D[0, :], kind="stable"), np.argsort(A[0, :], kind="stable"))
+        E = D.copy()
+        E.sort(axis=0)                                           # in place, same split
+        assert E.codistributor == D.codistributor
+        same(E, np.sort(A, axis=0))
+        assert np.sort(D, axis=D.axis).codistributor == D.codistributor
+
+
+def test_median_percentile_ptp(backend):
+    for A, D in arrays(backend):
+        for axis in (0, 1):
+            same(np.median(D, axis=axis), np.median(A, axis=axis))
+            same(np.median(D, axis=axis, keepdims=True),
+                 np.median(A, axis=axis, keepdims=True))
+            same(np.percentile(D, 30, axis=axis), np.percentile(A, 30, axis=axis))
+            same(np.ptp(D, axis=axis), np.ptp(A, axis=axis))
+        assert float(value(np.median(D))) == np.median(A)
+        assert float(value(np.median(D[:, 0]))) == np.median(A[:, 0])
+
+
+def test_diff_flip_roll(backend):
+    for A, D in arrays(backend):
+        for axis in (0, 1):
+            for n in (1, 2):
+                same(np.diff(D, n, axis=axis), np.diff(A, n, axis=axis))
+            same(np.flip(D, axis), np.flip(A, axis))
+            for s in (1, -2, 7):
+                same(np.roll(D, s, axis=axis), np.roll(A, s, axis=axis))
+        same(np.diff(D > 0, axis=0), np.diff(A > 0, axis=0))     # bools: not_equal
+        same(np.diff(D[:, 0]), np.diff(A[:, 0]))
+        same(np.fliplr(D), np.fliplr(A))
+        same(np.flipud(D), np.flipud(A))
+        same(np.roll(D, 5), np.roll(A, 5))
+        same(np.roll(D, (1, 2), axis=(0, 1)), np.roll(A, (1, 2), axis=(0, 1)))
+
+
+def test_concatenate_stack_tile_kron(backend):
+    for A, D in arrays(backend):
+        B = A * 2 - 1
+        E = distribute(backend.make(B), axis=1 - D.axis)         # another split
+        for axis in (0, 1):
+            same(np.concatenate([D, E, backend.make(A)], axis=axis),
+                 np.concatenate([A, B, A], axis=axis))
+            same(np.stack([D, E], axis=axis), np.stack([A, B], axis=axis))
+        same(np.hstack([D, E]), np.hstack([A, B]))               # [D E]
+        same(np.vstack([D, E]), np.vstack([A, B]))               # [D; E]
+        same(np.concatenate([D[:, 0], E[:, 0]]), np.concatenate([A[:, 0], B[:, 0]]))
+        same(np.vstack([D[:, 0], D[:, 0]]), np.vstack([A[:, 0], A[:, 0]]))
+        same(np.column_stack([D[:, 0], E[:, 0]]), np.column_stack([A[:, 0], B[:, 0]]))
+        for reps in [(2, 3), 3, (1, 1), (0, 2), (2, 1, 2)]:
+            same(np.tile(D, reps), np.tile(A, reps))             # repmat(D, m, n)
+        same(np.kron(D, np.eye(2)), np.kron(A, np.eye(2)))
+        same(np.kron(np.eye(2), D), np.kron(np.eye(2), A))
+        same(np.expand_dims(D, 0), np.expand_dims(A, 0))
+        same(np.squeeze(D[:1, :]), np.squeeze(A[:1, :]))
+        same(np.atleast_2d(D[:, 0]), np.atleast_2d(A[:, 0]))
+
+
+def test_nonzero_find(backend):
+    for A, D in arrays(backend):
+        same(np.flatnonzero(D), np.flatnonzero(A))
+        same(np.flatnonzero(D.T) + 1, np.flatnonzero(A.T) + 1)   # MATLAB's find(D)
+        for got, expected in zip(np.nonzero(D > 0), np.nonzero(A > 0)):
+            same(got, expected)
+        for got, expected in zip(D.nonzero(), A.nonzero()):
+            same(got, expected)
+        same(np.argwhere(D), np.argwhere(A))
+        same(np.flatnonzero(D[:, 0] > 0), np.flatnonzero(A[:, 0] > 0))
+
+
+def test_diag_triangles(backend):
+    for A, D in arrays(backend):
+        for k in (-2, -1, 0, 1, 3):
+            same(np.diag(D, k), np.diag(A, k))
+            same(D.diagonal(k), A.diagonal(k))
+            same(np.triu(D, k), np.triu(A, k))
+            same(np.tril(D, k), np.tril(A, k))
+            same(np.diag(D[:, 0], k), np.diag(A[:, 0], k))       # a vector on a diagonal
+            same(np.diag(D[0, :], k), np.diag(A[0, :], k))
+
+
+def test_small_ones(backend):
+    for A, D in arrays(backend):
+        same(np.fix(D), np.fix(A))
+        same(np.isin(D, [0.0, 1.5]), np.isin(A, [0.0, 1.5]))
+        same(np.outer(D[:, 0], D[0, :]), np.outer(A[:, 0], A[0, :]))
+        assert np.isrealobj(D) and not np.iscomplexobj(D)
+        same(np.isreal(D), np.isreal(A))
+        N = np.where(D > 1, np.nan, D)
+        M = np.where(A > 1, np.nan, A)
+        for axis in (None, 0, 1):
+            for f in (np.nansum, np.nanmax, np.nanmin):
+                assert np.allclose(value(f(N, axis=axis)), f(M, axis=axis), equal_nan=True)
+        assert np.isclose(float(value(np.nanmean(N))), np.nanmean(M))
+        assert np.isclose(float(value(np.vdot(D, D))), np.vdot(A, A))
+        assert D[:1, :1].item() == A[0, 0]
+
+
+def test_unsupported_options_raise_on_every_worker():
+    D = distribute(np.arange(12.0).reshape(3, 4))
+    with pytest.raises(SpmdTypeError, match=r"numpy.sort \(worker \d+ of \d+\): 'order'"):
+        np.sort(D, order="x")
+    with pytest.raises(SpmdTypeError, match=r"numpy.diff \(worker \d+ of \d+\): 'prepend'"):
+        np.diff(D, prepend=0)
+    with pytest.raises(SpmdValueError, match="numpy.concatenate .*sizes must match"):
+        np.concatenate([D, D[:, :2]], axis=0)
+    with pytest.raises(SpmdValueError, match="numpy.percentile .*one 'q'"):
+        np.percentile(D, [10, 20], axis=0)
+    with pytest.raises(SpmdTypeError, match=r"numpy.unique \(worker \d+ of \d+\): not "
+                       r"available .*gather it first"):
+        np.unique(D)
