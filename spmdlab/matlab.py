@@ -54,7 +54,8 @@ __all__ = [
     "delete", "drange", "eye", "gather", "gcat", "gcp", "getCodistributor", "getLocalPart", "globalIndices",
     "gop", "gplus", "iscodistributed", "isdistributed", "labBarrier", "labBroadcast",
     "labProbe", "labProbeStatus", "labReceive", "labReceiveStatus", "labSend",
-    "labSendReceive", "labindex", "mpiprofile", "ndims", "numel", "numlabs", "ones",
+    "labSendReceive", "labindex", "mldivide", "mpiprofile", "ndims", "numel", "numlabs",
+    "ones",
     "parpool", "rand", "randn", "redistribute", "reshape", "size", "spmdBarrier",
     "spmdBroadcast", "spmdCat", "spmdIndex", "spmdPlus",
     "spmd", "spmdProbe", "spmdProbeStatus", "spmdReceive", "spmdReceiveStatus",
@@ -778,6 +779,28 @@ def gcp(option: Optional[str] = None) -> Any:
     from .pool import _client
 
     return _client.gcp(option)
+
+
+def mldivide(A: Any, B: Any) -> Any:
+    """``A \\ B``: the solution of ``A @ X = B`` for a square ``A``, the least-squares one
+    otherwise, as MATLAB's backslash. Codistributed operands are gathered and the whole
+    system solved on every worker (correct, not parallel); the result is then
+    codistributed (split with no communication) in the operands' family.
+
+    Examples
+    --------
+    >>> D = codistributed(np.array([[2.0, 0.0], [0.0, 4.0]]))
+    >>> gather(mldivide(D, np.array([2.0, 8.0])))
+    array([1., 2.])
+
+    MATLAB
+    ------
+    ``x = A \\ b``, ``mldivide(A, b)``
+    """
+    shape = np.shape(A)
+    if len(shape) == 2 and shape[0] == shape[1]:
+        return np.linalg.solve(A, B)
+    return np.linalg.lstsq(A, B, rcond=None)[0]
 
 
 def delete(obj: Any) -> None:

@@ -155,3 +155,27 @@ def test_unsupported_options_raise_on_every_worker():
     with pytest.raises(SpmdTypeError, match=r"numpy.unique \(worker \d+ of \d+\): not "
                        r"available .*gather it first"):
         np.unique(D)
+
+
+def test_linear_systems_are_solved_whole_on_every_worker(backend):
+    # MATLAB's x = D \ b, inv(D), det(D): gathered, solved everywhere, split again
+    from spmdlab.matlab import mldivide
+
+    n = spmd_size() + 2
+    rng = np.random.default_rng(1)
+    A = rng.standard_normal((n, n)) + n * np.eye(n)
+    b = rng.standard_normal(n)
+    for axis in (0, 1):
+        D = distribute(backend.make(A), axis=axis)
+        for rhs in (backend.make(b), distribute(backend.make(b))):
+            x = np.linalg.solve(D, rhs)
+            assert isinstance(x, CodistributedArray)
+            assert np.allclose(value(x), np.linalg.solve(A, b))
+        assert np.allclose(value(mldivide(D, backend.make(b))), np.linalg.solve(A, b))
+        assert np.allclose(value(np.linalg.inv(D)), np.linalg.inv(A))
+        assert np.isclose(float(np.linalg.det(D)), np.linalg.det(A))
+    tall = distribute(backend.make(np.vstack([A, A])))
+    assert np.allclose(value(mldivide(tall, backend.make(np.concatenate([b, b])))),
+                       np.linalg.solve(A, b))
+    with pytest.raises(np.linalg.LinAlgError, match=r"numpy.linalg.solve \(worker \d+ of"):
+        np.linalg.solve(distribute(backend.make(np.zeros((n, n)))), backend.make(b))

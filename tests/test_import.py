@@ -31,7 +31,7 @@ def test_matlab_names():
                 "codistributor1d", "distributed", "drange", "eye", "gather",
                 "getCodistributor", "getLocalPart", "globalIndices", "iscodistributed",
                 "isdistributed", "ones", "rand", "randn", "redistribute", "spmd", "zeros",
-                "parpool", "gcp", "delete", "size", "ndims", "numel", "reshape"}
+                "parpool", "gcp", "delete", "size", "ndims", "numel", "reshape", "mldivide"}
     assert set(spmdlab.matlab.__all__) == expected
     for name in expected:
         assert callable(getattr(spmdlab.matlab, name))

@@ -366,7 +366,7 @@ def _hstack(tup, *, dtype=None, casting="same_kind"):
     return concatenate("numpy.hstack", arrays, axis)
 
 
-@implements(np.vstack, np.row_stack)
+@implements(*[f for f in (np.vstack, getattr(np, "row_stack", None)) if f is not None])
 def _vstack(tup, *, dtype=None, casting="same_kind"):
     _unsupported("numpy.vstack", dtype=dtype)
     return concatenate("numpy.vstack", [_atleast_2d(x) for x in tup], 0)
@@ -671,3 +671,65 @@ def _nan_extremum(name):
 
 implements(np.nanmax)(_nan_extremum("max"))
 implements(np.nanmin)(_nan_extremum("min"))
+
+
+# -- linear systems (gathered) -------------------------------------------------------------------
+# MATLAB's x = D \ b, inv(D), det(D): every worker gathers the operands and solves the
+# whole system (the same data and library give every worker the same answer); a
+# codistributed result is then split with no communication. Correct, not parallel: the
+# O(n^3) work is done on every worker.
+
+
+def _gathered(call, *operands):
+    """The operands whole, as host numpy arrays, and the codistributed one to shape the
+    result like (its family, device and class)."""
+    ref = next(x for x in operands if _codist(x))
+    ref._check_scope(call)
+    family = LOCAL[ref.family]
+    whole = [family.host(x.gather()) if _codist(x) else
+             np.asarray(family.host(x) if type(x).__module__.startswith(("torch", "cupy"))
+                        else x) for x in operands]
+    return ref, family, whole
+
+
+def _solved(call, fn, *arrays):
+    try:
+        return fn(*arrays)
+    except np.linalg.LinAlgError as exc:  # the same data everywhere: raised everywhere
+        raise error(np.linalg.LinAlgError, call, str(exc)) from None
+
+
+def _shaped(ref, family, result):
+    result = np.asarray(result)
+    local = family.like(result, ref.local)
+    return _replicated_result(ref, local, result.shape)
+
+
+@implements(np.linalg.solve)
+def _solve(a, b):
+    call = "numpy.linalg.solve"
+    ref, family, (A, B) = _gathered(call, a, b)
+    return _shaped(ref, family, _solved(call, np.linalg.solve, A, B))
+
+
+@implements(np.linalg.lstsq)
+def _lstsq(a, b, rcond=None):
+    call = "numpy.linalg.lstsq"
+    ref, family, (A, B) = _gathered(call, a, b)
+    x, residuals, rank, sv = _solved(call, lambda p, q: np.linalg.lstsq(p, q, rcond=rcond),
+                                     A, B)
+    return _shaped(ref, family, x), residuals, rank, sv
+
+
+@implements(np.linalg.inv)
+def _inv(a):
+    call = "numpy.linalg.inv"
+    ref, family, (A,) = _gathered(call, a)
+    return _shaped(ref, family, _solved(call, np.linalg.inv, A))
+
+
+@implements(np.linalg.det)
+def _det(a):
+    call = "numpy.linalg.det"
+    ref, family, (A,) = _gathered(call, a)
+    return _shaped(ref, family, _solved(call, np.linalg.det, A))
