@@ -68,7 +68,7 @@ run() {
     "$@" || { echo "== FAILED (rc=$?): $*"; status=1; }
 }
 FILES="tests/test_gpu.py tests/test_collectives.py tests/test_p2p.py tests/test_darray.py
-       tests/test_darray_matlab.py"
+       tests/test_darray_matlab.py tests/test_darray_shaping.py"
 SELECT="gpu or cuda or cupy"
 PYTEST="$P -m pytest -q -p no:cacheprovider -rs"
 run timeout 300 $PYTEST tests/test_gpu.py
