@@ -28,6 +28,12 @@ def _codist(x):
     return isinstance(x, CodistributedArray)
 
 
+def _array(x):
+    """A replicated operand as an array of its own family (a list becomes numpy's): numpy's
+    own ``asarray``, ``ravel`` and ``expand_dims`` refuse a GPU array, its methods do not."""
+    return x if hasattr(x, "reshape") and hasattr(x, "ndim") else np.asarray(x)
+
+
 def _host_call(a, local, fn):
     """``fn`` of a host numpy copy of ``local``, back in ``a``'s family and device."""
     family = LOCAL[a.family]
@@ -288,7 +294,7 @@ def _concatenate(arrays, axis=0, out=None, *, dtype=None, casting="same_kind"):
     call = "numpy.concatenate"
     _unsupported(call, out=out, dtype=dtype)
     if axis is None:
-        return concatenate(call, [x.ravel() if _codist(x) else np.ravel(x)
+        return concatenate(call, [x.ravel() if _codist(x) else _array(x).reshape(-1)
                                   for x in arrays], 0)
     return concatenate(call, list(arrays), axis)
 
@@ -352,8 +358,9 @@ def _atleast_1d(*arys):
 
 @implements(np.atleast_2d)
 def _atleast_2d(*arys):
-    out = [expand_dims(x, 0) if _codist(x) and x.ndim == 1 else np.atleast_2d(x)
-           if not _codist(x) else x for x in arys]
+    out = [(expand_dims(x, 0) if x.ndim == 1 else x) if _codist(x) else
+           _array(x).reshape((1,) * (2 - _array(x).ndim) + tuple(_array(x).shape))
+           for x in arys]
     return out[0] if len(out) == 1 else out
 
 
@@ -374,7 +381,7 @@ def _vstack(tup, *, dtype=None, casting="same_kind"):
 
 @implements(np.column_stack)
 def _column_stack(tup):
-    arrays = [(expand_dims(x, 1) if _codist(x) else np.asarray(x)[:, None])
+    arrays = [(expand_dims(x, 1) if _codist(x) else _array(x).reshape(-1, 1))
               if np.ndim(x) == 1 or (_codist(x) and x.ndim == 1) else x for x in tup]
     return concatenate("numpy.column_stack", arrays, 1)
 
@@ -387,8 +394,12 @@ def _stack(arrays, axis=0, out=None, *, dtype=None, casting="same_kind"):
     shapes = {x.shape if _codist(x) else np.shape(x) for x in arrays}
     if len(shapes) != 1:
         raise error(SpmdValueError, call, "all input arrays must have the same shape")
-    return concatenate(call, [expand_dims(x, axis) if _codist(x) else
-                              np.expand_dims(x, axis) for x in arrays], axis)
+    ndim = len(next(iter(shapes))) + 1
+    if isinstance(axis, (int, np.integer)) and not isinstance(axis, bool) and \
+            -ndim <= axis < ndim:
+        axis = int(axis) % ndim
+    return concatenate(call, [expand_dims(x, axis) if _codist(x) else _array(x).reshape(
+        tuple(np.shape(x)[:axis]) + (1,) + tuple(np.shape(x)[axis:])) for x in arrays], axis)
 
 
 @implements(np.tile)
@@ -618,9 +629,9 @@ def _vdot(a, b):
     if _codist(a) and _codist(b) and a.shape != b.shape:
         b = b.reshape(a.shape)
     elif not _codist(b):
-        b = np.reshape(np.asarray(b), a.shape)
+        b = _array(b).reshape(a.shape)
     elif not _codist(a):
-        a = np.reshape(np.asarray(a), b.shape)
+        a = _array(a).reshape(b.shape)
     return np.sum(np.conj(a) * b)
 
 
