@@ -446,10 +446,15 @@ def test_a_mini_batch_smaller_than_the_workers_names_trainnet_and_the_worker():
         trainnet(_data(n=20), _mlp(), "crossentropy", opts)
 
 
-def test_a_checkpoint_path_that_is_a_file_fails_before_training(tmp_path):
-    path = os.path.join(spmd_broadcast(1, str(tmp_path)), "a-file")
+@pytest.mark.parametrize("below, why", [("", "a-file' is not a folder"),
+                                        ("checkpoints", "checkpoints' cannot be written")])
+def test_a_checkpoint_path_that_is_a_file_fails_before_training(tmp_path, below, why):
+    # a file, or a folder below a file (which failed only at the first checkpoint, after
+    # an epoch of training): at the start, on every worker, naming the path
+    afile = os.path.join(spmd_broadcast(1, str(tmp_path)), "a-file")
+    path = os.path.join(afile, below) if below else afile
     if spmd_index() == 1:
-        open(path, "w").close()
+        open(afile, "w").close()
     spmd_cat(0)
     calls = []
 
@@ -459,29 +464,7 @@ def test_a_checkpoint_path_that_is_a_file_fails_before_training(tmp_path):
 
     opts = training_options("sgdm", max_epochs=1, mini_batch_size=10, verbose=False,
                             execution_environment="parallel-cpu", checkpoint_path=path)
-    with pytest.raises(SpmdValueError, match="checkpoint_path=.*a-file' is not a folder"):
-        trainnet(_data(), _mlp(), loss, opts)
-    assert calls == []  # before any training
-
-
-def test_a_checkpoint_path_that_cannot_be_written_fails_before_training(tmp_path):
-    """Regression: a checkpoint folder that cannot be made (here: below a file) failed
-    only at the first checkpoint, after an epoch of training; now at the start, on every
-    worker, naming the path."""
-    path = os.path.join(spmd_broadcast(1, str(tmp_path)), "a-file", "checkpoints")
-    if spmd_index() == 1:
-        open(os.path.dirname(path), "w").close()
-    spmd_cat(0)
-    calls = []
-
-    def loss(scores, targets):
-        calls.append(1)
-        return torch.nn.functional.cross_entropy(scores, targets)
-
-    opts = training_options("sgdm", max_epochs=1, mini_batch_size=10, verbose=False,
-                            execution_environment="parallel-cpu", checkpoint_path=path)
-    with pytest.raises(SpmdValueError, match="checkpoint_path=.*checkpoints' cannot be "
-                       "written"):
+    with pytest.raises(SpmdValueError, match=f"checkpoint_path=.*{why}"):
         trainnet(_data(), _mlp(), loss, opts)
     assert calls == []  # before any training
 

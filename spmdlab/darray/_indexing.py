@@ -40,9 +40,9 @@ def _call(D, key, suffix=""):
 def _normalize(call, D, key):
     """``("mask", mask)`` or ``("axes", [selector per axis])``: each selector an int
     (in range, non-negative), a slice, or a 1-D int64 array (in range, non-negative)."""
-    if _is_mask(key, D.shape):
-        return "mask", key
     shape = _bool_shape(key)
+    if shape == tuple(D.shape):
+        return "mask", key
     if shape is not None and (len(shape) > D.ndim or any(
             m != n for m, n in zip(shape, D.shape))):  # numpy's IndexError
         raise error(SpmdIndexError, call, f"a boolean mask of shape {shape} does not "
@@ -71,18 +71,6 @@ def _normalize(call, D, key):
         raise error(SpmdIndexError, call, "at most one index array (or boolean index of "
                     "one axis) is available in a subscript of a codistributed array")
     return "axes", sels
-
-
-def _is_mask(key, shape):
-    if isinstance(key, CodistributedArray):
-        return key.shape == shape and np.dtype(LOCAL[key.family].dtype(key.local)).kind == "b"
-    if isinstance(key, (tuple, slice, int, np.integer)) or key is Ellipsis or key is None:
-        return False
-    try:
-        array = _host(key)
-    except Exception:
-        return False
-    return array.dtype.kind == "b" and array.shape == tuple(shape)
 
 
 def _bool_shape(key):

@@ -89,26 +89,21 @@ def _order(kind, stable):
     return {"kind": kind} if stable is None else {"kind": kind, "stable": stable}
 
 
-@implements(np.sort)
-def _sort(a, axis=-1, kind=None, order=None, *, stable=None):
-    call = "numpy.sort"
-    _unsupported(call, order=order)
-    how = _order(kind, stable)
-    if axis is None:
-        return along(call, a.ravel(), 0, lambda x, d: np.sort(x, **how))
-    axis = _one_axis(call, a, axis)
-    return along(call, a, axis, lambda x, d: np.sort(x, axis=d, **how))
+def _sorting(fn):
+    """numpy's ``sort`` or ``argsort`` (``fn``) along one axis, or of all elements."""
+    call = f"numpy.{fn.__name__}"
+
+    def impl(a, axis=-1, kind=None, order=None, *, stable=None):
+        _unsupported(call, order=order)
+        how = _order(kind, stable)
+        if axis is None:
+            return along(call, a.ravel(), 0, lambda x, d: fn(x, **how))
+        return along(call, a, _one_axis(call, a, axis), lambda x, d: fn(x, axis=d, **how))
+    return impl
 
 
-@implements(np.argsort)
-def _argsort(a, axis=-1, kind=None, order=None, *, stable=None):
-    call = "numpy.argsort"
-    _unsupported(call, order=order)
-    how = _order(kind, stable)
-    if axis is None:
-        return along(call, a.ravel(), 0, lambda x, d: np.argsort(x, **how))
-    axis = _one_axis(call, a, axis)
-    return along(call, a, axis, lambda x, d: np.argsort(x, axis=d, **how))
+implements(np.sort)(_sorting(np.sort))
+implements(np.argsort)(_sorting(np.argsort))
 
 
 def _statistic(call, a, axis, keepdims, fn):
