@@ -127,26 +127,23 @@ def _median(a, axis=None, out=None, overwrite_input=False, keepdims=False):
                       lambda x, d, k: np.median(x, axis=d, keepdims=k))
 
 
-@implements(np.percentile)
-def _percentile(a, q, axis=None, out=None, overwrite_input=False, method="linear",
-                keepdims=False, **kwargs):
-    _check_scalar_q("numpy.percentile", q)
-    return _statistic("numpy.percentile", a, axis, keepdims, lambda x, d, k: np.percentile(
-        x, q, axis=d, method=method, keepdims=k, **kwargs))
+def _order_statistic(fn):
+    """numpy's ``percentile`` or ``quantile`` (``fn``), one ``q`` at a time."""
+    call = f"numpy.{fn.__name__}"
+
+    def impl(a, q, axis=None, out=None, overwrite_input=False, method="linear",
+             keepdims=False, **kwargs):
+        _unsupported(call, out=out)
+        if np.ndim(q) != 0:
+            raise error(SpmdValueError, call, "only one 'q' at a time is available for a "
+                        "codistributed array; call it once per q")
+        return _statistic(call, a, axis, keepdims, lambda x, d, k: fn(
+            x, q, axis=d, method=method, keepdims=k, **kwargs))
+    return impl
 
 
-@implements(np.quantile)
-def _quantile(a, q, axis=None, out=None, overwrite_input=False, method="linear",
-              keepdims=False, **kwargs):
-    _check_scalar_q("numpy.quantile", q)
-    return _statistic("numpy.quantile", a, axis, keepdims, lambda x, d, k: np.quantile(
-        x, q, axis=d, method=method, keepdims=k, **kwargs))
-
-
-def _check_scalar_q(call, q):
-    if np.ndim(q) != 0:
-        raise error(SpmdValueError, call, "only one 'q' at a time is available for a "
-                    "codistributed array; call it once per q")
+implements(np.percentile)(_order_statistic(np.percentile))
+implements(np.quantile)(_order_statistic(np.quantile))
 
 
 @implements(np.ptp)
