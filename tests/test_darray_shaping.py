@@ -163,6 +163,28 @@ def test_small_ones(backend):
         assert D[:1, :1].item() == A[0, 0]
 
 
+def test_nan_reductions_and_vdot_keep_numpys_dtype_and_order(backend):
+    # nanmean of float32 is float32; nanmax/nanmin of complex leave NaN out (numpy's
+    # order: real part, then imaginary part); vdot of int8 is int8, of bools a bool
+    n = spmd_size()
+    A = np.arange(3.0 * (n + 1)).reshape(n + 1, 3) % 5 - 2
+    A[1, 1] = A[-1, 0] = np.nan
+    Z = A + 1j * A[::-1]
+    for axis in (0, 1):
+        for M in (A.astype(np.float32), Z):
+            D = distribute(backend.make(M), axis=axis)
+            for ax in (None, 0, 1):
+                for f in (np.nanmean, np.nanmax, np.nanmin):
+                    got, expected = value(f(D, axis=ax)), f(M, axis=ax)
+                    assert got.dtype == expected.dtype, (f, ax, got.dtype)
+                    assert np.allclose(got, expected, equal_nan=True), (f, ax, got)
+        for M in (np.arange(2 * n + 3, dtype=np.int8).reshape(-1, 1) * 9,
+                  np.arange(2 * n + 3).reshape(-1, 1) % 3 == 1):
+            D = distribute(backend.make(M), axis=axis)
+            got = value(np.vdot(D, D))
+            assert got.dtype == M.dtype and got == np.vdot(M, M), (got, np.vdot(M, M))
+
+
 def test_unsupported_options_raise_on_every_worker():
     D = distribute(np.arange(12.0).reshape(3, 4))
     with pytest.raises(SpmdTypeError, match=r"numpy.sort \(worker \d+ of \d+\): 'order'"):
@@ -173,6 +195,19 @@ def test_unsupported_options_raise_on_every_worker():
         np.concatenate([D, D[:, :2]], axis=0)
     with pytest.raises(SpmdValueError, match="numpy.percentile .*one 'q'"):
         np.percentile(D, [10, 20], axis=0)
+    # numpy's own refusals of an option, named as the call and the worker's
+    with pytest.raises(SpmdValueError, match=r"numpy.sort \(worker \d+ of \d+\): .*'bogus'"):
+        np.sort(D, axis=0, kind="bogus")
+    with pytest.raises(SpmdValueError, match=r"numpy.percentile \(worker \d+ of \d+\): "):
+        np.percentile(D, 150, axis=0)
+    with pytest.raises(SpmdValueError, match=r"numpy.quantile \(worker \d+ of \d+\): "):
+        np.quantile(D, 0.5, method="bogus")
+    with pytest.raises(SpmdTypeError, match=r"numpy.diff \(worker \d+ of \d+\): 'n' .*1.5"):
+        np.diff(D, n=1.5)
+    with pytest.raises(SpmdValueError, match=r"numpy.roll \(worker \d+ of \d+\): "):
+        np.roll(D, (1, 2, 3), axis=(0, 1))
+    with pytest.raises(SpmdValueError, match=r"numpy.vdot \(worker \d+ of \d+\): .*12 and 4"):
+        np.vdot(D, D[0])
     with pytest.raises(SpmdTypeError, match=r"numpy.unique \(worker \d+ of \d+\): not "
                        r"available .*gather it first"):
         np.unique(D)

@@ -17,10 +17,10 @@ import numpy as np
 
 from .._backends import LOCAL
 from ..collectives import gather
-from ..errors import SpmdTypeError, SpmdValueError
+from ..errors import SpmdError, SpmdTypeError, SpmdValueError
 from ._array import CodistributedArray
 from ._codistributor import Codistributor, error, offsets
-from ._numpy import (_axes, _family_call, _on_host, _replicated_result, _unsupported,
+from ._numpy import (_axes, _family_call, _kind, _on_host, _replicated_result, _unsupported,
                      elementwise, implements, reduction, split)
 
 
@@ -34,10 +34,23 @@ def _array(x):
     return x if hasattr(x, "reshape") and hasattr(x, "ndim") else np.asarray(x)
 
 
-def _host_call(a, local, fn):
+def _host_call(a, local, fn, call=None):
     """``fn`` of a host numpy copy of ``local``, back in ``a``'s family and device."""
     family = LOCAL[a.family]
-    return family.like(np.asarray(fn(family.host(local))), a.local)
+    return family.like(np.asarray(_refused(call, fn, family.host(local))), a.local)
+
+
+def _refused(call, fn, *args):
+    """``fn(*args)``, numpy's refusal of an option (a sort kind, a q out of range) named
+    as the call and worker's: every worker has the same options and dtype, so every
+    worker refuses alike."""
+    try:
+        return fn(*args)
+    except (TypeError, ValueError) as exc:
+        if call is None or isinstance(exc, SpmdError):
+            raise
+        kind = SpmdTypeError if isinstance(exc, TypeError) else SpmdValueError
+        raise error(kind, call, str(exc)) from exc
 
 
 def _one_axis(call, a, axis):
@@ -59,14 +72,14 @@ def along(call, a, axis, fn, keep=True):
     family = LOCAL[a.family]
     if a.ndim == 1:
         whole = family.host(a.gather())
-        result = np.asarray(fn(whole, axis))
+        result = np.asarray(_refused(call, fn, whole, axis))
         if not keep:
             return _replicated_result(a, family.like(result.reshape(()), a.local), ())
         return split(a, family.like(result, a.local), result.shape)
     work = a
     if a.axis == axis:
         work = a._moved(call, Codistributor(_other_axis(a, axis)).complete(a.shape))
-    local = _host_call(a, work.local, lambda x: fn(x, axis))
+    local = _host_call(a, work.local, lambda x: fn(x, axis), call)
     shape = tuple(local.shape[d] if d == axis else n for d, n in enumerate(a.shape))
     if not keep:
         shape = shape[:axis] + shape[axis + 1:]
@@ -111,7 +124,7 @@ def _statistic(call, a, axis, keepdims, fn):
     one ``axis``, or over all elements (gathered) with ``axis=None``."""
     if axis is None:
         family = LOCAL[a.family]
-        value = np.asarray(fn(family.host(a.gather()), None, keepdims))
+        value = np.asarray(_refused(call, fn, family.host(a.gather()), None, keepdims))
         value = family.like(value, a.local)
         return split(a, value, value.shape) if keepdims else \
             _replicated_result(a, value, ())
@@ -164,6 +177,8 @@ def _diff(a, n=1, axis=-1, prepend=np._NoValue, append=np._NoValue):
     call = "numpy.diff"
     _unsupported(call, prepend=prepend, append=append)
     axis = _one_axis(call, a, axis)
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)):
+        raise error(SpmdTypeError, call, f"'n' must be an int (got {n!r})")
     if n < 0:
         raise error(SpmdValueError, call, f"order must be non-negative but got {n}")
     boolean = LOCAL[a.family].dtype(a.local).kind == "b"
@@ -203,7 +218,7 @@ def _roll(a, shift, axis=None):
     if axis is None:  # numpy rolls the flattened array, in the array's shape again
         flat = _roll(a.ravel(), shift, 0)
         return flat.reshape(a.shape).redistribute(a.codistributor)
-    shifts, axes = np.broadcast_arrays(np.asarray(shift), np.asarray(axis))
+    shifts, axes = _refused(call, np.broadcast_arrays, np.asarray(shift), np.asarray(axis))
     total = {}
     for s, d in zip(shifts.ravel(), axes.ravel()):
         d = _one_axis(call, a, int(d))
@@ -591,7 +606,7 @@ def _isin(element, test_elements, assume_unique=False, invert=False, **kwargs):
         raise error(SpmdTypeError, call, "the elements must be the codistributed array "
                     "(the test elements are gathered if codistributed)")
     return element._new(_host_call(element, element.local, lambda x: np.isin(
-        x, test, assume_unique=assume_unique, invert=invert, **kwargs)),
+        x, test, assume_unique=assume_unique, invert=invert, **kwargs), call),
         element.codistributor)
 
 
@@ -605,6 +620,9 @@ def _outer(a, b, out=None):
     b = b.ravel() if _codist(b) and b.ndim != 1 else b
     ref = a if _codist(a) else b
     ref._check_scope(call)
+    if _codist(a) and _codist(b) and a.family != b.family:
+        raise error(SpmdTypeError, call, f"the operands' local parts are of different "
+                    f"families ({a.family} and {b.family}); convert one")
     family = LOCAL[ref.family]
     a, b = [x if _codist(x) else family.asarray(x, ref.local).reshape(-1) for x in (a, b)]
     shape = (math.prod(a.shape), math.prod(b.shape))
@@ -618,13 +636,19 @@ def _outer(a, b, out=None):
 
 @implements(np.vdot)
 def _vdot(a, b):
+    sizes = [math.prod(np.shape(x)) for x in (a, b)]
+    if sizes[0] != sizes[1]:
+        raise error(SpmdValueError, "numpy.vdot", f"the vectors have different sizes "
+                    f"({sizes[0]} and {sizes[1]})")
     if _codist(a) and _codist(b) and a.shape != b.shape:
         b = b.reshape(a.shape)
     elif not _codist(b):
         b = _array(b).reshape(a.shape)
     elif not _codist(a):
         a = _array(a).reshape(b.shape)
-    return np.sum(np.conj(a) * b)
+    # numpy's vdot conjugates complex ``a`` only and keeps the dtype (int8: int8)
+    product = (np.conj(a) if _kind(a) == "c" else a) * b
+    return np.sum(product, dtype=LOCAL[product.family].dtype(product.local))
 
 
 # -- NaN-ignoring reductions ---------------------------------------------------------------------
@@ -654,15 +678,23 @@ def _nanmean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=None):
         return np.mean(a, axis=axis, dtype=dtype, keepdims=keepdims)
     total = _nansum(a, axis, dtype, keepdims=keepdims)
     count = reduction("numpy.nanmean", "sum", ~np.isnan(a), axis, np.int64, keepdims)
-    return total / count
+    result = total / count
+    want = np.dtype(dtype) if dtype is not None else LOCAL[a.family].dtype(a.local)
+    if isinstance(result, CodistributedArray):  # numpy's: float32 stays float32
+        return result.astype(want)
+    return result.astype(want) if isinstance(result, np.generic) else \
+        LOCAL[a.family].astype(result, want)
 
 
 def _nan_extremum(name):
     def fn(a, axis=None, out=None, keepdims=False, initial=None, where=None):
         call = f"numpy.nan{name}"
-        if LOCAL[a.family].dtype(a.local).kind != "f":
+        kind = LOCAL[a.family].dtype(a.local).kind
+        if kind not in "fc":
             return reduction(call, name, a, axis, None, keepdims, out, initial, where)
         fill = -np.inf if name == "max" else np.inf
+        if kind == "c":  # numpy orders complex by real part, then imaginary part
+            fill = complex(fill, fill)
         best = reduction(call, name, _nan_filled(a, fill), axis, None, keepdims, out,
                          initial, where)
         empty = reduction(call, "all", np.isnan(a), axis, None, keepdims)
