@@ -202,8 +202,9 @@ def _pytest_job(tmp_path, n, *args):
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
                PYTHONUNBUFFERED="1")
     try:
+        # --color=no: Open MPI's launcher gives its workers a terminal, and pytest colours
         job = run_mpiexec(mpiexec_args(n) + [sys.executable, "-m", "pytest", "--with-mpi",
-                                             "-q", *args], cwd=tmp_path, env=env,
+                                             "-q", "--color=no", *args], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=120,
                           start_new_session=True)
     except subprocess.TimeoutExpired as exc:
