@@ -16,7 +16,9 @@ worker's payload size, flags, and the payload itself when it is small. So:
 - larger values know every worker's size before the bulk call (``Allgatherv`` counts).
 
 Because the record has the same size on every worker, the exchange itself can never be
-mismatched at the MPI level, whatever the workers passed.
+mismatched at the MPI level, whatever the workers passed. After a reduction that
+gathered every worker's value the next record has room for such a value
+(``Exchange.arm``): that room, too, follows from what every worker agreed on.
 """
 
 import os
@@ -129,8 +131,15 @@ class Exchange:
             self.request = comm.Allgather_init(self.send, self.recv)
         except (NotImplementedError, MPI.Exception):  # MPI < 4: no persistent collectives
             self.request = None
+        # the record exchange's own request: ``request`` is None while the next record
+        # has room for a reduction's value (``arm``), so that every fast path goes the
+        # general way, through ``run``
+        self.persistent = self.request
+        self.armed = 0  # the room of the next record (bytes of a value; 0: none)
         # nbytes -> (persistent in-place Allgather, its buffer, dtype -> typed view)
         self._gathers: dict = {}
+        self._wide: dict = {}  # room -> a Wide record exchange
+        self._last_wide: Any = None
 
     def gathering(self, nbytes, dtype):
         """A persistent in-place ``Allgather`` of ``nbytes`` per worker and its buffer
@@ -145,7 +154,7 @@ class Exchange:
         of the worker's own bytes included (1x2, MPICH)."""
         entry = self._gathers.pop(nbytes, None)
         if entry is None:
-            if self.request is None:
+            if self.persistent is None:
                 return None
             if len(self._gathers) >= 8:  # the least recently used: inactive, freed here
                 self._gathers.pop(next(iter(self._gathers)))[0].Free()
@@ -158,13 +167,54 @@ class Exchange:
             typed = views[dtype] = rows.view(dtype).reshape(self.size, -1)
         return request, typed
 
+    def arm(self, nbytes):
+        """Collective: after every worker of the scope has agreed on a reduction of
+        ``nbytes`` that gathers every worker's value (``_reduce.ordered``), the next
+        record exchange gets room for such a value, so that a loop of such reductions
+        takes one MPI call each instead of two (the record, then the values): a 4 KiB
+        ``spmd_plus`` at 1x2 took 7.6-9.8 us in two, 5.2-5.5 us in one (a raw
+        ``Allreduce`` 3.5 us).
+
+        The room depends only on what every worker agreed on, so every worker's next
+        exchange has the same size: a collective of another kind (or a value that does
+        not fit) sends its record in the wide one with no value, and the room is given
+        up (``Wide.run``); the one after is the plain record again."""
+        if self.persistent is None:
+            return
+        room = self.armed
+        if not nbytes <= room <= 4 * nbytes:  # (a loop of two sizes keeps the larger)
+            room = -(-nbytes // 8) * 8
+        self.armed = room
+        self.request = None
+
+    def disarm(self):
+        self.armed = 0
+        self.request = self.persistent
+
+    def wide(self):
+        """The record exchange with room for ``armed`` bytes (made on a room's first
+        use, collectively: every worker arms alike; the 4 used last are kept)."""
+        room = self.armed
+        wide = self._last_wide
+        if wide is not None and wide.room == room:
+            return wide
+        wide = self._wide.pop(room, None)
+        if wide is None:
+            if len(self._wide) >= 4:
+                self._wide.pop(next(iter(self._wide))).request.Free()
+            wide = Wide(self, room)
+        self._wide[room] = self._last_wide = wide  # most recently used last
+        return wide
+
     def run(self, scope, call):
         self.calls += 1
         self.last = call
         if _world.listener_running:
             _world.refuse_in_listener(call)
         start = time.perf_counter() if PROFILE is not None else 0.0
-        if self.request is not None:
+        if self.armed:
+            self.wide().run(scope, call)
+        elif self.request is not None:
             self.request.Start()
             _wait.wait_body(self.request, scope, call)
         else:
@@ -181,6 +231,8 @@ class Exchange:
     def run_plain(self, scope, call):
         """``run`` where nothing is hooked, no listener runs and the request is
         persistent (the fast paths' case): start it, wait."""
+        if self.armed:
+            return self.run(scope, call)
         self.calls += 1
         self.last = call
         request = self.request
@@ -297,12 +349,63 @@ class Exchange:
         return [self.words[k * step + 2] for k in range(self.size)]
 
 
+class Wide:
+    """A record exchange with room for a reduction's value after the record
+    (``Exchange.arm``): each worker's row is its record, a word that says whether its
+    value follows (1) or not (0), and the value's bytes."""
+
+    def __init__(self, ex, room):
+        self.ex = ex
+        self.room = room
+        self.stride = stride = ex.record + 8 + room
+        self.send = bytearray(stride)
+        self.sendview = memoryview(self.send)
+        self.recv = bytearray(stride * ex.size)
+        self.words = memoryview(self.recv).cast("q")
+        self.rows = np.frombuffer(self.recv, dtype=np.uint8).reshape(ex.size, stride)
+        self.key_words = range(0, stride // 8 * ex.size, stride // 8)
+        self.request = ex.comm.Allgather_init(self.send, self.recv)
+        self._views: dict = {}  # (dtype, nbytes) -> each worker's value, a 1-D view
+
+    def run(self, scope, call):
+        """``Exchange.run``'s MPI call for a record with no value: the record goes
+        out in the wide row, every worker's comes back into the exchange's own buffer
+        as a plain exchange leaves it, and the room is given up."""
+        ex = self.ex
+        self.sendview[:ex.record] = ex.send
+        self.sendview[ex.record:ex.record + 8] = bytes(8)
+        self.request.Start()
+        _wait.wait_body(self.request, scope, call)
+        self.took(scope, call)
+
+    def took(self, scope, call):
+        """After the MPI call: every worker's record where a plain exchange puts it;
+        the room given up (every worker does: a value is used only if every worker
+        sent one, see ``_reduce.reduce_array``)."""
+        ex = self.ex
+        ex.rows[...] = self.rows[:, :ex.record]
+        ex.disarm()
+
+    def values(self, dtype, nbytes):
+        """Every worker's value: 1-D views of ``recv``, made once per dtype and size
+        (the buffer never moves)."""
+        views = self._views.get((dtype, nbytes))
+        if views is None:
+            if len(self._views) > 64:
+                self._views.clear()
+            start = self.ex.record + 8
+            typed = self.rows[:, start:start + nbytes].view(dtype)
+            views = self._views[(dtype, nbytes)] = [typed[k] for k in range(self.ex.size)]
+        return views
+
+
 def agree(scope, call, key, *, exact=0, nbytes=0, payload=None, error=None,
           describe=None, aux=0):
     """Collective: exchange records and raise the same error on every worker if needed.
 
-    ``payload`` (bytes-like, at most the exchange's ``inline`` bytes) rides in the record. ``error`` is
-    this worker's local validation failure (an exception), reported by every worker.
+    ``payload`` (bytes-like, at most the exchange's ``inline`` bytes) rides in the
+    record. ``error`` is this worker's local validation failure (an exception), reported
+    by every worker.
     ``describe()`` gives a readable account of this worker's call for mismatch messages.
     ``aux`` is a free word every worker can read back (``_shm`` says there how it can
     take part in a shared-memory reduction).

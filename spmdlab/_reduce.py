@@ -7,15 +7,17 @@ O(log N) messages): neighbours first, then blocks of 2, 4, ..., always lower op 
 so a float sum may differ in its last bits from the left fold, yet is the same at every
 node layout: a value under 64 KiB in the tree's own steps, a larger one in shared
 memory on a node (``_ops.tree_fold``) or by halves across nodes (``_tree.scattered``).
-Either way every worker gets the same bits, whatever the node layout. After the agreement record exchange
-(``_agree``) the data moves by one of four strategies (or the tree's merges):
+Either way every worker gets the same bits, whatever the node layout. After the
+agreement record exchange (``_agree``) the data moves by one of four strategies (or
+the tree's merges):
 
 - inline: every value (up to 1 KiB among a few workers, ``_agree.capacity_for``) rode
   in the record; each
   worker folds them all itself. A scalar ``spmd_plus`` is one MPI call in all.
 - gathered: up to 128 KiB in all (``SPMDLAB_GATHER_BYTES``): one Allgather of every
   worker's bytes (a persistent one, kept per size: ``_agree.Exchange.gathering``); each
-  worker folds all.
+  worker folds all. The next record exchange then has room for such a value
+  (``_agree.Exchange.arm``): in a loop, the record and the value go in one MPI call.
 - shared: every worker on one node and 64 KiB or more, when not gathered: MPI
   shared-memory windows, each worker folding its slice of every input (``_shm``).
 - scattered: larger values: each worker receives its 1/N slice of every worker's input
@@ -382,6 +384,7 @@ def ordered(scope, call, send, recv, op, root=None):
             request, rows = rows
             rows[me] = send
             request.Start()
+            ex.arm(send.nbytes)  # the next such reduction rides in the record
         else:
             raw = send.view(np.uint8)
             if root is None or me == root:
@@ -594,8 +597,13 @@ def reduce_array(scope, call, x, op, entry, shown=None):
         x = np.ascontiguousarray(x)
     if inline:
         ex.put(x.tobytes())
-    result = _pack.results.empty(x.dtype, x.size)  # allocated before agreeing
-    ex.fast(scope, call, header, _describe_value, call, shown, op)
+    if not inline and nbytes <= ex.armed and not (_agree.HOOKED or _world.listener_running):
+        folded = _wide_fold(scope, ex, call, x, op, header, k, shown)
+        if folded is not None:
+            return folded if x.ndim == 1 else folded.reshape(x.shape)
+    else:
+        ex.fast(scope, call, header, _describe_value, call, shown, op)
+    result = _pack.results.empty(x.dtype, x.size)
     if inline:  # every worker's bytes, read in place: (workers, count) of the dtype
         fold(op, ex.inline_rows[:, :nbytes].view(x.dtype), result)
     else:
@@ -606,6 +614,51 @@ def reduce_array(scope, call, x, op, entry, shown=None):
         except Exception:
             _ending.end_committed(scope, call)
     return result.reshape(x.shape)
+
+
+_ONE = (1).to_bytes(8, "little")
+
+
+def _wide_fold(scope, ex, call, x, op, header, k, shown):
+    """``reduce_array`` for a gathered value when the record has room for it
+    (``_agree.Exchange.arm``, after a reduction like it): the record and the value in
+    one MPI call, folded in worker order as ``ordered`` folds, into a new 1-D array.
+    None when some worker's value did not come with its record (a call of another
+    kind, or of another size, on its way): then every worker has agreed as ``ex.fast``
+    agrees (a mismatch raised on every worker) and the values are still to be
+    gathered."""
+    wide = ex.wide()
+    send = wide.sendview
+    start = ex.record
+    send[:HEADER] = header
+    send[start:start + 8] = _ONE
+    nbytes = x.nbytes
+    send[start + 8:start + 8 + nbytes] = memoryview(x).cast("B")
+    ex.calls += 1
+    ex.last = call
+    request = wide.request
+    request.Start()
+    if not request.Test():
+        _wait.wait(request, scope, call)
+    words, sent = wide.words, start // 8
+    for i in wide.key_words:  # the key fixes the rest of the header (its flags are 0)
+        if words[i] != k or words[i + 3] or words[i + sent] != 1:
+            break
+    else:
+        if ex.armed > 4 * nbytes:
+            ex.arm(nbytes)  # (a smaller room from now on)
+        rows = wide.values(x.dtype, nbytes)  # each worker's value, read in place
+        ufunc = op.ufunc
+        result = rows[0].copy() if len(rows) == 1 else ufunc(rows[0], rows[1])
+        for row in rows[2:]:  # in worker order
+            ufunc(result, row, out=result)
+        return result if result.dtype == x.dtype else result.astype(x.dtype)
+    wide.took(scope, call)
+    for i in ex.key_words:
+        if ex.words[i] != k or ex.words[i + 3]:
+            ex.check(scope, call, k, 0, None, lambda: _describe_value(call, shown, op))
+            break
+    return None
 
 
 def fast_paths():

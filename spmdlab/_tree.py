@@ -155,6 +155,7 @@ class TreeExchange:
     tree = True
     request = None  # the fast paths' flat code is for the gathering exchange
     inline = 0
+    armed = 0  # (no room for a value after the record: see ``_agree.Exchange.arm``)
 
     def __init__(self, comm):
         self.size = comm.Get_size()

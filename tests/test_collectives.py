@@ -525,3 +525,51 @@ def test_small_cpu_tensors_reduce_as_their_arrays_do():
         with pytest.raises(SpmdMismatchError, match="float64 \\(5,\\) torch"):
             spmd_plus(t.double() if k == 1 else t)
         assert torch.equal(spmd_plus(t), want)  # the next call goes on
+
+
+def test_loops_of_gathered_reductions_ride_in_the_record_and_meet_anything():
+    # after a reduction that gathers every value (over 1 KiB, up to 128 KiB in all) the
+    # next record has room for such a value: whatever each worker calls next (the same
+    # reduction, another size, another collective, a mismatch, a value the general path
+    # takes), every worker gets the same answer or the same error, in worker order
+    from spmdlab import SpmdMismatchError
+
+    k, n = spmd_index(), spmd_size()
+    rng = np.random.default_rng(k)
+
+    def value(items, dtype=np.float64):
+        return rng.standard_normal(items).astype(dtype)
+
+    def check(x, got):
+        assert got.dtype == x.dtype and got.shape == x.shape
+        want = expected_fold(spmd_cat(x.reshape(1, -1), 0), np.add).reshape(x.shape)
+        assert got.tobytes() == want.tobytes()
+
+    for items in [512, 512, 1024, 512, 600, 512, 2048, 300, (30, 40), 512]:
+        x = value(items) if isinstance(items, int) else value(1200).reshape(items)
+        check(x, spmd_plus(x))
+        x = value(700, np.float32)
+        check(x, spmd_plus(x))
+    x = value(512)
+    spmd_plus(x)
+    assert spmd_plus(1.5) == 1.5 * n  # another kind of call after a gathered one
+    spmd_plus(x)
+    assert spmd_broadcast(1, k) == 1 and (spmd_cat(np.array([k])) == np.arange(1, n + 1)).all()
+    spmd_plus(x)
+    spmd_barrier()
+    spmd_plus(x)
+    assert (spmd_plus(np.ones(3)) == n).all()
+    spmd_plus(x)
+    assert (spmd_reduce(max, x) == spmd_cat(x.reshape(1, -1), 0).max(axis=0)).all()
+    check(x, spmd_plus(x))  # (a general path on some workers, the same key: a subclass)
+    mine = x if k % 2 else x.view(type("Sub", (np.ndarray,), {}))
+    got = spmd_plus(mine)
+    assert np.asarray(got).tobytes() == np.asarray(spmd_plus(x)).tobytes()
+    if n > 1:
+        spmd_plus(x)
+        with pytest.raises(SpmdMismatchError, match="spmd_plus"):
+            spmd_plus(value(512) if k == 1 else value(513))
+        spmd_plus(x)
+        with pytest.raises(SpmdTypeError, match="str"):
+            spmd_plus(x if k == 1 else "text")
+    check(x, spmd_plus(x))  # every worker goes on together
