@@ -208,9 +208,11 @@ def test_unsupported_options_raise_on_every_worker():
         np.roll(D, (1, 2, 3), axis=(0, 1))
     with pytest.raises(SpmdValueError, match=r"numpy.vdot \(worker \d+ of \d+\): .*12 and 4"):
         np.vdot(D, D[0])
-    with pytest.raises(SpmdTypeError, match=r"numpy.unique \(worker \d+ of \d+\): not "
+    with pytest.raises(SpmdTypeError, match=r"numpy.einsum \(worker \d+ of \d+\): not "
                        r"available .*gather it first"):
-        np.unique(D)
+        np.einsum("ij->j", D)
+    with pytest.raises(SpmdValueError, match=r"numpy.interp \(worker \d+ of \d+\): "):
+        np.interp(D, [1.0, 2.0], [1.0, 2.0, 3.0])
 
 
 def test_linear_systems_are_solved_whole_on_every_worker(backend):
@@ -235,3 +237,57 @@ def test_linear_systems_are_solved_whole_on_every_worker(backend):
                        np.linalg.solve(A, b))
     with pytest.raises(np.linalg.LinAlgError, match=r"numpy.linalg.solve \(worker \d+ of"):
         np.linalg.solve(distribute(backend.make(np.zeros((n, n)))), backend.make(b))
+
+
+def test_unique_with_indices_inverse_and_counts(backend):
+    # MATLAB's [C, ia, ic] = unique(D) (0-based, C order), NaNs together or apart, more
+    # workers than elements, every worker with or without the values others hold
+    n = spmd_size()
+    for A, D in arrays(backend):
+        A = A.copy()
+        A.flat[::3] = np.nan
+        D = distribute(backend.make(A), axis=D.axis)
+        for equal_nan in (True, False):
+            got = np.unique(D, return_index=True, return_inverse=True, return_counts=True,
+                            equal_nan=equal_nan)
+            want = np.unique(A, return_index=True, return_inverse=True, return_counts=True,
+                             equal_nan=equal_nan)
+            assert isinstance(got[0], CodistributedArray)
+            for g, w in zip(got, want):
+                same(g, w)
+            assert value(got[1]).dtype == np.int64
+            assert got[2].codistributor == D.codistributor or got[2].ndim == 1
+        same(np.unique(D), np.unique(A))
+        same(np.unique(D, axis=D.axis), np.unique(A, axis=D.axis))
+        values, counts = np.unique(D, axis=0, return_counts=True)
+        same(values, np.unique(A, axis=0))
+        same(counts, np.unique(A, axis=0, return_counts=True)[1])
+    ints = distribute(backend.make(np.arange(3 * n + 2) % 4), axis=0)
+    got = np.unique(ints, return_counts=True)
+    same(got[0], [0, 1, 2, 3])
+    same(got[1], np.unique(np.arange(3 * n + 2) % 4, return_counts=True)[1])
+    empty = distribute(backend.make(np.zeros((0, 3))), axis=0)
+    same(np.unique(empty), np.zeros(0))
+
+
+def test_nan_order_statistics_and_interp(backend):
+    n = spmd_size()
+    for A, D in arrays(backend):
+        A = A.copy()
+        A[0, 0] = A[-1, -1] = np.nan
+        N = distribute(backend.make(A), axis=D.axis)
+        for axis in (None, 0, 1):
+            for f, q in ((np.nanmedian, ()), (np.nanpercentile, (30,)),
+                         (np.nanquantile, (0.7,))):
+                got = value(f(N, *q, axis=axis))
+                assert np.allclose(got, f(A, *q, axis=axis), equal_nan=True), (f, axis)
+        xp, fp = np.array([-3.0, 0.0, 2.0, 4.0]), np.array([1.0, -1.0, 5.0, 0.0])
+        got = np.interp(D, xp, fp)                       # MATLAB's interp1(xp, fp, D)
+        assert isinstance(got, CodistributedArray) and got.codistributor == D.codistributor
+        same(got, np.interp(A if not np.isnan(A).any() else value(D), xp, fp))
+        same(np.interp(D, xp, fp, left=-9.0, right=9.0), np.interp(value(D), xp, fp, -9.0,
+                                                                     9.0))
+    table = distribute(backend.make(np.linspace(0.0, 1.0, 2 * n + 3)))
+    values = distribute(backend.make(np.linspace(0.0, 1.0, 2 * n + 3) ** 2))
+    same(np.interp([0.25, 0.5], table, values),
+         np.interp([0.25, 0.5], np.linspace(0, 1, 2 * n + 3), np.linspace(0, 1, 2 * n + 3) ** 2))

@@ -157,6 +157,100 @@ def _order_statistic(fn):
 
 implements(np.percentile)(_order_statistic(np.percentile))
 implements(np.quantile)(_order_statistic(np.quantile))
+implements(np.nanpercentile)(_order_statistic(np.nanpercentile))
+implements(np.nanquantile)(_order_statistic(np.nanquantile))
+
+
+@implements(np.nanmedian)
+def _nanmedian(a, axis=None, out=None, overwrite_input=False, keepdims=False):
+    _unsupported("numpy.nanmedian", out=out)
+    return _statistic("numpy.nanmedian", a, axis, keepdims,
+                      lambda x, d, k: np.nanmedian(x, axis=d, keepdims=k))
+
+
+# -- unique values, interpolation ----------------------------------------------------------------
+
+
+@implements(np.unique)
+def _unique(ar, return_index=False, return_inverse=False, return_counts=False, axis=None,
+            *, equal_nan=True, sorted=True):
+    """numpy's ``unique`` (MATLAB's ``[C, ia, ic] = unique(D)``, 0-based and in C
+    order): each worker finds the unique values of its block, with their counts and
+    first places; one gather of those (each worker's distinct values, not its block)
+    gives every worker the whole answer. The values, first indices (C-order flat
+    indices into the array) and counts come back as codistributed vectors, the inverse
+    distributed as ``ar`` is. With ``axis`` (unique rows or columns) the array is
+    gathered and every worker finds them."""
+    call = "numpy.unique"
+    ar._check_scope(call)
+    family = LOCAL[ar.family]
+    wanted = (return_index, return_inverse, return_counts)
+
+    def vector(v):
+        v = np.asarray(v)
+        return split(ar, family.like(v, ar.local), v.shape)
+
+    if axis is not None:
+        whole = family.host(ar.gather())
+        got = _refused(call, lambda: np.unique(
+            whole, return_index, return_inverse, return_counts, axis=axis,
+            equal_nan=equal_nan))
+        if not any(wanted):
+            return vector(got)
+        return tuple(vector(v) for v in got)
+    host = np.asarray(family.host(ar.local))
+    values, first, inverse, counts = _refused(call, lambda: np.unique(
+        host.reshape(-1), return_index=True, return_inverse=True, return_counts=True,
+        equal_nan=equal_nan))
+    if host.size:  # first places as flat indices of the whole array
+        at = list(np.unravel_index(first, host.shape))
+        at[ar.axis] = at[ar.axis] + ar.global_indices().start
+        first = np.ravel_multi_index(tuple(at), ar.shape)
+    parts = gather(call, (values, first.astype(np.int64), counts.astype(np.int64)))
+    # every worker's values in the order of their first places, so that values numpy
+    # keeps apart although equal in order (NaNs with equal_nan=False) come in C order,
+    # as numpy's stable sort leaves them
+    order = np.argsort(np.concatenate([p[1] for p in parts]), kind="stable")
+    result, _, placed = np.unique(np.concatenate([p[0] for p in parts])[order],
+                                  return_index=True, return_inverse=True,
+                                  equal_nan=equal_nan)
+    where = np.empty(order.size, np.intp)
+    where[order] = placed.reshape(-1)  # each gathered value's place in the result
+    out = [vector(result)]
+    if return_index:
+        firsts = np.full(result.size, np.iinfo(np.int64).max, np.int64)
+        np.minimum.at(firsts, where, np.concatenate([p[1] for p in parts]))
+        out.append(vector(firsts))
+    if return_inverse:  # each element's place in the result, distributed as ``ar``
+        mine = sum(len(p[0]) for p in parts[:ar._scope.rank])
+        local = where[mine:mine + values.size][inverse.reshape(-1)].astype(np.int64)
+        inv = ar._new(family.like(local.reshape(host.shape), ar.local), ar.codistributor)
+        flat = np.unique(np.zeros((1,) * max(ar.ndim, 1)), return_inverse=True)[1].ndim == 1
+        out.append(inv.ravel() if flat and ar.ndim != 1 else inv)
+    if return_counts:
+        totals = np.zeros(result.size, np.int64)
+        np.add.at(totals, where, np.concatenate([p[2] for p in parts]))
+        out.append(vector(totals))
+    return out[0] if len(out) == 1 else tuple(out)
+
+
+@implements(np.interp)
+def _interp(x, xp, fp, left=None, right=None, period=None):
+    """numpy's ``interp`` (MATLAB's ``interp1(xp, fp, D)``): a codistributed ``x`` is
+    interpolated where it lies, in the same distribution (no communication); the table
+    ``xp``, ``fp`` is gathered first where it is codistributed."""
+    call = "numpy.interp"
+    ref = next(v for v in (x, xp, fp) if _codist(v))
+    ref._check_scope(call)
+    family = LOCAL[ref.family]
+    xp, fp = (family.host(v.gather()) if _codist(v) else _on_host(v) for v in (xp, fp))
+    if not _codist(x):
+        return family.like(np.asarray(_refused(call, lambda: np.interp(
+            _on_host(x), xp, fp, left, right, period))), ref.local)
+    x._check_scope(call)
+    local = _refused(call, lambda: np.interp(
+        np.asarray(LOCAL[x.family].host(x.local)), xp, fp, left, right, period))
+    return x._new(LOCAL[x.family].like(np.asarray(local), x.local), x.codistributor)
 
 
 @implements(np.ptp)
