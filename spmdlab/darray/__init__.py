@@ -16,7 +16,7 @@ from ._array import CodistributedArray
 from ._codistributor import Codistributor, default_partition
 from ._factories import (arange, distribute, drange, empty, eye, from_local, full, ones,
                          rand, randn, zeros)
-from . import _indexing, _numpy, _shaping  # noqa: F401  (the array's protocols)
+from . import _analysis, _indexing, _numpy, _shaping  # noqa: F401  (the protocols)
 
 __all__ = [
     "CodistributedArray",

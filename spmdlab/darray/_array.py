@@ -364,6 +364,11 @@ class CodistributedArray(np.lib.mixins.NDArrayOperatorsMixin):
         """Limited to ``[min, max]`` (no communication)."""
         return cast(CodistributedArray, np.clip(self, min, max))
 
+    def fill(self, value: Any) -> None:
+        """Set every element to ``value``, in place (no communication)."""
+        self._check_scope("CodistributedArray.fill")
+        self._local[...] = value
+
     def copy(self) -> CodistributedArray:
         """A copy with the same distribution (no communication)."""
         return self._new(LOCAL[self.family].copy(self._local), self._codist)

@@ -604,11 +604,8 @@ def scan(call, name, a, axis=None, dtype=None, out=None):
     multiplies by) the fold of the previous workers' totals, in worker order."""
     _unsupported(call, out=out)
     scope = a._check_scope(call)
-    if axis is None:
-        if a.ndim != 1:
-            raise error(SpmdValueError, call, "give an axis: without one numpy flattens "
-                        "the array, which a codistributed array does not do")
-        axis = 0
+    if axis is None:  # numpy's: of the flattened array (C order)
+        a, axis = (a if a.ndim == 1 else a.ravel()), 0
     (axis,) = _axes(call, a, axis)
     family = LOCAL[a.family]
     local = family.scan(name, a.local, axis, dtype)

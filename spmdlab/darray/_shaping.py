@@ -21,7 +21,7 @@ from ..errors import SpmdError, SpmdTypeError, SpmdValueError
 from ._array import CodistributedArray
 from ._codistributor import Codistributor, error, offsets
 from ._numpy import (_axes, _family_call, _kind, _on_host, _replicated_result, _unsupported,
-                     elementwise, implements, reduction, split)
+                     elementwise, implements, reduction, scan, split)
 
 
 def _codist(x):
@@ -521,6 +521,71 @@ def _tile(A, reps):
     return A.copy() if all(r == 1 for r in reps) else A
 
 
+@implements(np.repeat)
+def _repeat(a, repeats, axis=None):
+    """numpy's ``repeat`` (MATLAB's ``repelem`` along one dimension): each worker
+    repeats the elements of its block, with no communication (a flattened array,
+    ``axis=None``, is first raveled); the result is split where the block's copies
+    fall."""
+    call = "numpy.repeat"
+    a._check_scope(call)
+    if axis is None:
+        a, axis = a.ravel(), 0
+    axis = _one_axis(call, a, axis)
+    r = _on_host(repeats)
+    if r.dtype.kind not in "iu" or r.ndim > 1 or (r < 0).any():
+        raise error(SpmdValueError, call, f"'repeats' must be a non-negative int or a "
+                    f"vector of them (got {repeats!r})")
+    n = a.shape[axis]
+    if r.ndim == 1 and r.shape[0] not in (1, n):
+        raise error(SpmdValueError, call, f"'repeats' has {r.shape[0]} counts for {n} "
+                    f"elements along axis {axis}")
+    r = np.broadcast_to(r.reshape(-1), (n,)) if r.ndim else np.full(n, int(r))
+    mine = a.global_indices(axis) if axis == a.axis else range(n)
+    local = _host_call(a, a.local, lambda x: np.repeat(x, r[mine.start:mine.stop], axis))
+    shape = a.shape[:axis] + (int(r.sum()),) + a.shape[axis + 1:]
+    partition = a.partition if axis != a.axis else tuple(
+        int(r[o:o + c].sum()) for o, c in zip(offsets(a.partition), a.partition))
+    return a._new(local, Codistributor(a.axis, partition, shape))
+
+
+@implements(np.append)
+def _append(arr, values, axis=None):
+    """numpy's ``append``: ``concatenate`` (both raveled when ``axis`` is None)."""
+    if axis is None:
+        return concatenate("numpy.append", [x.ravel() if _codist(x) else
+                                            _array(x).reshape(-1) for x in (arr, values)], 0)
+    return concatenate("numpy.append", [arr, values], axis)
+
+
+@implements(np.inner)
+def _inner(a, b):
+    """numpy's ``inner`` of two vectors (their ``dot``); of larger arrays, not
+    available."""
+    if np.ndim(a) > 1 or np.ndim(b) > 1:
+        ref = a if _codist(a) else b
+        ref._check_scope("numpy.inner")
+        raise error(SpmdTypeError, "numpy.inner", "only vectors are available for a "
+                    "codistributed array (for matrices, np.dot(A, B.T) or A @ B.T)")
+    return np.dot(a, b)
+
+
+@implements(np.moveaxis)
+def _moveaxis(a, source, destination):
+    """numpy's ``moveaxis``: a transpose (MATLAB's ``permute``)."""
+    call = "numpy.moveaxis"
+    normalize = np.lib.array_utils.normalize_axis_tuple
+    source = _refused(call, normalize, source, a.ndim, "source")
+    destination = _refused(call, normalize, destination, a.ndim, "destination")
+    if len(source) != len(destination):
+        raise error(SpmdValueError, call, "'source' and 'destination' must have the same "
+                    "number of elements")
+    order = [d for d in range(a.ndim) if d not in source]
+    for dest, src in sorted(zip(destination, source)):
+        order.insert(dest, src)
+    return np.transpose(a, order)
+
+
 @implements(np.kron)
 def _kron(a, b):
     """Codistributed ``a`` with a replicated ``b`` of as many dimensions: each worker's
@@ -763,6 +828,12 @@ def _nansum(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, wh
 def _nanprod(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None):
     return reduction("numpy.nanprod", "prod", _nan_filled(a, 1), axis, dtype, keepdims,
                      out, initial, where)
+
+
+implements(np.nancumsum)(lambda a, axis=None, dtype=None, out=None: scan(
+    "numpy.nancumsum", "cumsum", _nan_filled(a, 0), axis, dtype, out))
+implements(np.nancumprod)(lambda a, axis=None, dtype=None, out=None: scan(
+    "numpy.nancumprod", "cumprod", _nan_filled(a, 1), axis, dtype, out))
 
 
 @implements(np.nanmean)

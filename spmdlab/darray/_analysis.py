@@ -1,0 +1,236 @@
+"""numpy's Fourier transforms, histograms, counts, integration and gradients for
+codistributed arrays (MATLAB's ``fft``, ``ifft``, ``fft2``, ``histcounts``,
+``accumarray``, ``trapz``, ``gradient``).
+
+A transform along the distribution axis works as ``_shaping.along`` does (the axis made
+whole on every worker by one all-to-all, transformed, moved back); along any other axis
+it is local, so a 2-D transform of a matrix split by rows is the classic distributed FFT:
+local transforms of the rows, one all-to-all, local transforms of the columns, one
+all-to-all back. Histograms and counts are computed on each worker's block with the same
+bins and summed over the workers (exact for counts). Results equal numpy's on the
+gathered array: bit for bit for the transforms and the counts, up to the order of a
+sum for weights and integrals.
+"""
+
+from __future__ import annotations
+
+import builtins
+
+import numpy as np
+
+from .._backends import LOCAL
+from .._ops import SUM
+from .._reduce import reduce_op
+from ..errors import SpmdTypeError, SpmdValueError
+from ._codistributor import error
+from ._numpy import _axes, _on_host, _unsupported, implements
+from ._shaping import _along_slice, _codist, _one_axis, _refused, along, concatenate
+
+
+# -- Fourier transforms ------------------------------------------------------------------------
+
+
+def _transform(fn):
+    """numpy's 1-D transform ``fn`` (``fft``, ``ifft``, ``rfft``, ...) along one axis."""
+    call = f"numpy.fft.{fn.__name__}"
+
+    def impl(a, n=None, axis=-1, norm=None, out=None):
+        _unsupported(call, out=out)
+        axis = _one_axis(call, a, axis)
+        return along(call, a, axis, lambda x, d: fn(x, n=n, axis=d, norm=norm))
+    return impl
+
+
+for _fn in (np.fft.fft, np.fft.ifft, np.fft.rfft, np.fft.irfft, np.fft.hfft, np.fft.ihfft):
+    implements(_fn)(_transform(_fn))
+
+
+def _transform_n(name, fn, default_axes=None):
+    """numpy's ``fftn``/``ifftn`` (``fft2``/``ifft2`` with ``default_axes``): the 1-D
+    transform along each axis, the last first, as numpy itself does it."""
+    call = f"numpy.fft.{name}"
+
+    def impl(a, s=None, axes=default_axes, norm=None, out=None):
+        _unsupported(call, out=out)
+        if axes is None:
+            axes = tuple(range(a.ndim)) if s is None else tuple(range(-len(s), 0))
+        axes = [_one_axis(call, a, d) for d in axes]
+        sizes = [None] * len(axes) if s is None else list(s)
+        if len(sizes) != len(axes):
+            raise error(SpmdValueError, call, f"'s' and 'axes' must have the same length "
+                        f"(got {len(sizes)} and {len(axes)})")
+        for d, n in reversed(list(zip(axes, sizes))):
+            a = along(call, a, d, lambda x, k, n=n: fn(x, n=n, axis=k, norm=norm))
+        return a
+    return impl
+
+
+implements(np.fft.fftn)(_transform_n("fftn", np.fft.fft))
+implements(np.fft.ifftn)(_transform_n("ifftn", np.fft.ifft))
+implements(np.fft.fft2)(_transform_n("fft2", np.fft.fft, (-2, -1)))
+implements(np.fft.ifft2)(_transform_n("ifft2", np.fft.ifft, (-2, -1)))
+
+
+# -- histograms and counts ----------------------------------------------------------------------
+
+
+def _summed(call, local):
+    """The sum over the workers, in worker order, of each worker's ``local`` array."""
+    return reduce_op(call, np.ascontiguousarray(local), SUM, None)
+
+
+def _local_of(call, a, other, name):
+    """This worker's part of ``other`` where ``a`` holds its block: ``other`` is
+    codistributed (moved to ``a``'s distribution when it differs) or replicated, of
+    ``a``'s shape."""
+    if _codist(other):
+        if other.shape != a.shape:
+            raise error(SpmdValueError, call, f"'{name}' must have the array's shape "
+                        f"{a.shape} (got {other.shape})")
+        if other.codistributor != a.codistributor:
+            other = other._moved(call, a.codistributor)
+        return np.asarray(LOCAL[other.family].host(other.local))
+    other = _on_host(other)
+    if other.shape != a.shape:
+        raise error(SpmdValueError, call, f"'{name}' must have the array's shape {a.shape} "
+                    f"(got {other.shape})")
+    mine = a.global_indices()
+    return other[_along_slice(a.ndim, a.axis, slice(mine.start, mine.stop))]
+
+
+@implements(np.histogram)
+def _histogram(a, bins=10, range=None, density=None, weights=None):
+    """numpy's ``histogram`` (MATLAB's ``histcounts``): each worker counts its block
+    into the same bins, the counts are summed; the bins of an int ``bins`` span the
+    array's minimum and maximum (two reductions) unless ``range`` is given. Bins that
+    numpy chooses from the data (``bins="auto"``, ...) need the whole array: gathered.
+    The counts and edges are replicated, in the array's family."""
+    call = "numpy.histogram"
+    a._check_scope(call)
+    family = LOCAL[a.family]
+    if isinstance(bins, str) or _codist(bins):
+        whole = family.host(a.gather())
+        w = None if weights is None else (
+            family.host(weights.gather()) if _codist(weights) else _on_host(weights))
+        edges = family.host(bins.gather()) if _codist(bins) else bins
+        hist, edges = _refused(call, np.histogram, whole, edges, range, density, w)
+        return family.like(hist, a.local), family.like(edges, a.local)
+    if range is None and np.ndim(bins) == 0:
+        if a.size == 0:
+            range = (0, 1)
+        else:
+            range = (np.asarray(family.host(np.min(a))).item(),
+                     np.asarray(family.host(np.max(a))).item())
+    w = None if weights is None else _local_of(call, a, weights, "weights").reshape(-1)
+    host = np.asarray(family.host(a.local)).reshape(-1)
+    counts, edges = _refused(call, np.histogram, host, bins, range, None, w)
+    total = _summed(call, counts)
+    if density:  # numpy's: each count over the bin's width and the total
+        total = total / np.diff(edges) / total.sum()
+    return family.like(np.asarray(total), a.local), family.like(edges, a.local)
+
+
+@implements(np.bincount)
+def _bincount(x, weights=None, minlength=0):
+    """numpy's ``bincount`` (MATLAB's ``accumarray(subs, vals)`` is
+    ``np.bincount(subs - 1, weights=vals)``): each worker counts its block up to the
+    largest value anywhere (one reduction), the counts are summed over the workers; the
+    result is replicated, in the array's family."""
+    call = "numpy.bincount"
+    x._check_scope(call)
+    family = LOCAL[x.family]
+    if x.ndim != 1:
+        raise error(SpmdValueError, call, f"'x' must be 1-D (got {x.ndim} dimensions)")
+    if family.dtype(x.local).kind not in "iub":
+        raise error(SpmdTypeError, call, f"'x' must hold integers (got "
+                    f"{family.dtype(x.local)})")
+    if isinstance(minlength, bool) or not isinstance(minlength, (int, np.integer)) or \
+            minlength < 0:
+        raise error(SpmdValueError, call, f"'minlength' must be an int, 0 or more (got "
+                    f"{minlength!r})")
+    length = int(minlength)
+    if x.size:
+        low = np.asarray(family.host(np.min(x))).item()
+        if low < 0:
+            raise error(SpmdValueError, call, f"'x' must have no negative elements (its "
+                        f"least is {low})")
+        length = builtins.max(length, int(np.asarray(family.host(np.max(x))).item()) + 1)
+    w = None if weights is None else _local_of(call, x, weights, "weights")
+    host = np.asarray(family.host(x.local))
+    counts = _refused(call, lambda: np.bincount(host, w, minlength=length))
+    return family.like(np.asarray(_summed(call, counts)), x.local)
+
+
+# -- integration and gradients -----------------------------------------------------------------
+
+
+def _spacing(call, y, x, dx, axis):
+    """numpy's ``trapezoid`` spacing: ``dx``, or the differences of the coordinates
+    ``x`` (a vector along ``axis``, or an array of ``y``'s shape) shaped to broadcast."""
+    if x is None:
+        return dx
+    if _codist(x) and x.ndim == 1 and y.ndim > 1:
+        x = x.gather()
+    if not _codist(x) and np.ndim(x) == 1:
+        d = np.diff(_on_host(x))
+        if d.shape[0] != y.shape[axis] - 1:
+            raise error(SpmdValueError, call, f"'x' has {d.shape[0] + 1} points, the "
+                        f"array {y.shape[axis]} along axis {axis}")
+        shape = [1] * y.ndim
+        shape[axis] = d.shape[0]
+        return d.reshape(shape)
+    return np.diff(x, axis=axis)
+
+
+@implements(np.trapezoid)
+def _trapezoid(y, x=None, dx=1.0, axis=-1):
+    """numpy's ``trapezoid`` (MATLAB's ``trapz``, along ``axis``): numpy's formula on
+    codistributed slices, summed along ``axis`` (collective along the split axis)."""
+    call = "numpy.trapezoid"
+    y._check_scope(call)
+    axis = _one_axis(call, y, axis)
+    d = _spacing(call, y, x, dx, axis)
+    upper = y[_along_slice(y.ndim, axis, slice(1, None))]
+    lower = y[_along_slice(y.ndim, axis, slice(None, -1))]
+    return np.sum(d * (upper + lower) / 2.0, axis=axis)
+
+
+@implements(np.gradient)
+def _gradient(f, *varargs, axis=None, edge_order=1):
+    """numpy's ``gradient`` with uniform spacing (MATLAB's ``gradient``): central
+    differences inside, one-sided ones (``edge_order`` 1 or 2) at the ends, from
+    codistributed slices joined along each axis; one array per axis (a tuple for
+    several), split as ``f``."""
+    call = "numpy.gradient"
+    f._check_scope(call)
+    axes = list(_axes(call, f, axis))
+    if len(varargs) > 1 and len(varargs) != len(axes):
+        raise error(SpmdTypeError, call, f"give one spacing, or one per axis ({len(axes)}; "
+                    f"got {len(varargs)})")
+    spacing = list(varargs) * len(axes) if len(varargs) == 1 else (
+        list(varargs) or [1.0] * len(axes))
+    if any(np.ndim(h) != 0 for h in spacing):
+        raise error(SpmdTypeError, call, "only uniform spacing (a number per axis) is "
+                    "available for a codistributed array")
+    if edge_order not in (1, 2):
+        raise error(SpmdValueError, call, f"'edge_order' must be 1 or 2 (got {edge_order!r})")
+    if LOCAL[f.family].dtype(f.local).kind in "iub":
+        f = f.astype(np.float64)  # numpy's: differences of ints are floats
+    out = []
+    for d, h in zip(axes, spacing):
+        n = f.shape[d]
+        if n < edge_order + 1:
+            raise error(SpmdValueError, call, f"the array is too small along axis {d} "
+                        f"({n}) for edge_order={edge_order}; at least {edge_order + 1}")
+        at = lambda s, d=d: f[_along_slice(f.ndim, d, s)]  # noqa: E731
+        inside = (at(slice(2, None)) - at(slice(None, -2))) / (2.0 * h)
+        if edge_order == 1:  # (numpy's formulas, term by term: the same bits)
+            first = (at(slice(1, 2)) - at(slice(0, 1))) / h
+            last = (at(slice(n - 1, n)) - at(slice(n - 2, n - 1))) / h
+        else:
+            first = (-1.5 / h) * at(slice(0, 1)) + (2.0 / h) * at(slice(1, 2)) \
+                + (-0.5 / h) * at(slice(2, 3))
+            last = (0.5 / h) * at(slice(n - 3, n - 2)) + (-2.0 / h) * at(slice(n - 2, n - 1)) \
+                + (1.5 / h) * at(slice(n - 1, n))
+        out.append(concatenate(call, [first, inside, last], d, f.codistributor))
+    return out[0] if len(out) == 1 else tuple(out)

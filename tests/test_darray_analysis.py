@@ -1,0 +1,146 @@
+"""numpy's Fourier transforms, histograms, counts, integration, gradients, repeats and
+scans on codistributed arrays (MATLAB's fft, ifft, fft2, histcounts, accumarray, trapz,
+gradient, repelem, cumsum), against numpy on the whole array, split along each axis, at
+any worker count (uneven partitions; more workers than rows or columns)."""
+
+import numpy as np
+import pytest
+
+from spmdlab import CodistributedArray, SpmdTypeError, SpmdValueError, distribute, spmd_size
+
+from conftest import host
+
+pytestmark = pytest.mark.mpi
+
+
+def value(x):
+    if isinstance(x, tuple):
+        return tuple(value(v) for v in x)
+    return host(x.gather() if isinstance(x, CodistributedArray) else x)
+
+
+def same(got, expected):
+    """Bit for bit, as numpy on the whole array."""
+    if isinstance(expected, tuple):
+        assert isinstance(got, tuple) and len(got) == len(expected)
+        for g, e in zip(got, expected):
+            same(g, e)
+        return
+    got = value(got)
+    assert got.shape == np.shape(expected), (got.shape, np.shape(expected))
+    assert np.array_equal(got, expected, equal_nan=True), (got, expected)
+
+
+def close(got, expected):
+    """Equal up to the order of a sum (what the workers add in worker order)."""
+    got = value(got)
+    assert got.shape == np.shape(expected)
+    assert np.allclose(got, expected, rtol=1e-12, atol=1e-12), (got, expected)
+
+
+def arrays(backend):
+    """(numpy array, codistributed array) pairs, split along each axis: vectors and
+    matrices with fewer rows or columns than workers."""
+    n = spmd_size()
+    rng = np.random.default_rng(7)
+    for shape in [(2 * n + 3,), (3,), (n + 1, 5), (3, 2 * n + 1)]:
+        A = rng.standard_normal(shape)
+        for axis in range(len(shape)):
+            yield A, distribute(backend.make(A), axis=axis)
+
+
+def test_fourier_transforms_along_every_axis(backend):
+    for A, D in arrays(backend):
+        for axis in range(A.ndim):
+            same(np.fft.fft(D, axis=axis), np.fft.fft(A, axis=axis))
+            same(np.fft.ifft(D, n=4, axis=axis), np.fft.ifft(A, n=4, axis=axis))
+            same(np.fft.rfft(D, axis=axis, norm="ortho"),
+                 np.fft.rfft(A, axis=axis, norm="ortho"))
+            same(np.fft.irfft(np.fft.rfft(D, axis=axis), axis=axis),
+                 np.fft.irfft(np.fft.rfft(A, axis=axis), axis=axis))
+        F = np.fft.fft(D)
+        assert isinstance(F, CodistributedArray) and F.codistributor == D.codistributor
+        if A.ndim == 2:  # the distributed 2-D transform: rows, all-to-all, columns
+            same(np.fft.fft2(D), np.fft.fft2(A))
+            same(np.fft.ifft2(np.fft.fft2(D)), np.fft.ifft2(np.fft.fft2(A)))
+            same(np.fft.fftn(D, s=(3, 4)), np.fft.fftn(A, s=(3, 4)))
+            same(np.fft.ifftn(D, axes=(0,)), np.fft.ifftn(A, axes=(0,)))
+
+
+def test_histograms_and_counts(backend):
+    n = spmd_size()
+    for A, D in arrays(backend):
+        same(np.histogram(D), np.histogram(A))
+        same(np.histogram(D, bins=3, range=(-1.0, 1.0)),
+             np.histogram(A, bins=3, range=(-1.0, 1.0)))
+        same(np.histogram(D, bins=[-2, 0, 0.5, 3], density=True),
+             np.histogram(A, bins=[-2, 0, 0.5, 3], density=True))
+        same(np.histogram(D, bins="auto"), np.histogram(A, bins="auto"))  # (gathered)
+        weights = np.abs(A)
+        other = distribute(backend.make(weights), axis=(D.axis + 1) % A.ndim)
+        counts, edges = np.histogram(D, bins=4, weights=other)  # moved to D's split
+        close(counts, np.histogram(A, bins=4, weights=weights)[0])
+        same(edges, np.histogram(A, bins=4)[1])
+    subs = np.arange(3 * n + 4) * 7 % 5
+    S = distribute(backend.make(subs))
+    same(np.bincount(S), np.bincount(subs))
+    same(np.bincount(S, minlength=9), np.bincount(subs, minlength=9))
+    vals = np.arange(subs.size) * 0.25
+    close(np.bincount(S, weights=distribute(backend.make(vals))),  # MATLAB's accumarray
+          np.bincount(subs, weights=vals))
+    same(np.bincount(distribute(backend.make(np.zeros(0, np.int64)))), np.zeros(0, np.int64))
+    same(np.histogram(distribute(backend.make(np.zeros(0)))), np.histogram(np.zeros(0)))
+
+
+def test_trapezoid_gradient_repeat_append_and_scans(backend):
+    for A, D in arrays(backend):
+        for axis in range(A.ndim):
+            close(np.trapezoid(D, axis=axis), np.trapezoid(A, axis=axis))
+            x = np.linspace(0.0, 1.0, A.shape[axis]) ** 2
+            close(np.trapezoid(D, x, axis=axis), np.trapezoid(A, x, axis=axis))
+            close(np.trapezoid(D, dx=0.5, axis=axis), np.trapezoid(A, dx=0.5, axis=axis))
+            if A.shape[axis] > 2:
+                same(np.gradient(D, axis=axis), np.gradient(A, axis=axis))
+                same(np.gradient(D, 0.5, axis=axis, edge_order=2),
+                     np.gradient(A, 0.5, axis=axis, edge_order=2))
+            same(np.repeat(D, 2, axis=axis), np.repeat(A, 2, axis=axis))
+            counts = np.arange(A.shape[axis]) % 3
+            same(np.repeat(D, counts, axis=axis), np.repeat(A, counts, axis=axis))
+            close(np.nancumsum(D, axis=axis), np.nancumsum(A, axis=axis))
+        if min(A.shape) > 2:
+            same(np.gradient(D), np.gradient(A))
+        same(np.repeat(D, 3), np.repeat(A, 3))
+        same(np.append(D, A), np.append(A, A))
+        same(np.append(D, D, axis=0), np.append(A, A, axis=0))
+        close(np.cumsum(D), np.cumsum(A))  # numpy's: of the flattened array
+        if A.ndim == 1:
+            close(np.inner(D, D), np.inner(A, A))
+        else:
+            same(np.moveaxis(D, 0, -1), np.moveaxis(A, 0, -1))
+        E = D.copy()
+        E.fill(2.5)
+        same(E, np.full(A.shape, 2.5))
+
+
+def test_bad_arguments_raise_on_every_worker():
+    n = spmd_size()
+    D = distribute(np.arange(3.0 * (n + 1)).reshape(n + 1, 3))
+    S = distribute(np.arange(2 * n + 2) - 1)
+    with pytest.raises(SpmdValueError, match=r"numpy.bincount \(worker \d+ of \d+\): "
+                       r"'x' must have no negative elements \(its least is -1\)"):
+        np.bincount(S)
+    with pytest.raises(SpmdTypeError, match=r"numpy.bincount \(worker \d+ of \d+\): .*integers"):
+        np.bincount(distribute(np.arange(4.0)))
+    with pytest.raises(SpmdValueError, match=r"numpy.repeat \(worker \d+ of \d+\): "):
+        np.repeat(D, [1] * (n + 2), axis=0)
+    with pytest.raises(SpmdTypeError, match=r"numpy.gradient \(worker \d+ of \d+\): .*uniform"):
+        np.gradient(D, np.arange(n + 1.0), np.arange(3.0))
+    with pytest.raises(SpmdValueError, match=r"numpy.histogram \(worker \d+ of \d+\): "):
+        np.histogram(D, bins=3, range=(2.0, 1.0))
+    with pytest.raises(SpmdValueError, match=r"numpy.histogram \(worker \d+ of \d+\): "
+                       r"'weights' must have the array's shape"):
+        np.histogram(D, weights=np.ones(3))
+    with pytest.raises(SpmdValueError, match=r"numpy.fft.fftn \(worker \d+ of \d+\): 's'"):
+        np.fft.fftn(D, s=(2, 2, 2), axes=(0, 1))
+    with pytest.raises(SpmdTypeError, match=r"numpy.inner \(worker \d+ of \d+\): only vectors"):
+        np.inner(D, D)
