@@ -122,6 +122,39 @@ def test_trapezoid_gradient_repeat_append_and_scans(backend):
         same(E, np.full(A.shape, 2.5))
 
 
+def test_einsum_covariance_and_correlation(backend):
+    # blockwise where the split label allows (split where the output keeps it, summed
+    # over the workers where it is contracted), gathered otherwise (an ellipsis)
+    n = spmd_size()
+    rng = np.random.default_rng(3)
+    A, B, v = rng.standard_normal((n + 2, 4)), rng.standard_normal((4, 3)), \
+        rng.standard_normal(n + 2)
+    for axis in (0, 1):
+        D = distribute(backend.make(A), axis=axis)
+        V = distribute(backend.make(v))
+        for subscripts, operands, expected in [
+                ("ij->j", (D,), A.sum(0)), ("ij->i", (D,), A.sum(1)), ("ji", (D,), A.T),
+                ("ij,ij->i", (D, D), (A * A).sum(1)), ("ij,jk->ik", (D, B), A @ B),
+                ("ij,i->j", (D, v), v @ A), ("ij,i", (D, V), v @ A),
+                ("ij,kj->ik", (D, D), A @ A.T), ("...j->...", (D,), A.sum(-1)),
+                ("ij,ij->", (D, D), (A * A).sum())]:
+            got = np.einsum(subscripts, *operands)
+            close(got, expected)
+            if subscripts == "ij->i" and axis == 0:  # kept along its split: no moves
+                assert got.codistributor.axis == 0 and got.partition == D.partition
+        for rowvar in (True, False):
+            close(np.cov(D, rowvar=rowvar), np.cov(A, rowvar=rowvar))
+            close(np.cov(D, rowvar=rowvar, ddof=0), np.cov(A, rowvar=rowvar, ddof=0))
+            close(np.corrcoef(D, rowvar=rowvar), np.corrcoef(A, rowvar=rowvar))
+    V = distribute(backend.make(v))
+    close(np.cov(V), np.cov(v))                                  # MATLAB's var(v)
+    close(np.cov(V, distribute(backend.make(v ** 2))), np.cov(v, v ** 2))
+    close(np.corrcoef(V, distribute(backend.make(v ** 2))), np.corrcoef(v, v ** 2))
+    with pytest.raises(SpmdValueError, match=r"numpy.einsum \(worker \d+ of \d+\): Size of "
+                       r"label 'j'"):
+        np.einsum("ij,jk->ik", distribute(backend.make(A)), np.ones((3, 3)))
+
+
 def test_bad_arguments_raise_on_every_worker():
     n = spmd_size()
     D = distribute(np.arange(3.0 * (n + 1)).reshape(n + 1, 3))
@@ -144,3 +177,5 @@ def test_bad_arguments_raise_on_every_worker():
         np.fft.fftn(D, s=(2, 2, 2), axes=(0, 1))
     with pytest.raises(SpmdTypeError, match=r"numpy.inner \(worker \d+ of \d+\): only vectors"):
         np.inner(D, D)
+    with pytest.raises(SpmdTypeError, match=r"numpy.cov \(worker \d+ of \d+\): 'fweights'"):
+        np.cov(D, fweights=np.ones(3, int))

@@ -22,8 +22,8 @@ from .._backends import LOCAL
 from .._ops import SUM
 from .._reduce import reduce_op
 from ..errors import SpmdTypeError, SpmdValueError
-from ._codistributor import error
-from ._numpy import _axes, _on_host, _unsupported, implements
+from ._codistributor import Codistributor, error
+from ._numpy import _axes, _on_host, _replicated_result, _unsupported, implements
 from ._shaping import _along_slice, _codist, _one_axis, _refused, along, concatenate
 
 
@@ -234,3 +234,156 @@ def _gradient(f, *varargs, axis=None, edge_order=1):
                 + (1.5 / h) * at(slice(n - 1, n))
         out.append(concatenate(call, [first, inside, last], d, f.codistributor))
     return out[0] if len(out) == 1 else tuple(out)
+
+
+# -- einsum, covariance --------------------------------------------------------------------------
+
+
+def _einsum_labels(call, subscripts, count):
+    """(each operand's labels, the output's labels) of explicit or implicit subscripts
+    without an ellipsis; None for what this module does not split (an ellipsis)."""
+    if not isinstance(subscripts, str):
+        raise error(SpmdTypeError, call, "give the subscripts as a string ('ij,jk->ik')")
+    text = subscripts.replace(" ", "")
+    if "." in text:
+        return None
+    inputs, arrow, output = text.partition("->")
+    parts = inputs.split(",")
+    if len(parts) != count:
+        raise error(SpmdValueError, call, f"the subscripts name {len(parts)} operands, "
+                    f"{count} given")
+    if not arrow:  # numpy's implicit output: the labels seen once, in alphabetical order
+        seen = "".join(parts)
+        output = "".join(sorted(c for c in set(seen) if seen.count(c) == 1))
+    return parts, output
+
+
+@implements(np.einsum)
+def _einsum(subscripts, *operands, out=None, optimize=False, **kwargs):
+    """numpy's ``einsum``. When every codistributed operand is split along one label
+    (each holding it once, where it is split) each worker works on its blocks (a
+    replicated operand with that label sliced to the block; codistributed operands
+    split otherwise along it are moved to the first's partition): the result is split
+    along that label where the output keeps it (no communication), and summed over the
+    workers, in worker order, where it is contracted. Anything else (an ellipsis, a
+    label split twice) is gathered and computed whole on every worker."""
+    call = "numpy.einsum"
+    _unsupported(call, out=out)
+    ref = next(x for x in operands if _codist(x))
+    ref._check_scope(call)
+    family = LOCAL[ref.family]
+    labels = _einsum_labels(call, subscripts, len(operands))
+
+    def whole():
+        host = [family.host(x.gather()) if _codist(x) else _on_host(x) for x in operands]
+        result = np.asarray(_refused(call, lambda: np.einsum(subscripts, *host,
+                                                            optimize=optimize, **kwargs)))
+        return _replicated_result(ref, family.like(result, ref.local), result.shape)
+
+    if labels is None:
+        return whole()
+    parts, output = labels
+    split_label = parts[next(i for i, x in enumerate(operands) if x is ref)][ref.axis]
+
+    def blockwise(p, x):  # the operand's blocks line up along the split label
+        if len(p) != np.ndim(x):
+            return False  # (numpy's own error, from the whole arrays)
+        if _codist(x):
+            return p.count(split_label) == 1 and p[x.axis] == split_label and \
+                x.shape[x.axis] == ref.shape[ref.axis]
+        return p.count(split_label) <= 1
+
+    if not all(blockwise(p, x) for p, x in zip(parts, operands)):
+        return whole()
+    # numpy's checks of the labels' sizes, on the whole shapes (no data: empty views)
+    dtype = family.dtype(ref.local)
+    _refused(call, lambda: np.einsum_path(subscripts, *(
+        np.broadcast_to(np.zeros((), dtype), np.shape(x) if not _codist(x) else x.shape)
+        for x in operands)))
+    partition = ref.partition
+    mine = ref.global_indices()
+    local = []
+    for p, x in zip(parts, operands):
+        if _codist(x):
+            if x.partition != partition:
+                x = x._moved(call, Codistributor(x.axis, partition, x.shape))
+            local.append(np.asarray(family.host(x.local)))
+        else:
+            x = _on_host(x)
+            if split_label in p:
+                d = p.index(split_label)
+                if x.shape[d] != ref.shape[ref.axis]:
+                    raise error(SpmdValueError, call, f"operand with subscripts '{p}' has "
+                                f"{x.shape[d]} elements along '{split_label}', the "
+                                f"codistributed operand {ref.shape[ref.axis]}")
+                x = x[_along_slice(x.ndim, d, slice(mine.start, mine.stop))]
+            local.append(x)
+    result = np.asarray(_refused(call, lambda: np.einsum(subscripts, *local,
+                                                        optimize=optimize, **kwargs)))
+    if split_label in output:
+        at = output.index(split_label)
+        shape = result.shape[:at] + (ref.shape[ref.axis],) + result.shape[at + 1:]
+        return ref._new(family.like(result, ref.local), Codistributor(at, partition, shape))
+    total = np.asarray(reduce_op(call, result if result.flags.c_contiguous else
+                                 result.copy(), SUM, None))
+    return _replicated_result(ref, family.like(total, ref.local), total.shape)
+
+
+@implements(np.cov)
+def _cov(m, y=None, rowvar=True, bias=False, ddof=None, fweights=None, aweights=None, *,
+         dtype=None):
+    """numpy's ``cov`` (MATLAB's ``cov(D)`` is ``np.cov(D, rowvar=False)``: columns
+    as variables): the means and the centred products of the observations each worker
+    holds, summed over the workers (``einsum``); small, so the matrix is replicated.
+    ``y`` joins ``m``'s variables."""
+    call = "numpy.cov"
+    _unsupported(call, fweights=fweights, aweights=aweights)
+    ref = m if _codist(m) else y
+    ref._check_scope(call)
+    x = m if m.ndim > 1 or not _codist(m) else m.reshape((1, m.shape[0]))
+    if not _codist(x):
+        x = np.atleast_2d(_on_host(x))
+    if not rowvar and x.shape[0] != 1:
+        x = x.T
+    if y is not None:
+        other = y if _codist(y) else np.atleast_2d(_on_host(y))
+        if other.ndim == 1:
+            other = other.reshape((1, other.shape[0]))
+        if not rowvar and other.shape[0] != 1:
+            other = other.T
+        x = concatenate(call, [x, other], 0)
+    if not _codist(x):
+        raise error(SpmdTypeError, call, "needs a codistributed operand")
+    if ddof is None:
+        ddof = 0 if bias else 1
+    family = LOCAL[x.family]
+    if family.dtype(x.local).kind not in "fc":
+        x = x.astype(np.float64 if dtype is None else dtype)
+    elif dtype is not None:
+        x = x.astype(dtype)
+    n = x.shape[1]
+    centred = x - np.mean(x, axis=1, keepdims=True)
+    conj = np.conj(centred) if family.dtype(centred.local).kind == "c" else centred
+    c = np.einsum("ik,jk->ij", centred, conj)
+    c = family.host(c.gather()) if _codist(c) else np.asarray(family.host(c))
+    c = c * np.true_divide(1, max(n - ddof, 0))
+    return family.like(np.asarray(c.squeeze()), ref.local)
+
+
+@implements(np.corrcoef)
+def _corrcoef(x, y=None, rowvar=True, bias=np._NoValue, ddof=np._NoValue, *, dtype=None):
+    """numpy's ``corrcoef`` from ``cov``, as numpy computes it (replicated)."""
+    _unsupported("numpy.corrcoef", bias=bias, ddof=ddof)
+    ref = x if _codist(x) else y
+    family = LOCAL[ref.family]
+    c = np.asarray(family.host(_cov(x, y, rowvar, dtype=dtype)))
+    if c.ndim == 0:
+        return family.like(c / c, ref.local)
+    d = np.diag(c)
+    stddev = np.sqrt(d.real)
+    c = c / stddev[:, None]
+    c = c / stddev[None, :]
+    np.clip(c.real, -1, 1, out=c.real)
+    if np.iscomplexobj(c):
+        np.clip(c.imag, -1, 1, out=c.imag)
+    return family.like(c, ref.local)
