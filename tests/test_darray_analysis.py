@@ -122,7 +122,7 @@ def test_trapezoid_gradient_repeat_append_and_scans(backend):
         same(E, np.full(A.shape, 2.5))
 
 
-def test_einsum_covariance_and_correlation(backend):
+def test_einsum_tensordot_covariance_and_correlation(backend):
     # blockwise where the split label allows (split where the output keeps it, summed
     # over the workers where it is contracted), gathered otherwise (an ellipsis)
     n = spmd_size()
@@ -150,6 +150,14 @@ def test_einsum_covariance_and_correlation(backend):
     close(np.cov(V), np.cov(v))                                  # MATLAB's var(v)
     close(np.cov(V, distribute(backend.make(v ** 2))), np.cov(v, v ** 2))
     close(np.corrcoef(V, distribute(backend.make(v ** 2))), np.corrcoef(v, v ** 2))
+    T = rng.standard_normal((n + 2, 4, 3))
+    for axis in (0, 1, 2):
+        D = distribute(backend.make(T), axis=axis)
+        for axes, other in [(2, rng.standard_normal((4, 3, 2))), (([0], [0]), A),
+                            (([1, 2], [0, 1]), rng.standard_normal((4, 3))), (0, v[:2])]:
+            close(np.tensordot(D, other, axes), np.tensordot(T, other, axes))
+        close(np.tensordot(D, distribute(backend.make(A)), ([0], [0])),
+              np.tensordot(T, A, ([0], [0])))
     with pytest.raises(SpmdValueError, match=r"numpy.einsum \(worker \d+ of \d+\): Size of "
                        r"label 'j'"):
         np.einsum("ij,jk->ik", distribute(backend.make(A)), np.ones((3, 3)))

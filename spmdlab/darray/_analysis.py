@@ -387,3 +387,31 @@ def _corrcoef(x, y=None, rowvar=True, bias=np._NoValue, ddof=np._NoValue, *, dty
     if np.iscomplexobj(c):
         np.clip(c.imag, -1, 1, out=c.imag)
     return family.like(c, ref.local)
+
+
+@implements(np.tensordot)
+def _tensordot(a, b, axes=2):
+    """numpy's ``tensordot`` as the ``einsum`` that names its axes."""
+    call = "numpy.tensordot"
+    na, nb = np.ndim(a), np.ndim(b)
+    try:
+        if isinstance(axes, (int, np.integer)):
+            first, second = list(range(na - int(axes), na)), list(range(int(axes)))
+        else:
+            first, second = ([int(d) for d in np.atleast_1d(x)] for x in axes)
+        first = [d % na for d in first] if na else first
+        second = [d % nb for d in second] if nb else second
+    except (TypeError, ValueError) as exc:
+        raise error(SpmdValueError, call, f"'axes' must be an int or two sequences of "
+                    f"axes (got {axes!r}): {exc}") from exc
+    if len(first) != len(second) or len(set(first)) != len(first) or \
+            any(d >= na for d in first) or any(d >= nb for d in second):
+        raise error(SpmdValueError, call, f"'axes' {axes!r} do not pair the axes of arrays "
+                    f"of {na} and {nb} dimensions")
+    letters = iter("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+    left = [next(letters) for _ in range(na)]
+    right = [left[first[second.index(d)]] if d in second else next(letters)
+             for d in range(nb)]
+    out = [c for d, c in enumerate(left) if d not in first] + \
+        [c for d, c in enumerate(right) if d not in second]
+    return _einsum(f"{''.join(left)},{''.join(right)}->{''.join(out)}", a, b)
