@@ -83,6 +83,27 @@ def test_heat_on_a_codistributed_grid_matches_the_serial_solver(workers):
     assert "24x24 plate on" in lines[0] and "centre 22.14 degrees" in lines[0]
 
 
+@pytest.mark.parametrize("workers", [1, 3, "2x2"])
+def test_spectral_poisson_example_matches_numpy_on_the_whole_grid(workers):
+    """The distributed-FFT example (fft2/ifft2 of a codistributed grid split by rows):
+    the gathered solution equals numpy's on the whole grid, to the last bit."""
+    if is_open_mpi() and workers != 3:
+        pytest.skip("one layout under Open MPI (CI time)")
+    cmd = [sys.executable, os.path.join(ROOT, "examples", "spectral_poisson.py"), "--short"]
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    if workers == "2x2":
+        env["MPIR_CVAR_NUM_CLIQUES"] = "2"
+        cmd = mpiexec_args(4) + cmd
+    elif workers > 1:
+        cmd = mpiexec_args(workers) + cmd
+    out = run_mpiexec(cmd, capture_output=True, text=True, timeout=300, env=env)
+    assert out.returncode == 0, out.stdout + out.stderr
+    lines = out.stdout.strip().splitlines()
+    assert lines[-1] == "matches numpy on the whole grid: True", out.stdout
+    assert "32x32 periodic grid on" in lines[0]
+    assert float(lines[0].rsplit(" ", 1)[1]) < 1e-12  # against the exact solution
+
+
 @pytest.mark.parametrize("workers", [1, 4, "2x2"])
 def test_jacobi_halo_example_matches_raw_mpi4py(workers):
     """The latency-bound example (labSendReceive halos, gop convergence) gives the same
@@ -105,7 +126,8 @@ def test_jacobi_halo_example_matches_raw_mpi4py(workers):
     assert lines[1].startswith("per sweep: spmdlab ") and "raw mpi4py" in lines[1]
 
 
-@pytest.mark.parametrize("example", EXAMPLES + ["heat_codistributed.py", "jacobi_halo.py"])
+@pytest.mark.parametrize("example", EXAMPLES + ["heat_codistributed.py", "jacobi_halo.py",
+                                     "spectral_poisson.py"])
 def test_example_help(example):
     if is_open_mpi():  # plain python, the same under either MPI (CI time)
         pytest.skip("runs without mpiexec; tested under MPICH")
