@@ -466,6 +466,8 @@ def _differences(descriptions):
     differ = [n for n in names if len({f.get(n) for f in fields}) > 1]
     if "call" in differ:
         return ["call"]
+    if "fcn" in differ:  # (then the key's digest of the function differs too)
+        return ["fcn"]
     if "dict keys" in differ:  # then the leaves differ too: the keys say why
         return ["dict keys"]
     if "structure" in differ:
@@ -532,6 +534,7 @@ def _raise_everywhere(scope, call, error, describe):
     differ = _differences(descriptions)
     what = f" (they differ in: {', '.join(differ)})" if differ else ""
     how = ("workers made different calls" if differ == ["call"] else
+           "workers passed different functions" if differ == ["fcn"] else
            "workers passed values that cannot be combined")
     number = f"collective #{scope.exchange.calls}"  # the same on every worker here
     error = SpmdMismatchError(

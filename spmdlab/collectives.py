@@ -176,8 +176,10 @@ def spmd_reduce(fcn: Callable[[Any, Any], Any], x: T,
     if op is not None:
         return _reduce.reduce_op("spmd_reduce", x, op, destination)
     name = getattr(fcn, "__qualname__", type(fcn).__qualname__)
+    code = _function_code(fcn)
     values = _gather("spmd_reduce", scope, x, treedef, leaves, destination,
-                     ("reduce", name))
+                     ("reduce", name) + code[1:],
+                     fcn=name if not code else f"{name} at {code[0]}")
     acc, error = None, None
     if values is not None:
         if all(type(l) is Leaf for l in leaves):
@@ -195,6 +197,39 @@ def spmd_reduce(fcn: Callable[[Any, Any], Any], x: T,
     agree(scope, "spmd_reduce", digest(("spmd_reduce", "folded", name)), error=error,
           describe=lambda: f"spmd_reduce({name}, ...)")
     return acc
+
+
+def _function_code(fcn):
+    """(where a Python function is defined, a digest of its code), or () for another
+    callable: two workers passing different lambdas (the same name, ``<lambda>``) to
+    ``spmd_reduce`` would each fold with its own and get different answers; their
+    code tells them apart (the same program's function has the same code everywhere)."""
+    code = getattr(getattr(fcn, "__func__", fcn), "__code__", None)
+    if code is None:
+        return ()
+    where = f"{code.co_filename.rsplit('/', 1)[-1]}:{code.co_firstlineno}"
+    column = next((c for _, _, c, _ in getattr(code, "co_positions", list)()
+                   if c), None)  # (two lambdas on one line: where each body starts)
+    if column is not None and code.co_name == "<lambda>":
+        where += f":{column + 1}"
+    return where, digest(_code_parts(code))
+
+
+def _code_parts(code):
+    return (code.co_code, code.co_names, tuple(_const(c) for c in code.co_consts))
+
+
+def _const(c):
+    """A constant of a code object as the same text in every process (a nested code
+    object by its parts, a frozenset's members sorted: their order follows the string
+    hashes, which differ from one process to another)."""
+    if hasattr(c, "co_code"):
+        return _code_parts(c)
+    if isinstance(c, frozenset):
+        return ("frozenset", tuple(sorted(repr(m) for m in c)))
+    if isinstance(c, tuple):
+        return tuple(_const(m) for m in c)
+    return repr(c)
 
 
 # MATLAB's max and min are element-wise; Python's are not defined on arrays.
@@ -400,8 +435,9 @@ def gather(call, x):
     return _gather(call, scope, x, treedef, leaves, None, ("gather",))
 
 
-def _gather(call, scope, x, treedef, leaves, destination, what):
-    """Every worker's value, in worker order, on every worker (or on ``destination``)."""
+def _gather(call, scope, x, treedef, leaves, destination, what, fcn=None):
+    """Every worker's value, in worker order, on every worker (or on ``destination``);
+    ``fcn``: the reduction function a mismatch names."""
     error = check_worker(call, scope, "destination", destination)
     buf = None
     if error is None:
@@ -414,7 +450,7 @@ def _gather(call, scope, x, treedef, leaves, destination, what):
                      error=error,
                      describe=lambda: describe_call(
                          call, _pack.describe(treedef, leaves),
-                         {"kind": repr(what)}, destination=destination))
+                         {"kind": repr(what)}, destination=destination, fcn=fcn))
     sizes = ex.sizes()
     recv = _gatherv(call, scope, buf, sizes, destination)
     if recv is None:

@@ -233,6 +233,21 @@ def test_mismatch_names_differing_reduction_functions():
         assert "fcn='max'" in str(info.value) and "fcn='min'" in str(info.value)
 
 
+@needs2
+def test_mismatch_names_differing_lambdas():
+    # two lambdas (both '<lambda>') would each fold with its own: their code tells
+    # them apart, and the message says where each is; the same lambda still works
+    fcn = (lambda a, b: a + b) if spmd_index() == 1 else (lambda a, b: a * b)
+    with pytest.raises(SpmdMismatchError, match="workers passed different functions "
+                       r"\(they differ in: fcn\)") as info:
+        spmd_reduce(fcn, 2)
+    import re
+    columns = re.findall(r"<lambda> at test_errors.py:\d+:(\d+)'", str(info.value))
+    assert len(set(columns)) == 2, str(info.value)  # where each lambda's body starts
+    same = lambda a, b: a if b in {"s", "t"} else a + b  # noqa: E731  (a frozenset const)
+    assert spmd_reduce(same, 1) == spmd_size()
+
+
 def _line_of(marker):
     return line_of(__file__, marker)
 
