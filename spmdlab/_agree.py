@@ -136,6 +136,9 @@ class Exchange:
         # general way, through ``run``
         self.persistent = self.request
         self.armed = 0  # the room of the next record (bytes of a value; 0: none)
+        # gathered reductions in a row (record exchanges one after the other) that arm
+        # it: 1, doubled (up to 64) each time the room went unused (``Wide.took``)
+        self.arm_after, self.in_row, self.gathered_at = 1, 0, -2
         # nbytes -> (persistent in-place Allgather, its buffer, dtype -> typed view)
         self._gathers: dict = {}
         self._wide: dict = {}  # room -> a Wide record exchange
@@ -178,9 +181,21 @@ class Exchange:
         The room depends only on what every worker agreed on, so every worker's next
         exchange has the same size: a collective of another kind (or a value that does
         not fit) sends its record in the wide one with no value, and the room is given
-        up (``Wide.run``); the one after is the plain record again."""
+        up (``Wide.run``); the one after is the plain record again. A loop that
+        alternates (a gradient, then a scalar loss) would pay for the unused room every
+        time: each room given up doubles the gathered reductions in a row (whose
+        records follow each other, ``calls``: the same count on every worker) it takes
+        to arm again."""
         if self.persistent is None:
             return
+        if self.gathered_at != self.calls:  # (not another dtype of the same reduction)
+            self.in_row = self.in_row + 1 if self.gathered_at == self.calls - 1 else 1
+            self.gathered_at = self.calls
+        if self.in_row >= self.arm_after:
+            self.widen(nbytes)
+
+    def widen(self, nbytes):
+        """The next record's room: for ``nbytes``, or the room it has if that fits."""
         room = self.armed
         if not nbytes <= room <= 4 * nbytes:  # (a loop of two sizes keeps the larger)
             room = -(-nbytes // 8) * 8
@@ -385,6 +400,7 @@ class Wide:
         ex = self.ex
         ex.rows[...] = self.rows[:, :ex.record]
         ex.disarm()
+        ex.arm_after = min(2 * ex.arm_after, 64)
 
     def values(self, dtype, nbytes):
         """Every worker's value: 1-D views of ``recv``, made once per dtype and size

@@ -646,7 +646,7 @@ def _wide_fold(scope, ex, call, x, op, header, k, shown):
             break
     else:
         if ex.armed > 4 * nbytes:
-            ex.arm(nbytes)  # (a smaller room from now on)
+            ex.widen(nbytes)  # (a smaller room from now on)
         rows = wide.values(x.dtype, nbytes)  # each worker's value, read in place
         ufunc = op.ufunc
         result = rows[0].copy() if len(rows) == 1 else ufunc(rows[0], rows[1])

@@ -573,3 +573,28 @@ def test_loops_of_gathered_reductions_ride_in_the_record_and_meet_anything():
         with pytest.raises(SpmdTypeError, match="str"):
             spmd_plus(x if k == 1 else "text")
     check(x, spmd_plus(x))  # every worker goes on together
+
+
+def test_a_loop_that_alternates_gathered_and_other_calls_stops_widening(monkeypatch):
+    # a gradient then a scalar loss, in a loop: the room made after each gradient goes
+    # unused (a wider record for the loss, every time) unless it stops being made
+    from spmdlab import _agree
+
+    unused = []
+    took = _agree.Wide.took
+    monkeypatch.setattr(_agree.Wide, "took", lambda self, *a: unused.append(1) or
+                        took(self, *a))
+    k, n = spmd_index(), spmd_size()
+    grad = np.full(1000, float(k))
+    for _ in range(50):
+        assert (spmd_plus(grad) == n * (n + 1) / 2).all()
+        assert spmd_plus(1.0) == n
+    for sizes in ([300, 5000], [2000, 150, 8000]):  # sizes over 4x apart in a loop
+        for _ in range(30):
+            for items in sizes:
+                assert (spmd_plus(np.ones(items)) == n).all()
+    assert len(unused) <= 12
+    ex = spmdlab._world.current().exchange
+    for _ in range(80):  # a loop of one size rides in the record again
+        assert (spmd_plus(grad) == n * (n + 1) / 2).all()
+    assert len(unused) <= 12 and ex.armed == (grad.nbytes if n > 1 else 0)

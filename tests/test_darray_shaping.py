@@ -291,3 +291,20 @@ def test_nan_order_statistics_and_interp(backend):
     values = distribute(backend.make(np.linspace(0.0, 1.0, 2 * n + 3) ** 2))
     same(np.interp([0.25, 0.5], table, values),
          np.interp([0.25, 0.5], np.linspace(0, 1, 2 * n + 3), np.linspace(0, 1, 2 * n + 3) ** 2))
+
+
+def test_order_statistics_of_ints_keep_one_dtype_where_a_block_is_empty():
+    # numpy's nanquantile 'nearest' keeps an int dtype but gives float64 NaNs for no
+    # values: a worker whose block is empty (more workers than columns) must still hold
+    # the dtype the others' blocks have, or the array cannot be gathered
+    n = spmd_size()
+    A = np.arange(3 * 2).reshape(3, 2) % 4
+    for axis in (0, 1):
+        D = distribute(A, axis=axis)
+        for f, q in ((np.nanquantile, 0.6), (np.nanpercentile, 60), (np.quantile, 0.6)):
+            for method in ("nearest", "lower", "inverted_cdf"):
+                for along_ in (0, 1):
+                    got = f(D, q, axis=along_, method=method)
+                    want = f(A, q, axis=along_, method=method)
+                    assert value(got).dtype == want.dtype, (f, method, n)
+                    same(got, want)

@@ -129,8 +129,17 @@ def _statistic(call, a, axis, keepdims, fn):
         return split(a, value, value.shape) if keepdims else \
             _replicated_result(a, value, ())
     axis = _one_axis(call, a, axis)
-    result = along(call, a, axis, lambda x, d: fn(x, d, True), keep=keepdims)
-    return result
+    whole = a.size > 0
+
+    def block(x, d):
+        value = np.asarray(fn(x, d, True))
+        if whole and not x.size:  # an empty block: of the dtype the others' blocks have
+            # (nanquantile's 'nearest' keeps ints, yet gives float64 NaNs for no values)
+            probe = np.zeros(tuple(m if e == d else 1 for e, m in enumerate(x.shape)),
+                             x.dtype)
+            value = value.astype(np.asarray(fn(probe, d, True)).dtype)
+        return value
+    return along(call, a, axis, block, keep=keepdims)
 
 
 @implements(np.median)
