@@ -163,6 +163,23 @@ def test_einsum_tensordot_covariance_and_correlation(backend):
         np.einsum("ij,jk->ik", distribute(backend.make(A)), np.ones((3, 3)))
 
 
+def test_convolution_gives_numpys_bits(backend):
+    # MATLAB's conv(u, v) / conv(u, v, "same"): blocks shorter than the kernel, more
+    # workers than elements, either operand codistributed
+    n = spmd_size()
+    rng = np.random.default_rng(5)
+    for length in (1, 3, 2 * n + 3, 17):
+        u = rng.standard_normal(length)
+        for m in (1, 2, 5, 8):
+            k = rng.standard_normal(m)
+            for mode in ("full", "same", "valid"):
+                U, K = distribute(backend.make(u)), distribute(backend.make(k))
+                for a, b in ((U, k), (u, K), (U, K), (K, u)):
+                    same(np.convolve(a, b, mode), np.convolve(value(a), value(b), mode))
+    ints = np.arange(2 * n + 5) % 4
+    same(np.convolve(distribute(backend.make(ints)), [1, -1]), np.convolve(ints, [1, -1]))
+
+
 def test_bad_arguments_raise_on_every_worker():
     n = spmd_size()
     D = distribute(np.arange(3.0 * (n + 1)).reshape(n + 1, 3))
@@ -185,5 +202,7 @@ def test_bad_arguments_raise_on_every_worker():
         np.fft.fftn(D, s=(2, 2, 2), axes=(0, 1))
     with pytest.raises(SpmdTypeError, match=r"numpy.inner \(worker \d+ of \d+\): only vectors"):
         np.inner(D, D)
+    with pytest.raises(SpmdValueError, match=r"numpy.convolve \(worker \d+ of \d+\): .*vectors"):
+        np.convolve(D, [1.0])
     with pytest.raises(SpmdTypeError, match=r"numpy.cov \(worker \d+ of \d+\): 'fweights'"):
         np.cov(D, fweights=np.ones(3, int))

@@ -21,6 +21,7 @@ import numpy as np
 from .._backends import LOCAL
 from .._ops import SUM
 from .._reduce import reduce_op
+from ..collectives import gather
 from ..errors import SpmdTypeError, SpmdValueError
 from ._codistributor import Codistributor, error
 from ._numpy import _axes, _on_host, _replicated_result, _unsupported, implements
@@ -415,3 +416,68 @@ def _tensordot(a, b, axes=2):
     out = [c for d, c in enumerate(left) if d not in first] + \
         [c for d, c in enumerate(right) if d not in second]
     return _einsum(f"{''.join(left)},{''.join(right)}->{''.join(out)}", a, b)
+
+
+# -- convolution ---------------------------------------------------------------------------------
+
+
+@implements(np.convolve)
+def _convolve(a, v, mode="full"):
+    """numpy's ``convolve`` (MATLAB's ``conv(u, v)``, ``conv(u, v, "same")``) of a
+    codistributed vector with a shorter kernel of ``m`` elements: one small gather of
+    the first and last ``2m - 1`` elements of every block gives each worker the
+    ``m - 1`` elements before its block and the array's ends; each worker computes its
+    block's share of the result (the last worker the ``m - 1`` extra ones of the full
+    convolution), with the same products summed as numpy sums them (the ends as
+    numpy's own convolution of the ends): the same bits. ``"same"`` and ``"valid"``
+    are slices of it. A codistributed kernel is gathered; a codistributed kernel of a
+    longer replicated vector gives a result computed whole."""
+    call = "numpy.convolve"
+    ref = a if _codist(a) else v
+    ref._check_scope(call)
+    family = LOCAL[ref.family]
+    if np.ndim(a) != 1 or np.ndim(v) != 1:
+        raise error(SpmdValueError, call, f"both operands must be vectors (got "
+                    f"{np.ndim(a)} and {np.ndim(v)} dimensions)")
+    if mode not in ("full", "same", "valid"):
+        raise error(SpmdValueError, call, f"'mode' must be 'full', 'same' or 'valid' "
+                    f"(got {mode!r})")
+    n, m = np.shape(a)[0], np.shape(v)[0]
+    if n == 0 or m == 0:
+        raise error(SpmdValueError, call, f"{'a' if n == 0 else 'v'} cannot be empty")
+    signal, kernel = (a, v) if n >= m else (v, a)  # numpy's: the longer one slides
+    kernel = family.host(kernel.gather()) if _codist(kernel) else _on_host(kernel)
+    if not _codist(signal):
+        whole = np.convolve(_on_host(signal), kernel, mode)
+        return _replicated_result(ref, family.like(whole, ref.local), whole.shape)
+    n, m = signal.shape[0], kernel.shape[0]
+    block = np.asarray(family.host(signal.local))
+    reach = 2 * m - 1
+    ends = gather(call, (block[:reach], block[max(0, block.shape[0] - reach):]))
+    rank = signal._scope.rank
+    head = np.concatenate([first for first, _ in ends])[:min(n, reach)]
+    tail = np.concatenate([last for _, last in ends])[-min(n, reach):]
+    before = np.concatenate([last for _, last in ends[:rank]] + [block[:0]])
+    before = before[max(0, before.shape[0] - (m - 1)):]
+    s = signal.global_indices().start
+    e = s + block.shape[0] + (m - 1 if rank == signal._scope.size - 1 else 0)
+    dtype = np.result_type(block, kernel)
+    local = np.empty(e - s, dtype)
+    lo, hi = min(max(s, m - 1), e), max(min(e, n), min(max(s, m - 1), e))
+    if s < lo:  # the first m - 1: numpy's own, from the head
+        local[:lo - s] = np.convolve(head, kernel, "full")[s:lo]
+    if lo < hi:  # full overlaps: windows of m elements
+        ext = np.concatenate([before, block])  # elements s - len(before) .. of the array
+        at = s - before.shape[0]
+        local[lo - s:hi - s] = np.convolve(ext[lo - m + 1 - at:hi - at], kernel, "valid")
+    if hi < e:  # the last m - 1 of the full convolution: numpy's own, from the tail
+        right = np.convolve(tail, kernel, "full")
+        local[hi - s:] = right[hi - (n - tail.shape[0]):e - (n - tail.shape[0])]
+    partition = signal.partition[:-1] + (signal.partition[-1] + m - 1,)
+    full = signal._new(family.like(local, signal.local),
+                       Codistributor(0, partition, (n + m - 1,)))
+    if mode == "full":
+        return full
+    length = n if mode == "same" else n - m + 1
+    start = (m - 1) // 2 if mode == "same" else m - 1
+    return full[start:start + length]
