@@ -206,3 +206,56 @@ def test_bad_arguments_raise_on_every_worker():
         np.convolve(D, [1.0])
     with pytest.raises(SpmdTypeError, match=r"numpy.cov \(worker \d+ of \d+\): 'fweights'"):
         np.cov(D, fweights=np.ones(3, int))
+
+
+def test_histogram_of_float32_has_numpy_edges(backend):
+    # numpy makes the edges of a float32 array in float32 from its float32 minimum and
+    # maximum: the range found over the workers must keep that dtype
+    A = (np.arange(7.0 * spmd_size() + 3) * 0.37 - 1.1).astype(np.float32)
+    for D in (distribute(backend.make(A)), distribute(backend.make(A.reshape(1, -1)), axis=1)):
+        same(np.histogram(D, bins=10), np.histogram(A, bins=10))
+
+
+def test_bincount_with_weights_where_a_worker_holds_nothing(backend):
+    # more workers than elements: an empty block's weighted counts are numpy's int64
+    # zeros, the others' float64; every worker must sum float64 counts
+    n = spmd_size()
+    subs, vals = np.arange(n - 1 if n > 1 else 1) % 3, np.arange(max(n - 1, 1)) * 0.5
+    S, V = distribute(backend.make(subs)), distribute(backend.make(vals))
+    close(np.bincount(S, weights=V, minlength=4), np.bincount(subs, weights=vals, minlength=4))
+    same(np.bincount(distribute(backend.make(np.zeros(0, np.int64))),
+                     weights=distribute(backend.make(np.zeros(0)))), np.zeros(0, np.int64))
+
+
+def test_repeat_by_codistributed_counts(backend):
+    # MATLAB's repelem(v, counts) with both codistributed
+    n = spmd_size()
+    v, counts = np.arange(2.0 * n + 1), np.arange(2 * n + 1) % 3
+    same(np.repeat(distribute(backend.make(v)), distribute(backend.make(counts))),
+         np.repeat(v, counts))
+    A = np.arange(3.0 * (n + 1)).reshape(n + 1, 3)
+    same(np.repeat(distribute(backend.make(A), axis=1), distribute(backend.make(counts[:3])),
+                   axis=1), np.repeat(A, counts[:3], axis=1))
+
+
+def test_trapezoid_names_coordinates_of_another_shape():
+    n = spmd_size()
+    D = distribute(np.arange(3.0 * (n + 1)).reshape(n + 1, 3))
+    for x in (distribute(np.ones((n + 2, 3))), np.ones((n + 2, 3))):
+        with pytest.raises(SpmdValueError, match=r"numpy.trapezoid \(worker \d+ of \d+\): "
+                           r"'x' must be a vector along axis 0 or of the array's shape"):
+            np.trapezoid(D, x, axis=0)
+    x = np.linspace(0.0, 1.0, n + 1).reshape(-1, 1)  # broadcasts, as numpy's
+    close(np.trapezoid(D, x, axis=0), np.trapezoid(D.gather(), x, axis=0))
+
+
+def test_fftshift_and_ifftshift(backend):
+    # MATLAB's fftshift(fft2(D)) for a centred spectrum
+    for A, D in arrays(backend):
+        same(np.fft.fftshift(D), np.fft.fftshift(A))
+        same(np.fft.ifftshift(D), np.fft.ifftshift(A))
+        same(np.fft.fftshift(D, axes=0), np.fft.fftshift(A, axes=0))
+        same(np.fft.ifftshift(np.fft.fftshift(D)), A)
+        if A.ndim == 2:
+            same(np.fft.fftshift(np.fft.fft2(D)), np.fft.fftshift(np.fft.fft2(A)))
+            same(np.fft.ifftshift(D, axes=(-1,)), np.fft.ifftshift(A, axes=(-1,)))

@@ -66,6 +66,21 @@ def _transform_n(name, fn, default_axes=None):
     return impl
 
 
+def _shift(name, sign):
+    """numpy's ``fftshift`` / ``ifftshift`` (MATLAB's): a roll by half of each axis."""
+    call = f"numpy.fft.{name}"
+
+    def impl(x, axes=None):
+        x._check_scope(call)
+        axes = tuple(range(x.ndim)) if axes is None else axes
+        axes = (axes,) if np.ndim(axes) == 0 else tuple(axes)
+        axes = [_one_axis(call, x, d) for d in axes]
+        return np.roll(x, [sign * (x.shape[d] // 2) for d in axes], axes)
+    return impl
+
+
+implements(np.fft.fftshift)(_shift("fftshift", 1))
+implements(np.fft.ifftshift)(_shift("ifftshift", -1))
 implements(np.fft.fftn)(_transform_n("fftn", np.fft.fft))
 implements(np.fft.ifftn)(_transform_n("ifftn", np.fft.ifft))
 implements(np.fft.fft2)(_transform_n("fft2", np.fft.fft, (-2, -1)))
@@ -119,9 +134,9 @@ def _histogram(a, bins=10, range=None, density=None, weights=None):
     if range is None and np.ndim(bins) == 0:
         if a.size == 0:
             range = (0, 1)
-        else:
-            range = (np.asarray(family.host(np.min(a))).item(),
-                     np.asarray(family.host(np.max(a))).item())
+        else:  # numpy scalars of the array's dtype: numpy makes the edges in it
+            range = (np.asarray(family.host(np.min(a)))[()],
+                     np.asarray(family.host(np.max(a)))[()])
     w = None if weights is None else _local_of(call, a, weights, "weights").reshape(-1)
     host = np.asarray(family.host(a.local)).reshape(-1)
     counts, edges = _refused(call, np.histogram, host, bins, range, None, w)
@@ -159,6 +174,8 @@ def _bincount(x, weights=None, minlength=0):
     w = None if weights is None else _local_of(call, x, weights, "weights")
     host = np.asarray(family.host(x.local))
     counts = _refused(call, lambda: np.bincount(host, w, minlength=length))
+    if w is not None and x.size:  # numpy's float64 (an empty block's are int64 zeros)
+        counts = counts.astype(np.float64)
     return family.like(np.asarray(_summed(call, counts)), x.local)
 
 
@@ -180,6 +197,13 @@ def _spacing(call, y, x, dx, axis):
         shape = [1] * y.ndim
         shape[axis] = d.shape[0]
         return d.reshape(shape)
+    try:
+        fits = np.broadcast_shapes(np.shape(x), y.shape) == y.shape
+    except ValueError:
+        fits = False
+    if not fits:
+        raise error(SpmdValueError, call, f"'x' must be a vector along axis {axis} or of the "
+                    f"array's shape {y.shape} (got {np.shape(x)})")
     return np.diff(x, axis=axis)
 
 

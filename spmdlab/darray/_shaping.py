@@ -541,6 +541,9 @@ def _repeat(a, repeats, axis=None):
     if axis is None:
         a, axis = a.ravel(), 0
     axis = _one_axis(call, a, axis)
+    if _codist(repeats):  # (MATLAB's repelem(v, counts) with codistributed counts)
+        repeats._check_scope(call)
+        repeats = LOCAL[repeats.family].host(repeats.gather())
     r = _on_host(repeats)
     if r.dtype.kind not in "iu" or r.ndim > 1 or (r < 0).any():
         raise error(SpmdValueError, call, f"'repeats' must be a non-negative int or a "
