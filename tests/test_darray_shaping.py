@@ -193,8 +193,9 @@ def test_unsupported_options_raise_on_every_worker():
         np.diff(D, prepend=0)
     with pytest.raises(SpmdValueError, match="numpy.concatenate .*sizes must match"):
         np.concatenate([D, D[:, :2]], axis=0)
-    with pytest.raises(SpmdValueError, match="numpy.percentile .*one 'q'"):
-        np.percentile(D, [10, 20], axis=0)
+    with pytest.raises(SpmdValueError, match="numpy.percentile .*'q' must be a number or "
+                       "a vector"):
+        np.percentile(D, [[10, 20]], axis=0)
     # numpy's own refusals of an option, named as the call and the worker's
     with pytest.raises(SpmdValueError, match=r"numpy.sort \(worker \d+ of \d+\): .*'bogus'"):
         np.sort(D, axis=0, kind="bogus")
@@ -308,3 +309,21 @@ def test_order_statistics_of_ints_keep_one_dtype_where_a_block_is_empty():
                     want = f(A, q, axis=along_, method=method)
                     assert value(got).dtype == want.dtype, (f, method, n)
                     same(got, want)
+
+
+def test_order_statistics_of_several_q_in_one_move(backend):
+    # MATLAB's prctile(D, [10 50 90], dim): every q in the one move of the data, the q
+    # axis first as numpy's, with or without keepdims, a worker's block empty or not
+    n = spmd_size()
+    rng = np.random.default_rng(4)
+    for shape in [(n + 2, 3), (7,), (2, 3, n + 1)]:
+        A = rng.standard_normal(shape)
+        A.flat[::5] = np.nan
+        for split in range(len(shape)):
+            D = distribute(backend.make(A), axis=split)
+            for axis in list(range(len(shape))) + [None]:
+                for keepdims in (False, True):
+                    for f, q in ((np.nanpercentile, [10, 50, 90]), (np.nanquantile, [0.3]),
+                                 (np.percentile, np.array([5.0, 95.0]))):
+                        same(f(D, q, axis=axis, keepdims=keepdims),
+                             f(A, q, axis=axis, keepdims=keepdims))

@@ -127,18 +127,20 @@ def _statistic(call, a, axis, keepdims, fn):
         value = np.asarray(_refused(call, fn, family.host(a.gather()), None, keepdims))
         value = family.like(value, a.local)
         return split(a, value, value.shape) if keepdims else \
-            _replicated_result(a, value, ())
+            _replicated_result(a, value, tuple(value.shape))
     axis = _one_axis(call, a, axis)
     whole = a.size > 0
 
     def block(x, d):
-        value = np.asarray(fn(x, d, True))
-        if whole and not x.size:  # an empty block: of the dtype the others' blocks have
-            # (nanquantile's 'nearest' keeps ints, yet gives float64 NaNs for no values)
+        if whole and not x.size:  # an empty block: empty, of the others' dtype (numpy's
+            # nanquantile 'nearest' keeps ints yet gives float64 for no values, and its
+            # nan-functions of several q drop the q axis of an empty array)
             probe = np.zeros(tuple(m if e == d else 1 for e, m in enumerate(x.shape)),
                              x.dtype)
-            value = value.astype(np.asarray(fn(probe, d, True)).dtype)
-        return value
+            like = np.asarray(fn(probe, d, True))
+            return np.zeros(tuple(like.shape[e] if e == d else m
+                                  for e, m in enumerate(x.shape)), like.dtype)
+        return np.asarray(fn(x, d, True))
     return along(call, a, axis, block, keep=keepdims)
 
 
@@ -150,18 +152,34 @@ def _median(a, axis=None, out=None, overwrite_input=False, keepdims=False):
 
 
 def _order_statistic(fn):
-    """numpy's ``percentile`` or ``quantile`` (``fn``), one ``q`` at a time."""
+    """numpy's ``percentile`` or ``quantile`` (``fn``) for one ``q`` or a vector of
+    them (MATLAB's ``prctile(D, [10 50 90])``): with a vector, every q is computed in
+    the one move of the data (the q's results take the axis's place), then the q axis
+    is put first, as numpy's."""
     call = f"numpy.{fn.__name__}"
 
     def impl(a, q, axis=None, out=None, overwrite_input=False, method="linear",
              keepdims=False, **kwargs):
         _unsupported(call, out=out)
-        if np.ndim(q) != 0:
-            raise error(SpmdValueError, call, "only one 'q' at a time is available for a "
-                        "codistributed array; call it once per q")
-        return _statistic(call, a, axis, keepdims, lambda x, d, k: fn(
-            x, q, axis=d, method=method, keepdims=k, **kwargs))
+        if np.ndim(q) > 1:
+            raise error(SpmdValueError, call, f"'q' must be a number or a vector (got "
+                        f"{np.ndim(q)} dimensions)")
+        if np.ndim(q) == 0 or axis is None:
+            return _statistic(call, a, axis, keepdims, lambda x, d, k: fn(
+                x, q, axis=d, method=method, keepdims=k, **kwargs))
+        qs = _on_host(q)
+        axis = _one_axis(call, a, axis)
+        result = _statistic(call, a, axis, True, lambda x, d, k: np.moveaxis(fn(
+            x, qs, axis=d, method=method, **kwargs), 0, d))
+        result = _moved_first(result, axis)
+        return expand_dims(result, axis + 1) if keepdims else result
     return impl
+
+
+def _moved_first(a, axis):
+    """``a`` with ``axis`` first (numpy's ``moveaxis(a, axis, 0)``)."""
+    return a if axis == 0 else np.transpose(
+        a, (axis,) + tuple(d for d in range(a.ndim) if d != axis))
 
 
 implements(np.percentile)(_order_statistic(np.percentile))
