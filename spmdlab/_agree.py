@@ -124,6 +124,8 @@ class Exchange:
         self.payloads = range(HEADER, RECORD * self.size, RECORD)
         # where each worker's key lies in ``words`` (its flags are 3 words on)
         self.key_words = range(0, RECORD // 8 * self.size, RECORD // 8)
+        # where the records of workers 2, 3, ... start in ``recv`` (worker 1's at 0)
+        self.later_rows = tuple(range(RECORD, RECORD * self.size, RECORD))
         # every worker's inline payload bytes as one (workers, capacity) view of ``recv``
         self.inline_rows = self.rows[:, HEADER:]
         self._row_views: dict = {}  # (dtype, nbytes) -> each worker's typed view
@@ -252,7 +254,8 @@ class Exchange:
         self.last = call
         request = self.request
         request.Start()
-        if not request.Test():
+        test = request.Test
+        if not (test() or test() or test() or test()):  # (as _reduce.reduce_scalar's)
             _wait.wait(request, scope, call)
 
     def plain(self, scope, call, key, exact, nbytes, flags, describe, same_flags=True):
