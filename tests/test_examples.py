@@ -60,14 +60,12 @@ def test_example_short_mode(example, workers, tmp_path):
     assert float(last.split("=")[1].rstrip("%")) > 80
 
 
-@pytest.mark.parametrize("workers", [1, 4, "2x2"])
-def test_heat_on_a_codistributed_grid_matches_the_serial_solver(workers):
-    """The codistributed-array example (MATLAB's names, halos with labSendReceive): the
-    gathered grid equals the serial sweeps bit for bit, at every layout; under Open MPI
-    too (its derived datatypes and all-to-all are its own)."""
+def _run_short(example, workers):
+    """The lines an example prints in its short mode at ``workers`` (1: plain python;
+    "2x2": two simulated nodes of two, MPICH only), checked to exit 0."""
     if workers == 1 and is_open_mpi():
         pytest.skip("one worker runs without mpiexec; tested under MPICH")
-    cmd = [sys.executable, os.path.join(ROOT, "examples", "heat_codistributed.py"), "--short"]
+    cmd = [sys.executable, os.path.join(ROOT, "examples", example), "--short"]
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
     if workers == "2x2":
         if is_open_mpi():
@@ -78,8 +76,16 @@ def test_heat_on_a_codistributed_grid_matches_the_serial_solver(workers):
         cmd = mpiexec_args(workers) + cmd
     out = run_mpiexec(cmd, capture_output=True, text=True, timeout=300, env=env)
     assert out.returncode == 0, out.stdout + out.stderr
-    lines = out.stdout.strip().splitlines()
-    assert lines[-1] == "matches the serial solver: True", out.stdout
+    return out.stdout.strip().splitlines()
+
+
+@pytest.mark.parametrize("workers", [1, 4, "2x2"])
+def test_heat_on_a_codistributed_grid_matches_the_serial_solver(workers):
+    """The codistributed-array example (MATLAB's names, halos with labSendReceive): the
+    gathered grid equals the serial sweeps bit for bit, at every layout; under Open MPI
+    too (its derived datatypes and all-to-all are its own)."""
+    lines = _run_short("heat_codistributed.py", workers)
+    assert lines[-1] == "matches the serial solver: True", lines
     assert "24x24 plate on" in lines[0] and "centre 22.14 degrees" in lines[0]
 
 
@@ -89,17 +95,8 @@ def test_spectral_poisson_example_matches_numpy_on_the_whole_grid(workers):
     the gathered solution equals numpy's on the whole grid, to the last bit."""
     if is_open_mpi() and workers != 3:
         pytest.skip("one layout under Open MPI (CI time)")
-    cmd = [sys.executable, os.path.join(ROOT, "examples", "spectral_poisson.py"), "--short"]
-    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
-    if workers == "2x2":
-        env["MPIR_CVAR_NUM_CLIQUES"] = "2"
-        cmd = mpiexec_args(4) + cmd
-    elif workers > 1:
-        cmd = mpiexec_args(workers) + cmd
-    out = run_mpiexec(cmd, capture_output=True, text=True, timeout=300, env=env)
-    assert out.returncode == 0, out.stdout + out.stderr
-    lines = out.stdout.strip().splitlines()
-    assert lines[-1] == "matches numpy on the whole grid: True", out.stdout
+    lines = _run_short("spectral_poisson.py", workers)
+    assert lines[-1] == "matches numpy on the whole grid: True", lines
     assert "32x32 periodic grid on" in lines[0]
     assert float(lines[0].rsplit(" ", 1)[1]) < 1e-12  # against the exact solution
 
@@ -108,21 +105,8 @@ def test_spectral_poisson_example_matches_numpy_on_the_whole_grid(workers):
 def test_jacobi_halo_example_matches_raw_mpi4py(workers):
     """The latency-bound example (labSendReceive halos, gop convergence) gives the same
     solution, to the last bit, as the same loop in raw mpi4py (no time is asserted)."""
-    if workers == 1 and is_open_mpi():
-        pytest.skip("one worker runs without mpiexec; tested under MPICH")
-    cmd = [sys.executable, os.path.join(ROOT, "examples", "jacobi_halo.py"), "--short"]
-    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
-    if workers == "2x2":
-        if is_open_mpi():
-            pytest.skip("simulated nodes need MPICH (Open MPI has no equivalent)")
-        env["MPIR_CVAR_NUM_CLIQUES"] = "2"
-        cmd = mpiexec_args(4) + cmd
-    elif workers > 1:
-        cmd = mpiexec_args(workers) + cmd
-    out = run_mpiexec(cmd, capture_output=True, text=True, timeout=300, env=env)
-    assert out.returncode == 0, out.stdout + out.stderr
-    lines = out.stdout.strip().splitlines()
-    assert lines[-1] == "same solution as raw mpi4py: True", out.stdout
+    lines = _run_short("jacobi_halo.py", workers)
+    assert lines[-1] == "same solution as raw mpi4py: True", lines
     assert lines[1].startswith("per sweep: spmdlab ") and "raw mpi4py" in lines[1]
 
 
