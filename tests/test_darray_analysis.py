@@ -6,7 +6,8 @@ any worker count (uneven partitions; more workers than rows or columns)."""
 import numpy as np
 import pytest
 
-from spmdlab import CodistributedArray, SpmdTypeError, SpmdValueError, distribute, spmd_size
+from spmdlab import (CodistributedArray, Codistributor, SpmdTypeError, SpmdValueError,
+                     distribute, spmd_plus, spmd_size)
 
 from conftest import host
 
@@ -259,3 +260,38 @@ def test_fftshift_and_ifftshift(backend):
         if A.ndim == 2:
             same(np.fft.fftshift(np.fft.fft2(D)), np.fft.fftshift(np.fft.fft2(A)))
             same(np.fft.ifftshift(D, axes=(-1,)), np.fft.ifftshift(A, axes=(-1,)))
+
+
+def test_bincount_of_complex_weights_fails_on_every_worker():
+    # numpy refuses complex weights only for a block that holds elements: every worker
+    # must refuse, also where some hold none, and the next collective must still meet
+    n = spmd_size()
+    x = np.arange(n + 1) % 3
+    for D in (distribute(x), distribute(x, Codistributor(0, (0,) * (n - 1) + (n + 1,)))):
+        with pytest.raises(SpmdTypeError, match=r"numpy.bincount \(worker \d+ of \d+\): "
+                           r"'weights' must be real"):
+            np.bincount(D, weights=np.ones(n + 1) + 1j)
+    assert spmd_plus(1) == n
+
+
+def test_nanpercentile_of_an_empty_array_keeps_the_q_axis():
+    # numpy's nan-functions drop the q axis of an empty array: the blocks must still
+    # have the q axis (a job that failed after agreeing, before)
+    E = np.zeros((0, 3))
+    for axis in (0, 1):
+        got = value(np.nanpercentile(distribute(E, axis=axis), [10, 50], axis=0))
+        assert got.shape == (2, 3) and np.isnan(got).all()
+        assert value(np.nanquantile(distribute(E, axis=axis), [0.1, 0.5], axis=1)).shape \
+            == (2, 0)
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # numpy's, for bools and one row
+def test_cov_einsum_histogram_as_numpy_for_one_row_and_bools():
+    A = np.arange(4.0 * (spmd_size() + 1)).reshape(-1, 4) % 3 - 1
+    for axis in (0, 1):
+        D = distribute(A[:1], axis=axis)  # numpy 2: a one-row matrix's columns
+        same(np.cov(D, rowvar=False), np.cov(A[:1], rowvar=False))
+        B = distribute(A > 0, axis=axis)  # sums of bools are numpy's: or
+        same(np.einsum("ij,j->i", B, A[0] >= 0), np.einsum("ij,j->i", A > 0, A[0] >= 0))
+        same(np.einsum("ij->j", B), np.einsum("ij->j", A > 0))
+        same(np.histogram(B), np.histogram(A > 0))  # numpy's: bools counted as uint8

@@ -19,7 +19,7 @@ import builtins
 import numpy as np
 
 from .._backends import LOCAL
-from .._ops import SUM
+from .._ops import LOR, SUM
 from .._reduce import reduce_op
 from ..collectives import gather
 from ..errors import SpmdTypeError, SpmdValueError
@@ -124,6 +124,8 @@ def _histogram(a, bins=10, range=None, density=None, weights=None):
     call = "numpy.histogram"
     a._check_scope(call)
     family = LOCAL[a.family]
+    if family.dtype(a.local) == bool:  # numpy's: bools are counted as uint8
+        a = a.astype(np.uint8)
     if isinstance(bins, str) or _codist(bins):
         whole = family.host(a.gather())
         w = None if weights is None else (
@@ -172,6 +174,9 @@ def _bincount(x, weights=None, minlength=0):
                         f"least is {low})")
         length = builtins.max(length, int(np.asarray(family.host(np.max(x))).item()) + 1)
     w = None if weights is None else _local_of(call, x, weights, "weights")
+    if w is not None and not np.can_cast(w.dtype, np.float64, "safe"):  # (refused here:
+        # numpy refuses only a block that holds elements, so some workers would go on)
+        raise error(SpmdTypeError, call, f"'weights' must be real numbers (got {w.dtype})")
     host = np.asarray(family.host(x.local))
     counts = _refused(call, lambda: np.bincount(host, w, minlength=length))
     if w is not None and x.size:  # numpy's float64 (an empty block's are int64 zeros)
@@ -350,8 +355,13 @@ def _einsum(subscripts, *operands, out=None, optimize=False, **kwargs):
         shape = result.shape[:at] + (ref.shape[ref.axis],) + result.shape[at + 1:]
         return ref._new(family.like(result, ref.local), Codistributor(at, partition, shape))
     total = np.asarray(reduce_op(call, result if result.flags.c_contiguous else
-                                 result.copy(), SUM, None))
+                                 result.copy(), LOR if result.dtype == bool else SUM, None))
     return _replicated_result(ref, family.like(total, ref.local), total.shape)
+
+
+# numpy 2's cov takes a one-row matrix's columns as its variables with rowvar=False
+# (numpy 1's, its one row): as the numpy installed does
+_COV_ROWS = np.cov(np.ones((1, 2)), rowvar=False, bias=True).shape == (2, 2)
 
 
 @implements(np.cov)
@@ -368,7 +378,7 @@ def _cov(m, y=None, rowvar=True, bias=False, ddof=None, fweights=None, aweights=
     x = m if m.ndim > 1 or not _codist(m) else m.reshape((1, m.shape[0]))
     if not _codist(x):
         x = np.atleast_2d(_on_host(x))
-    if not rowvar and x.shape[0] != 1:
+    if not rowvar and (x.shape[0] != 1 or _COV_ROWS and np.ndim(m) != 1):
         x = x.T
     if y is not None:
         other = y if _codist(y) else np.atleast_2d(_on_host(y))

@@ -169,8 +169,13 @@ def _order_statistic(fn):
                 x, q, axis=d, method=method, keepdims=k, **kwargs))
         qs = _on_host(q)
         axis = _one_axis(call, a, axis)
-        result = _statistic(call, a, axis, True, lambda x, d, k: np.moveaxis(fn(
-            x, qs, axis=d, method=method, **kwargs), 0, d))
+
+        def block(x, d, k):
+            value = np.asarray(fn(x, qs, axis=d, method=method, **kwargs))
+            if value.ndim < x.ndim:  # numpy's nan-functions drop the q axis of an empty x
+                value = np.broadcast_to(value, (len(qs),) + value.shape)
+            return np.moveaxis(value, 0, d)
+        result = _statistic(call, a, axis, True, block)
         result = _moved_first(result, axis)
         return expand_dims(result, axis + 1) if keepdims else result
     return impl
