@@ -449,8 +449,8 @@ def _gather(call, scope, x, treedef, leaves, destination, what, fcn=None):
     ex, _, _ = agree(scope, call, key, nbytes=0 if buf is None else len(buf),
                      error=error,
                      describe=lambda: describe_call(
-                         call, _pack.describe(treedef, leaves),
-                         {"kind": repr(what)}, destination=destination, fcn=fcn))
+                         call, _pack.describe(treedef, leaves), {"kind": repr(what)},
+                         destination=destination, **({} if fcn is None else {"fcn": fcn})))
     sizes = ex.sizes()
     recv = _gatherv(call, scope, buf, sizes, destination)
     if recv is None:
