@@ -327,3 +327,28 @@ def test_order_statistics_of_several_q_in_one_move(backend):
                                  (np.percentile, np.array([5.0, 95.0]))):
                         same(f(D, q, axis=axis, keepdims=keepdims),
                              f(A, q, axis=axis, keepdims=keepdims))
+
+
+def test_delete_and_pad(backend):
+    # MATLAB's D(:, k) = [] (np.delete: no communication) and padarray (np.pad:
+    # "replicate" is edge, "circular" is wrap; wider pads and other modes gathered)
+    n = spmd_size()
+    rng = np.random.default_rng(6)
+    for shape in [(n + 2, 3), (7,), (2, 3, n + 1)]:
+        A = rng.standard_normal(shape)
+        for split in range(len(shape)):
+            D = distribute(backend.make(A), axis=split)
+            for axis in list(range(len(shape))) + [None]:
+                m = A.shape[axis] if axis is not None else A.size
+                for obj in (0, -1, [0, m - 1], slice(0, m, 2), np.arange(m) % 2 == 0, []):
+                    same(np.delete(D, obj, axis=axis), np.delete(A, obj, axis=axis))
+            for width in (1, (1, 2), [(2, 0)] + [(1, 1)] * (len(shape) - 1)):
+                for mode, options in (("constant", {}), ("constant", {"constant_values": 7}),
+                                      ("edge", {}), ("wrap", {}), ("symmetric", {}),
+                                      ("reflect", {}), ("maximum", {})):
+                    same(np.pad(D, width, mode, **options), np.pad(A, width, mode, **options))
+            same(np.pad(D, 9, "wrap"), np.pad(A, 9, "wrap"))  # wider than the array
+    with pytest.raises(IndexError, match=r"numpy.delete \(worker \d+ of \d+\): index 9 "):
+        np.delete(distribute(backend.make(np.arange(5.0))), 9)
+    with pytest.raises(SpmdValueError, match=r"numpy.pad \(worker \d+ of \d+\): "):
+        np.pad(distribute(backend.make(np.arange(5.0))), -1)

@@ -17,7 +17,7 @@ import numpy as np
 
 from .._backends import LOCAL
 from ..collectives import gather
-from ..errors import SpmdError, SpmdTypeError, SpmdValueError
+from ..errors import SpmdError, SpmdIndexError, SpmdTypeError, SpmdValueError
 from ._array import CodistributedArray
 from ._codistributor import Codistributor, error, offsets
 from ._numpy import (_axes, _family_call, _kind, _on_host, _replicated_result, _unsupported,
@@ -582,6 +582,95 @@ def _repeat(a, repeats, axis=None):
     partition = a.partition if axis != a.axis else tuple(
         int(r[o:o + c].sum()) for o, c in zip(offsets(a.partition), a.partition))
     return a._new(local, Codistributor(a.axis, partition, shape))
+
+
+@implements(np.delete)
+def _delete(arr, obj, axis=None):
+    """numpy's ``delete`` (MATLAB's ``D(:, k) = []``): each worker drops the deleted
+    elements of its block, with no communication (a flattened array, ``axis=None``, is
+    first raveled); the result is split where the kept elements lie."""
+    call = "numpy.delete"
+    arr._check_scope(call)
+    if axis is None:
+        arr, axis = arr.ravel(), 0
+    axis = _one_axis(call, arr, axis)
+    n = arr.shape[axis]
+    if _codist(obj):
+        obj = LOCAL[obj.family].host(obj.gather())
+    try:  # numpy's own rules (negative indices, slices, masks), on the indices alone
+        kept = np.delete(np.arange(n), obj)
+    except IndexError as exc:
+        raise error(SpmdIndexError, call, str(exc)) from exc
+    except (TypeError, ValueError) as exc:
+        raise error(SpmdTypeError if isinstance(exc, TypeError) else SpmdValueError, call,
+                    str(exc)) from exc
+    shape = arr.shape[:axis] + (kept.size,) + arr.shape[axis + 1:]
+    if axis != arr.axis:
+        local = _host_call(arr, arr.local, lambda x: np.take(x, kept, axis))
+        return arr._new(local, Codistributor(arr.axis, arr.partition, shape))
+    mine = arr.global_indices()
+    own = kept[(kept >= mine.start) & (kept < mine.stop)] - mine.start
+    local = _host_call(arr, arr.local, lambda x: np.take(x, own, axis))
+    partition = tuple(int(((kept >= o) & (kept < o + c)).sum())
+                      for o, c in zip(offsets(arr.partition), arr.partition))
+    return arr._new(local, Codistributor(axis, partition, shape))
+
+
+@implements(np.pad)
+def _pad(array, pad_width, mode="constant", **kwargs):
+    """numpy's ``pad`` (MATLAB's ``padarray``: ``"replicate"`` is ``mode="edge"``,
+    ``"circular"`` is ``"wrap"``, ``"symmetric"`` the same): the pads joined to the array
+    along each axis in turn, as numpy pads (so corners are numpy's); ``"constant"``
+    (``constant_values``), ``"edge"``, ``"wrap"``, ``"symmetric"``, ``"reflect"`` where the
+    widths stay within the array; other modes and wider pads are computed on the
+    gathered array."""
+    call = "numpy.pad"
+    array._check_scope(call)
+    family = LOCAL[array.family]
+    widths = _refused(call, lambda: np.broadcast_to(
+        np.asarray(pad_width, dtype=np.int64), (array.ndim, 2)))
+    if (widths < 0).any():
+        raise error(SpmdValueError, call, f"'pad_width' cannot be negative (got {pad_width!r})")
+    values = np.broadcast_to(np.asarray(kwargs.get("constant_values", 0)), (array.ndim, 2)) \
+        if mode == "constant" else None
+    within = mode in ("constant", "edge") or all(
+        max(w) <= (n - 1 if mode == "reflect" else n)
+        for w, n in zip(widths, array.shape)) and mode in ("wrap", "symmetric", "reflect")
+    extra = set(kwargs) - ({"constant_values"} if mode == "constant" else set())
+    if not within or extra or (mode != "constant" and array.size == 0):
+        whole = np.asarray(_refused(call, lambda: np.pad(
+            family.host(array.gather()), pad_width, mode, **kwargs)))
+        return split(array, family.like(whole, array.local), whole.shape)
+    out = array
+    for d, ((before, after), n) in enumerate(zip(widths, array.shape)):
+        if before == after == 0:
+            continue
+        at = lambda s, d=d: out[_along_slice(out.ndim, d, s)]  # noqa: E731
+        if mode == "constant":
+            shape = list(out.shape)
+            parts = []
+            for width, value in ((before, values[d][0]), (after, values[d][1])):
+                shape[d] = width
+                parts.append(family.asarray(np.full(tuple(shape), value,
+                                                    dtype=family.dtype(out.local)),
+                                            out.local))
+            pieces = [parts[0], out, parts[1]]
+        elif mode == "edge":
+            pieces = [np.repeat(at(slice(0, 1)), before, axis=d), out,
+                      np.repeat(at(slice(n - 1, n)), after, axis=d)]
+        elif mode == "wrap":
+            pieces = [at(slice(n - before, n)), out, at(slice(0, after))]
+        else:  # symmetric repeats the edge element, reflect does not
+            skip = 1 if mode == "reflect" else 0
+            first = at(slice(skip, skip + before))
+            last = at(slice(n - skip - after, n - skip))
+            pieces = [np.flip(first, d) if before else first, out,
+                      np.flip(last, d) if after else last]
+        out = concatenate(call, [p for p in pieces if p.shape[d] or p is out], d,
+                          Codistributor(array.axis).complete(
+                              out.shape[:d] + (n + before + after,) + out.shape[d + 1:])
+                          if d == array.axis else None)
+    return out if out is not array else array.copy()
 
 
 @implements(np.append)
