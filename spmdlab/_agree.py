@@ -399,7 +399,7 @@ class Wide:
     def took(self, scope, call):
         """After the MPI call: every worker's record where a plain exchange puts it;
         the room given up (every worker does: a value is used only if every worker
-        sent one, see ``_reduce.reduce_array``)."""
+        sent one, see ``_reduce._wide_fold``)."""
         ex = self.ex
         ex.rows[...] = self.rows[:, :ex.record]
         ex.disarm()

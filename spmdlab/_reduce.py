@@ -601,13 +601,12 @@ def reduce_array(scope, call, x, op, entry, shown=None):
         x = np.ascontiguousarray(x)
     if inline:
         ex.put(x.tobytes())
+    result = _pack.results.empty(x.dtype, x.size)  # allocated before agreeing
     if not inline and nbytes <= ex.armed and not (_agree.HOOKED or _world.listener_running):
-        folded = _wide_fold(scope, ex, call, x, op, header, k, shown)
-        if folded is not None:
-            return folded if x.ndim == 1 else folded.reshape(x.shape)
+        if _wide_fold(scope, ex, call, x, op, header, k, shown, result):
+            return result.reshape(x.shape)
     else:
         ex.fast(scope, call, header, _describe_value, call, shown, op)
-    result = _pack.results.empty(x.dtype, x.size)
     if inline:  # every worker's bytes, read in place: (workers, count) of the dtype
         fold(op, ex.inline_rows[:, :nbytes].view(x.dtype), result)
     else:
@@ -623,11 +622,11 @@ def reduce_array(scope, call, x, op, entry, shown=None):
 _ONE = (1).to_bytes(8, "little")
 
 
-def _wide_fold(scope, ex, call, x, op, header, k, shown):
+def _wide_fold(scope, ex, call, x, op, header, k, shown, result):
     """``reduce_array`` for a gathered value when the record has room for it
     (``_agree.Exchange.arm``, after a reduction like it): the record and the value in
-    one MPI call, folded in worker order as ``ordered`` folds, into a new 1-D array.
-    None when some worker's value did not come with its record (a call of another
+    one MPI call, folded in worker order into ``result`` as ``ordered`` folds; True.
+    False when some worker's value did not come with its record (a call of another
     kind, or of another size, on its way): then every worker has agreed as ``ex.fast``
     agrees (a mismatch raised on every worker) and the values are still to be
     gathered."""
@@ -651,18 +650,14 @@ def _wide_fold(scope, ex, call, x, op, header, k, shown):
     else:
         if ex.armed > 4 * nbytes:
             ex.widen(nbytes)  # (a smaller room from now on)
-        rows = wide.values(x.dtype, nbytes)  # each worker's value, read in place
-        ufunc = op.ufunc
-        result = rows[0].copy() if len(rows) == 1 else ufunc(rows[0], rows[1])
-        for row in rows[2:]:  # in worker order
-            ufunc(result, row, out=result)
-        return result if result.dtype == x.dtype else result.astype(x.dtype)
+        fold(op, wide.values(x.dtype, nbytes), result)  # each worker's value, in place
+        return True
     wide.took(scope, call)
     for i in ex.key_words:
         if ex.words[i] != k or ex.words[i + 3]:
             ex.check(scope, call, k, 0, None, lambda: _describe_value(call, shown, op))
             break
-    return None
+    return False
 
 
 def fast_paths():

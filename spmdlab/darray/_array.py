@@ -366,8 +366,14 @@ class CodistributedArray(np.lib.mixins.NDArrayOperatorsMixin):
 
     def fill(self, value: Any) -> None:
         """Set every element to ``value``, in place (no communication)."""
-        self._check_scope("CodistributedArray.fill")
-        self._local[...] = value
+        call = "CodistributedArray.fill"
+        self._check_scope(call)
+        try:
+            self._local[...] = value
+        except (TypeError, ValueError) as exc:  # (the same value everywhere: alike)
+            raise error(SpmdTypeError if isinstance(exc, TypeError) else SpmdValueError,
+                        call, f"cannot fill {self.family} parts of "
+                        f"{_dtype_name(self.dtype)} with {value!r}: {exc}") from exc
 
     def copy(self) -> CodistributedArray:
         """A copy with the same distribution (no communication)."""
