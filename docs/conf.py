@@ -67,8 +67,8 @@ _pages = {
     "queues": "DataQueue PollableDataQueue QueueSet",
     "codistributed": "distribute from_local drange CodistributedArray Codistributor",
     "pool": "Pool current_pool start_pool",
-    "errors": "profile Profile SpmdError SpmdIndexError SpmdMismatchError SpmdPeerError "
-              "SpmdTimeoutError SpmdTypeError SpmdValueError",
+    "errors": "profile Profile SpmdDeadlockError SpmdError SpmdIndexError SpmdMismatchError "
+              "SpmdPeerError SpmdTimeoutError SpmdTypeError SpmdValueError",
 }
 guide_pages = {f"spmdlab.{name}": page for page, names in _pages.items()
                for name in names.split()}

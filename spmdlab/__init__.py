@@ -11,8 +11,8 @@ from .collectives import (spmd_barrier, spmd_broadcast, spmd_cat, spmd_index, sp
                           spmd_reduce, spmd_size)
 from .composite import Composite
 from .darray import CodistributedArray, Codistributor, distribute, drange, from_local
-from .errors import (SpmdError, SpmdIndexError, SpmdMismatchError, SpmdPeerError,
-                     SpmdTimeoutError, SpmdTypeError, SpmdValueError)
+from .errors import (SpmdDeadlockError, SpmdError, SpmdIndexError, SpmdMismatchError,
+                     SpmdPeerError, SpmdTimeoutError, SpmdTypeError, SpmdValueError)
 from .p2p import spmd_probe, spmd_receive, spmd_send, spmd_send_receive
 from .parfor import parfor
 from .profiler import Profile, profile
@@ -32,6 +32,7 @@ __all__ = [
     "Pool",
     "Profile",
     "QueueSet",
+    "SpmdDeadlockError",
     "SpmdError",
     "SpmdIndexError",
     "SpmdMismatchError",

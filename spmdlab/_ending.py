@@ -115,7 +115,7 @@ def _at_exit():
         return
     # what this worker answers while it waits for the others (no stall report: the
     # waits at the end have their own)
-    _stall.waiting_in = ("the end of the program", _world.WORLD, float("inf"))
+    _stall.waiting_in = ("the end of the program", _world.WORLD, float("inf"), None)
     try:
         _end_of_program()
     except SpmdTimeoutError as exc:  # a worker that never finishes: end the job, say who

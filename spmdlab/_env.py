@@ -56,6 +56,11 @@ TIMEOUT = get("TIMEOUT", None, cast=float, valid=positive,
 # which workers it waits for (0: never).
 STALL_WARNING = get("STALL_WARNING", 60.0, cast=float, valid=at_least_zero,
                     meaning="a number of seconds, 0 or more (0: never)")
+# Seconds into a receive after which a worker asks the others whether they all wait for
+# each other (a deadlock among living workers: SpmdDeadlockError), then after twice as
+# long each time; 0: never.
+DEADLOCK_CHECK = get("DEADLOCK_CHECK", 1.0, cast=float, valid=at_least_zero,
+                     meaning="a number of seconds, 0 or more (0: never)")
 # Whether the MPI library reads GPU memory itself (None: ask the library at run time).
 CUDA_AWARE = get("CUDA_AWARE", None, cast=tristate)
 # Payloads up to this many bytes ride inside the agreement record (one MPI call in all);

@@ -18,9 +18,13 @@ from ._mpi import MPI
 
 _PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
 PROGRAM = threading.get_ident()  # the program thread (the one that imported spmdlab)
-# (call, scope, since) while the program thread waits in a spmdlab call (``_wait`` sets
-# it): what this worker answers, and what the answering thread reports when it stalls
+# (call, scope, since, kind) while the program thread waits in a spmdlab call (``_wait``
+# sets it): what this worker answers, and what the answering thread reports when it
+# stalls. ``kind``: what the wait needs, for the deadlock check (``deadlock``):
+# ("recv", world ranks of the senders, tag or None) for a receive, COLLECTIVE for a
+# collective of ``scope``, None for anything else (a send, data on its way).
 waiting_in = None
+COLLECTIVE = ("coll",)
 
 
 # -- call sites -------------------------------------------------------------------------------
@@ -56,14 +60,16 @@ def _relative(path):
 
 
 def _where():
-    """This worker's answer: ``waits|call|n|site`` or ``runs|file:line in f()|n|last``."""
+    """This worker's answer: ``waits|call|n|site|wait|needs`` (``wait``: which wait,
+    ``needs``: what it waits for, see ``_needs``) or ``runs|file:line in f()|n|last``."""
     frame = sys._current_frames().get(PROGRAM)
     scope = _world._stack[-1] if _world._stack else None
     ex = scope._exchange if scope is not None else None
     count, last = (ex.calls, ex.last) if ex is not None else (0, "none")
     state = waiting_in
     if state is not None:
-        return f"waits|{state[0]}|{count}|{call_site_of(frame)}"
+        return f"waits|{state[0]}|{count}|{call_site_of(frame)}|{state[2]!r}|" \
+            f"{_needs(state)}"
     while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE):
         frame = frame.f_back  # inside spmdlab but not waiting: the user's line
     if frame is None:
@@ -71,6 +77,39 @@ def _where():
     code = frame.f_code
     return f"runs|{_relative(code.co_filename)}:{frame.f_lineno} in {code.co_name}()|" \
         f"{count}|{last}"
+
+
+def _needs(state):
+    """What a wait needs, for the deadlock check: ``recv:RANKS:TAG`` (a message from one
+    of these world ranks), ``coll:RANKS`` (the other workers of this scope in the same
+    collective), or ``-`` (anything else: a send, data on its way, and any wait while
+    another thread of the program runs, which might send)."""
+    kind = state[3] if len(state) > 3 else None
+    if kind is None or any(t.is_alive() and not t.daemon and t.ident != PROGRAM
+                           for t in threading.enumerate()):
+        return "-"
+    if kind is COLLECTIVE:
+        return f"coll:{_ranks_text(state[1].world_ranks)}"
+    return f"recv:{_ranks_text(kind[1])}:{'*' if kind[2] is None else kind[2]}"
+
+
+def _ranks_text(ranks):
+    """'0-3,6' for world ranks 0, 1, 2, 3, 6."""
+    runs: list = []
+    for r in sorted(ranks):
+        if runs and r == runs[-1][1] + 1:
+            runs[-1][1] = r
+        else:
+            runs.append([r, r])
+    return ",".join(f"{a}" if a == b else f"{a}-{b}" for a, b in runs)
+
+
+def _ranks(text):
+    out = set()
+    for part in text.split(","):
+        a, _, b = part.partition("-")
+        out.update(range(int(a), int(b or a) + 1))
+    return out
 
 
 _answers: list = []  # answers in flight (kept alive until sent)
@@ -86,7 +125,7 @@ def _answer_questions():
         if message is None:
             break
         message.Recv(bytearray(1))
-        answer = _where().encode()[:400]
+        answer = _where().encode()[:4000]
         with _answer_lock:  # the answering thread, or a wait that asks in turn
             _answers[:] = [(r, b) for r, b in _answers if not r.Test()]
             _answers.append((ctl.Isend(answer, status.Get_source(), _world.HERE_TAG),
@@ -145,12 +184,11 @@ def who_is_where(scope, patience=2.0):
     """Ask the scope's other workers where they are; returns ``({world rank: answer},
     [world ranks that did not answer and have not finished])``."""
     with _asking:
-        return _ask(scope, patience)
+        return _ask([r for r in scope.world_ranks if r != _world.RANK], patience)
 
 
-def _ask(scope, patience):
+def _ask(others, patience):
     ctl = _world.CTL
-    others = [r for r in scope.world_ranks if r != _world.RANK]
     _asks[:] = [r for r in _asks if not r.Test()]
     _asks.extend(ctl.Isend(bytearray(1), r, _world.ASK_TAG) for r in others)
     answers = {}
@@ -205,3 +243,116 @@ def stall_report(scope, call, elapsed):
                      f"(SPMDLAB_STALL_WARNING={_env.STALL_WARNING:g} s; SPMDLAB_TIMEOUT "
                      f"turns the wait into an error)\n")
     sys.stderr.flush()
+
+
+# -- deadlocks among living workers -------------------------------------------------------------
+
+# The receive being checked: [its state, when to look next, what the last look saw, the
+# time from that look to the next]
+_looked: list = [None, 0.0, None, 0.0]
+
+
+def deadlock(state):
+    """For the program thread's receive that has waited since ``state[2]``: the account
+    of the deadlock it is part of, or None (no deadlock seen, or not time to look).
+
+    It looks SPMDLAB_DEADLOCK_CHECK seconds into the wait, then again after as long if
+    the look saw a change, else after twice as long as last time (16 times at most): it
+    asks the workers concerned where they are (those that could send, and those
+    that they in turn wait for), and concludes on two looks in a row that found every one
+    of them in the same wait (the same call begun at the same time), with a set of them
+    where each waits for a message from others of the set only, or in a collective that
+    one of the set has not joined (it waits in a receive, or in a collective of another
+    scope). A worker that runs, sends, waits for data on its way, has another thread
+    running, or does not answer could still make progress: then there is no deadlock.
+    """
+    now = time.monotonic()
+    check = _env.DEADLOCK_CHECK
+    if _looked[0] is not state:
+        _looked[:] = [state, state[2] + check, None, check]
+    if now < _looked[1]:
+        return None
+    mine = _where()
+    answers = {_world.RANK: mine}
+    wanted = _wanted(mine)
+    with _asking:
+        while True:
+            asked = sorted(wanted - answers.keys())
+            if not asked:
+                break
+            got, late = _ask([r for r in asked if r not in _world.exited], 2.0)
+            for r in asked:  # (one that did not answer, or has left, may progress)
+                answers[r] = got.get(r, "")
+                wanted |= _wanted(answers[r])
+            if late:
+                break
+    seen, _looked[2] = _looked[2], answers
+    _looked[3] = min(2 * _looked[3], 16 * check) if answers == seen else check
+    _looked[1] = time.monotonic() + _looked[3]
+    if answers != seen:
+        return None
+    stuck = _stuck(answers)
+    if _world.RANK not in stuck:
+        return None
+    return _account(state[1], stuck, answers)
+
+
+def _wanted(answer):
+    """The world ranks a worker's wait depends on (none if it does not wait)."""
+    parts = answer.split("|")
+    if len(parts) < 6 or parts[0] != "waits" or parts[5] == "-":
+        return set()
+    return _ranks(parts[5].split(":")[1])
+
+
+def _stuck(answers):
+    """The workers of a deadlock among ``answers``: the largest set in which each waits
+    for a message from workers of the set only, or in a collective that a worker of the
+    set cannot join (it waits elsewhere: in a receive, or in another scope's
+    collective)."""
+    needs = {}
+    for rank, answer in answers.items():
+        parts = answer.split("|")
+        if len(parts) >= 6 and parts[0] == "waits" and parts[5] != "-":
+            kind, ranks = parts[5].split(":")[:2]
+            needs[rank] = (kind, _ranks(ranks), parts[5])
+    stuck = set(needs)
+    changed = True
+    while changed:
+        changed = False
+        for rank in list(stuck):
+            kind, ranks, text = needs[rank]
+            if kind == "recv":
+                free = any(r not in stuck for r in ranks)
+            else:  # a collective: stuck while one of its workers waits elsewhere
+                free = not any(r in stuck and needs[r][2] != text for r in ranks)
+            if free:
+                stuck.discard(rank)
+                changed = True
+    return stuck
+
+
+def _account(scope, stuck, answers):
+    """'worker 1 (this one) waits in spmd_receive at f.py:3 for a message from worker 2
+    (tag 0); worker 2 waits in spmd_barrier at f.py:9 for workers 1 and 3 to join it'"""
+    def names(ranks, joint):
+        numbers = sorted(scope.world_ranks.index(r) + 1 if r in scope.world_ranks
+                         else -(r + 1) for r in ranks)
+        text = [f"{n}" if n > 0 else f"{-n} of the job" for n in numbers]
+        if len(text) == 1:
+            return f"worker {text[0]}"
+        return f"workers {', '.join(text[:-1])} {joint} {text[-1]}"
+
+    parts = []
+    for rank in sorted(stuck):
+        _, call, _, site, _, needs = answers[rank].split("|")[:6]
+        kind, ranks, *tag = needs.split(":")
+        who = sorted(_ranks(ranks) - {rank}) or [rank]
+        if kind == "recv":
+            tag_text = "any tag" if tag[0] == "*" else f"tag {tag[0]}"
+            what = f"for a message from {names(who, 'or')} ({tag_text})"
+        else:
+            what = f"for {names(who, 'and')} to join it"
+        me = " (this one)" if rank == _world.RANK else ""
+        parts.append(f"{names([rank], '')}{me} waits in {call} at {site} {what}")
+    return "; ".join(parts)

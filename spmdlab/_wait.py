@@ -9,12 +9,13 @@ stopped (``interrupted``, set by the pool's worker loop).
 """
 
 import os
+import threading
 import time
 from typing import Any, Callable, Optional
 
 from . import _count, _env, _stall, _world
 from ._mpi import MPI
-from .errors import SpmdPeerError, SpmdTimeoutError
+from .errors import SpmdDeadlockError, SpmdPeerError, SpmdTimeoutError
 
 # Errors of the waits themselves (a worker left, SPMDLAB_TIMEOUT): every worker of the
 # call raises its own, so they propagate as they are.
@@ -41,13 +42,14 @@ def wait(request, scope, call):
     wait_body(request, scope, call)
 
 
-def wait_body(request, scope, call, needed=None):
+def wait_body(request, scope, call, needed=None, collective=True):
     """``wait`` itself (the agreement step calls it: its wait is not data). ``needed``:
     the world ranks whose exit would leave the request incomplete (default: the rest of
     the scope; a step of the tree needs its partner alone: a worker that left elsewhere
     is named by the worker whose partner it was, whose error ends the job). Whatever it
     needs, a wait watches its request and the exit notices of its neighbours in
-    ``_world``'s tree, three at most."""
+    ``_world``'s tree, three at most. ``collective``: False for point-to-point data on
+    its way (not a collective, for the deadlock check)."""
     test = request.Test
     for _ in range(16):  # most collectives finish within a few microseconds
         if test():
@@ -58,11 +60,12 @@ def wait_body(request, scope, call, needed=None):
         _count.waited()
     # A wait inside MPI holds MPI's lock, and comes back to Python seldom: beside the
     # queues' receiver thread, which needs both to hand an item over, poll from Python
+    kind = _stall.COLLECTIVE if collective else None
     if _env.TIMEOUT is not None or _world.OVERSUBSCRIBED or interrupted is not None or \
             _world.LISTENER is not None:
-        spin(test, scope, call, needed, collective=True)
+        spin(test, scope, call, needed, collective=True, kind=kind)
         return
-    _stall.waiting_in = (call, scope, time.monotonic())  # for the stall report
+    _stall.waiting_in = (call, scope, time.monotonic(), kind)  # for the stall report
     try:
         _wait_in_mpi(request, scope, call, needed)
     finally:
@@ -79,7 +82,8 @@ def _wait_in_mpi(request, scope, call, needed):
         # (the answering thread holds the lock for microseconds; another thread that
         # waits in MPI, for as long as its wait lasts: then poll)
         if not lock.acquire(timeout=0.01):
-            spin(request.Test, scope, call, needed, collective=True)
+            spin(request.Test, scope, call, needed, collective=True,
+                 kind=_stall.COLLECTIVE)
             return
         try:
             notices = _world.notice_requests()
@@ -95,20 +99,31 @@ def _wait_in_mpi(request, scope, call, needed):
         _check(scope, call, needed, 0.0, False)
 
 
-def spin(done, scope, call, needed=None, any_of=False, collective=False):
+def spin(done, scope, call, needed=None, any_of=False, collective=False, kind=None,
+         tag=None):
     """Call ``done()`` until it returns something true, checking on the other workers.
 
     Raises SpmdPeerError when a worker in ``needed`` (world ranks; default: the rest of
-    the scope) has finished the program (with ``any_of``: when all of them have), and
-    SpmdTimeoutError after ``SPMDLAB_TIMEOUT`` seconds. Waits poll, then yield the core
-    (so that more workers than cores still progress), and sleep only after a second.
+    the scope) has finished the program (with ``any_of``: when all of them have),
+    SpmdTimeoutError after ``SPMDLAB_TIMEOUT`` seconds, and SpmdDeadlockError when the
+    wait is a receive (``kind`` "recv": a message with ``tag``, None: any, from one of
+    ``needed``) whose senders all wait for each other (``_stall.deadlock``). ``kind``
+    ``_stall.COLLECTIVE``: a collective's wait. Waits poll, then yield the core (so that
+    more workers than cores still progress), and sleep only after a second.
     """
     started = time.monotonic()
     if _count.ON and not collective:  # (a collective's wait was counted in wait_body)
         _count.waited()
-    _stall.waiting_in = (call, scope, started)  # for the stall report (another thread)
+    if kind == "recv":
+        kind = ("recv", tuple(scope.others if needed is None else needed), tag)
+    # for the stall report and the deadlock check (another thread, other workers)
+    _stall.waiting_in = state = (call, scope, started, kind)
+    # (a receive of the program thread: what the others are told is its wait)
+    receive = kind is not None and kind[0] == "recv" and \
+        threading.get_ident() == _stall.PROGRAM
     try:
-        return _spin(done, scope, call, needed, any_of, collective, started)
+        return _spin(done, scope, call, needed, any_of, collective, started,
+                     state if receive else None)
     finally:
         _stall.waiting_in = None
 
@@ -119,7 +134,7 @@ def spin(done, scope, call, needed=None, any_of=False, collective=False):
 _POLL_BEFORE_YIELDING = 0.002
 
 
-def _spin(done, scope, call, needed, any_of, collective, started):
+def _spin(done, scope, call, needed, any_of, collective, started, receive):
     spins = 0
     # (beside the queues' receiver thread too: it may be polling for an item to answer)
     polling = not _world.OVERSUBSCRIBED and _world.LISTENER is None
@@ -145,6 +160,17 @@ def _spin(done, scope, call, needed, any_of, collective, started):
                 if result:
                     return result
                 raise
+            if receive and _env.DEADLOCK_CHECK:
+                text = _stall.deadlock(receive)
+                if text is not None:
+                    result = done()  # (a last look)
+                    if result:
+                        return result
+                    raise SpmdDeadlockError(
+                        f"{call} ({scope.who()}): deadlock: this receive can never "
+                        f"complete, every worker it waits for waits itself: {text} (seen "
+                        f"twice, {time.monotonic() - started:.0f} s into the wait; "
+                        f"SPMDLAB_DEADLOCK_CHECK=0 turns the check off)")
             if time.monotonic() - started > 1.0:
                 time.sleep(0.0005)
 

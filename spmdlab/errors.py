@@ -5,6 +5,7 @@ Messages name the call, the worker (1-based), the rule that was broken and the v
 """
 
 __all__ = [
+    "SpmdDeadlockError",
     "SpmdError",
     "SpmdIndexError",
     "SpmdMismatchError",
@@ -120,6 +121,25 @@ class SpmdPeerError(SpmdError, RuntimeError):
     MATLAB
     ------
     MATLAB's error when a worker of the pool has shut down
+    """
+
+
+class SpmdDeadlockError(SpmdPeerError):
+    """A receive can never complete: the workers it waits for all wait themselves, for
+    each other (a receive whose senders wait, a collective that one of them has not
+    joined). Raised by the receive, on every worker whose receive is part of it, after
+    ``SPMDLAB_DEADLOCK_CHECK`` seconds (1 by default) and a second look.
+
+    Examples
+    --------
+    Two workers that each wait for the other's message first:
+
+    >>> issubclass(SpmdDeadlockError, SpmdPeerError)
+    True
+
+    MATLAB
+    ------
+    none: MATLAB's ``spmdReceive`` waits for ever
     """
 
 

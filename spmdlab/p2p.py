@@ -176,7 +176,8 @@ def _receive(scope, source, tag, status, call, out=None):
             if test(status):
                 break
         else:
-            _wait.spin(lambda: test(status), scope, call, [scope.world_ranks[source - 1]])
+            _wait.spin(lambda: test(status), scope, call, [scope.world_ranks[source - 1]],
+                       kind="recv", tag=tag)
     except BaseException:
         # (None: interrupted before its receive was posted; the returns from the posting
         # calls to the assignment leave no gap a signal's handler could run in)
@@ -244,7 +245,7 @@ def _probed(scope, tag, status, call):
     after a message from another node has arrived: such a receive must be probed.)"""
     improbe, mpi_tag = scope.comm.Improbe, MPI.ANY_TAG if tag is None else tag
     message = _wait.spin(lambda: improbe(MPI.ANY_SOURCE, mpi_tag, status), scope, call,
-                         scope.others, any_of=True)
+                         scope.others, any_of=True, kind="recv", tag=tag)
     # (a first message: at most an inbox's size, a larger one following its head)
     buf = bytearray(status.Get_count(MPI.BYTE))
     message.Recv(buf)
@@ -306,7 +307,8 @@ def _value(scope, buf, status, call):
     source = status.Get_source()
     full, request = _accept(scope, buf, source, status.Get_tag())
     if len(full) >= _WAIT_IN_MPI:
-        _wait.wait_body(request, scope, call, [scope.world_ranks[source]])
+        _wait.wait_body(request, scope, call, [scope.world_ranks[source]],
+                        collective=False)
     elif not request.Test():
         _wait.spin(request.Test, scope, call, [scope.world_ranks[source]])
     return _pack.decode(full)
@@ -401,7 +403,8 @@ class _Rendezvous:
             if not self.step():
                 _wait.spin(self.step, self.scope, call, [self.world_rank])
         elif _wait.spin(self.posted, self.scope, call, [self.world_rank]) is not _LEFT:
-            _wait.wait_body(self.request, self.scope, call, [self.world_rank])
+            _wait.wait_body(self.request, self.scope, call, [self.world_rank],
+                            collective=False)
 
     def posted(self):
         """``_LEFT`` once the array has left, True once its send is posted, else False."""
@@ -732,9 +735,10 @@ def _exchange_in_place(call, scope, destination, source, apart, tag):
     if not step():
         _wait.spin(step, scope, call, needed)
     if not sending.copied and sending.request:
-        _wait.wait_body(sending.request, scope, call, [sending.world_rank])
+        _wait.wait_body(sending.request, scope, call, [sending.world_rank],
+                        collective=False)
     if state["request"] is not None:
-        _wait.wait_body(state["request"], scope, call, needed)
+        _wait.wait_body(state["request"], scope, call, needed, collective=False)
         state["value"] = _pack.decode(state.pop("full"))
     return state["value"]
 

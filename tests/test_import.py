@@ -10,8 +10,9 @@ def test_public_names():
     assert spmdlab.__all__ == sorted(spmdlab.__all__)
     assert spmdlab.__all__ == [
         "CodistributedArray", "Codistributor", "Composite", "DataQueue", "PollableDataQueue",
-        "Pool", "Profile", "QueueSet", "SpmdError", "SpmdIndexError", "SpmdMismatchError",
-        "SpmdPeerError", "SpmdTimeoutError", "SpmdTypeError", "SpmdValueError",
+        "Pool", "Profile", "QueueSet", "SpmdDeadlockError", "SpmdError", "SpmdIndexError",
+        "SpmdMismatchError", "SpmdPeerError", "SpmdTimeoutError", "SpmdTypeError",
+        "SpmdValueError",
         "current_pool", "distribute", "drange", "from_local", "parfor", "profile", "spmd",
         "spmd_barrier", "spmd_broadcast", "spmd_cat", "spmd_index", "spmd_plus",
         "spmd_probe", "spmd_receive", "spmd_reduce", "spmd_send", "spmd_send_receive",

@@ -3,8 +3,10 @@
 import numpy as np
 import pytest
 
-from spmdlab import (spmd_barrier, spmd_index, spmd_probe, spmd_receive, spmd_send,
-                     spmd_send_receive, spmd_size)
+import time
+
+from spmdlab import (SpmdDeadlockError, spmd_barrier, spmd_index, spmd_probe, spmd_receive,
+                     spmd_send, spmd_send_receive, spmd_size)
 
 from conftest import same_family
 
@@ -421,3 +423,68 @@ def test_large_arrays_of_dtypes_mpi_has_no_type_for_arrive_as_sent():
         got = spmd_send_receive(right(), left(), x, tag=7)
         assert got.dtype == x.dtype and (got == x).all()
     spmd_barrier()
+
+
+def test_receives_that_wait_for_each_other_raise_a_deadlock_on_every_worker():
+    if spmd_size() == 1:
+        pytest.skip("a receive from oneself with nothing sent raises at once")
+    with pytest.raises(SpmdDeadlockError) as info:
+        spmd_receive(left(), tag=11)  # every worker receives first: nobody sends
+    text = str(info.value)
+    assert f"spmd_receive (worker {spmd_index()} of {spmd_size()}): deadlock" in text
+    assert f"worker {spmd_index()} (this one) waits in spmd_receive at " in text
+    assert f"for a message from worker {left()} (tag 11)" in text
+    spmd_barrier()
+    spmd_send(spmd_index(), right(), tag=11)  # nothing was taken from the next messages
+    assert spmd_receive(left(), tag=11) == left()
+
+
+def test_a_receive_from_a_worker_waiting_in_a_collective_is_a_deadlock():
+    if spmd_size() == 1:
+        pytest.skip("needs a second worker")
+    if spmd_index() == 1:
+        spmd_barrier()  # the others join it once their receives have raised
+        return
+    others = "worker 2" if spmd_size() == 2 else "workers 2"
+    with pytest.raises(SpmdDeadlockError, match=f"worker 1 waits in spmd_barrier at .* "
+                                                f"for {others}.* to join it"):
+        spmd_receive(1)
+    spmd_barrier()
+
+
+def test_a_receive_from_a_worker_that_computes_is_no_deadlock():
+    # worker 1 computes for 3 s (the receivers look 1 and 2 s into their waits) while,
+    # among 3 workers or more, worker 2 waits in the barrier
+    if spmd_size() == 1:
+        pytest.skip("needs a second worker")
+    receivers = [2] if spmd_size() == 2 else list(range(3, spmd_size() + 1))
+    if spmd_index() == 1:
+        time.sleep(3.0)
+        spmd_send("late", receivers)
+    elif spmd_index() in receivers:
+        assert spmd_receive(1) == "late"
+    spmd_barrier()
+
+
+def test_the_deadlock_rule_sees_only_waits_that_no_worker_can_end():
+    from spmdlab._stall import _stuck
+
+    def recv(*ranks):
+        return f"waits|spmd_receive|0|f.py:1|1.0|recv:{','.join(map(str, ranks))}:*"
+
+    coll = "waits|spmd_barrier|3|f.py:2|2.0|coll:0-2"
+    runs = "runs|f.py:9 in main()|3|spmd_plus"
+    assert _stuck({0: recv(1), 1: recv(0)}) == {0, 1}
+    assert _stuck({0: recv(1), 1: runs}) == set()  # worker 1 may still send
+    assert _stuck({0: recv(1), 1: ""}) == set()  # (no answer: it may still send)
+    assert _stuck({0: coll, 1: coll, 2: coll}) == set()  # all there: data on its way
+    assert _stuck({0: coll, 1: recv(0), 2: recv(0)}) == {0, 1, 2}
+    # worker 2 can never join: it waits for worker 1, which waits in the collective
+    assert _stuck({0: coll, 1: recv(0), 2: runs}) == {0, 1}
+    assert _stuck({0: coll, 1: recv(2), 2: runs}) == set()  # worker 3 may send to 2
+    assert _stuck({0: recv(1, 2), 1: recv(0), 2: runs}) == set()  # (any of them)
+    sending = "waits|spmd_send|0|f.py:4|3.0|-"  # a large send: the receiver sees it
+    assert _stuck({0: recv(1), 1: sending}) == set()
+    # worker 2 waits in a collective of workers 1 and 2 that worker 1 cannot join
+    inner = "waits|spmd_barrier|1|f.py:5|4.0|coll:0-1"
+    assert _stuck({0: coll, 1: inner, 2: coll}) == {0, 1, 2}
