@@ -182,7 +182,8 @@ def spmd_reduce(fcn: Callable[[Any, Any], Any], x: T,
                      fcn=name if not code else f"{name} at {code[0]}")
     acc, error = None, None
     if values is not None:
-        if all(type(l) is Leaf for l in leaves):
+        # (not on lists and tuples, where max and min keep Python's meaning and type)
+        if all(type(l) is Leaf for l in leaves) and not _reduce._has_sequences(treedef):
             fcn = _ELEMENTWISE.get(fcn, fcn)
         try:
             acc = values[0]

@@ -245,6 +245,17 @@ def test_reduce_max_and_min_of_bools_keep_their_type():
         assert got.dtype == torch.bool and got.tolist() == [True, False]
 
 
+
+def test_reduce_max_and_min_of_lists_keep_python_meaning():
+    # on lists and tuples a function keeps Python's meaning, whatever the worker count:
+    # max is the larger sequence as Python compares them, and a list stays a list (the
+    # element-wise numpy.maximum gave an array at 2 workers and more)
+    n, k = spmd_size(), spmd_index()
+    got = spmd_reduce(max, [k, -k])
+    assert type(got) is list and got == [n, -n]
+    got = spmd_reduce(min, (k, -k))
+    assert type(got) is tuple and got == (1, -1)
+
 # -- spmd_cat ------------------------------------------------------------------------------
 
 
