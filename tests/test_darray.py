@@ -854,3 +854,60 @@ def test_a_boolean_mask_of_another_shape_is_an_index_error_on_every_worker(backe
             D[mask] = 0
     rows = np.arange(n + 1) % 2 == 0  # one axis's boolean index is still numpy's
     np.testing.assert_array_equal(value(D[rows]), G[rows])
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # numpy's, for ddof past the count
+def test_variance_with_ddof_past_the_count_is_numpys_nan_or_inf(backend):
+    # numpy divides by max(count - ddof, 0): never a negative variance (and std a NaN)
+    n = spmd_size()
+    G = whole((n + 1, 3))
+    for A in (G, np.zeros((0, 3))):
+        for axis in (0, 1):
+            D = distribute(backend.make(A), axis=axis)
+            for ax, ddof in ((0, n + 2), (0, n + 1), (1, 4), (None, 3 * n + 5), (0, 1)):
+                for name in ("var", "std"):
+                    got = value(getattr(np, name)(D, axis=ax, ddof=ddof))
+                    np.testing.assert_array_equal(got, getattr(np, name)(A, axis=ax,
+                                                                          ddof=ddof))
+
+
+def test_one_and_inf_norms_of_an_empty_matrix_are_numpys_zero(backend):
+    # numpy's 1 and inf norms are maxima from 0: of a matrix with no rows or columns, 0
+    # (its -1 and -inf norms are numpy's refusal, named, on every worker)
+    n = spmd_size()
+    for shape in ((0, n + 1), (n + 1, 0), (0, 0)):
+        Z = np.zeros(shape)
+        for axis in (0, 1):
+            D = distribute(backend.make(Z), axis=axis)
+            for order in (1, np.inf, -1, -np.inf):
+                try:
+                    want = np.linalg.norm(Z, order)
+                except ValueError:
+                    with pytest.raises(SpmdValueError, match=r"numpy.linalg.norm \(worker"):
+                        np.linalg.norm(D, order)
+                else:
+                    same_result(np.linalg.norm(D, order), want, D.local)
+
+
+def test_values_a_mask_cannot_write_fail_named_on_every_worker(backend):
+    # MATLAB's D(D > t) = v: a scalar the dtype refuses, or a vector of values it
+    # refuses where the mask selects elements of one worker only, fail on every worker
+    # with the call and the worker named (numpy's bare error, on some workers, before)
+    k, n = spmd_index(), spmd_size()
+    G = whole((n + 1, 2 * n))
+    first = np.zeros(G.shape, bool)
+    first[0, 0] = True  # on worker 1 alone, split either way
+    for axis in (0, 1):
+        I = distribute(backend.make(G.astype(np.int8)), axis=axis)
+        for mask in (first, I > 100, distribute(backend.make(first), axis=1 - axis)):
+            for v in (300, np.nan, "x"):
+                with pytest.raises((SpmdValueError, SpmdTypeError),
+                                   match=rf"\(worker {k} of {n}\): the value cannot be "
+                                   rf"written into an array of"):
+                    I[mask] = v
+        D = distribute(backend.make(G), axis=axis)
+        with pytest.raises((SpmdValueError, SpmdTypeError),
+                           match=rf"\(worker {k} of {n}\): the value cannot be written"):
+            D[first] = ["x"]
+        assert np.array_equal(value(D), G) and np.array_equal(value(I), G.astype(np.int8))
+    assert spmd_plus(1) == n

@@ -295,3 +295,44 @@ def test_cov_einsum_histogram_as_numpy_for_one_row_and_bools():
         same(np.einsum("ij,j->i", B, A[0] >= 0), np.einsum("ij,j->i", A > 0, A[0] >= 0))
         same(np.einsum("ij->j", B), np.einsum("ij->j", A > 0))
         same(np.histogram(B), np.histogram(A > 0))  # numpy's: bools counted as uint8
+
+
+def test_corrcoef_of_one_variable_is_a_scalar_of_the_family(backend):
+    # MATLAB's corrcoef(v): numpy's 1.0 (torch's parts: a 0-d tensor, not a TypeError)
+    v = np.arange(2.0 * spmd_size() + 3) ** 2
+    for rowvar in (True, False):
+        got = np.corrcoef(distribute(backend.make(v)), rowvar=rowvar)
+        assert type(got) in (np.float64, type(backend.make(v)))
+        same(got, np.corrcoef(v, rowvar=rowvar))
+
+
+@pytest.mark.filterwarnings("ignore::numpy.exceptions.ComplexWarning")
+@pytest.mark.filterwarnings("ignore:Casting complex values:UserWarning")  # torch's
+def test_cov_works_in_numpys_precision_and_dtype(backend):
+    # numpy's cov of single precision works in double (float32 data: float64 results to
+    # double's round-off, not float32's), and dtype= is the dtype of the result
+    rng = np.random.default_rng(9)
+    A = (rng.standard_normal((spmd_size() + 3, 4)) * 1e3 + 1e4).astype(np.float32)
+    for axis in (0, 1):
+        for B in (A, A.astype(np.complex64)):
+            D = distribute(backend.make(B), axis=axis)
+            for dtype in (None, np.float32, np.float64):
+                for rowvar in (True, False):
+                    got = value(np.cov(D, rowvar=rowvar, dtype=dtype))
+                    want = np.cov(B, rowvar=rowvar, dtype=dtype)
+                    assert got.dtype == want.dtype, (B.dtype, dtype, got.dtype)
+                    assert np.allclose(got, want, rtol=1e-5 if dtype is np.float32 else 1e-12)
+            assert value(np.corrcoef(D, dtype=np.float32)).dtype == np.float32
+
+
+def test_fill_with_a_value_the_integers_cannot_hold_is_named_on_every_worker(backend):
+    # MATLAB's D(:) = v: numpy's OverflowError and torch's RuntimeError for a value out
+    # of an integer dtype's range are named as the call's and the worker's, as the rest
+    n = spmd_size()
+    for dtype in (np.int8, np.uint8):
+        D = distribute(backend.make(np.zeros((n + 1, 2), dtype)))
+        for v in (2 ** 40, np.nan):
+            with pytest.raises(SpmdValueError, match=r"CodistributedArray.fill \(worker \d+ "
+                               r"of \d+\): cannot fill .* with "):
+                D.fill(v)
+        assert not value(D).any()

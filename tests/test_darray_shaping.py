@@ -7,7 +7,8 @@ count (uneven partitions; more workers than rows or columns)."""
 import numpy as np
 import pytest
 
-from spmdlab import CodistributedArray, SpmdTypeError, SpmdValueError, distribute, spmd_size
+from spmdlab import (CodistributedArray, Codistributor, SpmdTypeError, SpmdValueError,
+                     distribute, spmd_size)
 from spmdlab.matlab import codistributed, codistributor1d
 
 from conftest import host
@@ -352,3 +353,31 @@ def test_delete_and_pad(backend):
         np.delete(distribute(backend.make(np.arange(5.0))), 9)
     with pytest.raises(SpmdValueError, match=r"numpy.pad \(worker \d+ of \d+\): "):
         np.pad(distribute(backend.make(np.arange(5.0))), -1)
+
+
+def test_weighted_quantiles_weigh_each_block_by_its_own_weights(backend):
+    # numpy's weights (method="inverted_cdf") of the array's shape, replicated or
+    # codistributed, or a vector along the axis: each worker's block takes its own
+    # weights, also where a worker holds nothing (it raised there alone, before)
+    n = spmd_size()
+    rng = np.random.default_rng(8)
+    A = rng.standard_normal((n + 2, 2 * n + 1))
+    W = rng.random(A.shape) + 0.1
+    skewed = Codistributor(1, (0,) * (n - 1) + (A.shape[1],))
+    for D in (distribute(backend.make(A)), distribute(backend.make(A), axis=1),
+              distribute(backend.make(A), skewed)):
+        for axis in (0, 1, -1, None):
+            for f, q in ((np.quantile, 0.3), (np.nanquantile, [0.2, 0.9]),
+                         (np.percentile, [10, 60])):
+                want = f(A, q, axis=axis, method="inverted_cdf", weights=W)
+                for weights in (W, distribute(backend.make(W), axis=1 - D.axis)):
+                    same(f(D, q, axis=axis, method="inverted_cdf", weights=weights), want)
+                if axis is not None:
+                    w = W[:, 0] if axis == 0 else W[0]
+                    same(f(D, q, axis=axis, method="inverted_cdf", weights=w),
+                         np.quantile(A, np.asarray(q) / (100 if f is np.percentile else 1),
+                                     axis=axis, method="inverted_cdf", weights=w))
+    with pytest.raises(SpmdValueError, match=r"numpy.quantile \(worker \d+ of \d+\): "
+                       r"'weights' must have the array's shape"):
+        np.quantile(distribute(backend.make(A)), 0.5, axis=0, method="inverted_cdf",
+                    weights=W[:, :1])

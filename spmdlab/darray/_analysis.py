@@ -392,16 +392,17 @@ def _cov(m, y=None, rowvar=True, bias=False, ddof=None, fweights=None, aweights=
     if ddof is None:
         ddof = 0 if bias else 1
     family = LOCAL[x.family]
-    if family.dtype(x.local).kind not in "fc":
-        x = x.astype(np.float64 if dtype is None else dtype)
-    elif dtype is not None:
+    if dtype is None:  # numpy's: at least double precision (float32 in float64)
+        dtype = np.result_type(family.dtype(x.local), np.float64)
+    if family.dtype(x.local) != dtype:
         x = x.astype(dtype)
     n = x.shape[1]
     centred = x - np.mean(x, axis=1, keepdims=True)
     conj = np.conj(centred) if family.dtype(centred.local).kind == "c" else centred
     c = np.einsum("ik,jk->ij", centred, conj)
     c = family.host(c.gather()) if _codist(c) else np.asarray(family.host(c))
-    c = c * np.true_divide(1, max(n - ddof, 0))
+    # numpy's c *= 1 / (n - ddof): in c's dtype (float32 stays float32 with dtype=)
+    c = np.multiply(c, np.true_divide(1, max(n - ddof, 0)), dtype=c.dtype)
     return family.like(np.asarray(c.squeeze()), ref.local)
 
 
@@ -412,8 +413,9 @@ def _corrcoef(x, y=None, rowvar=True, bias=np._NoValue, ddof=np._NoValue, *, dty
     ref = x if _codist(x) else y
     family = LOCAL[ref.family]
     c = np.asarray(family.host(_cov(x, y, rowvar, dtype=dtype)))
-    if c.ndim == 0:
-        return family.like(c / c, ref.local)
+    if c.ndim == 0:  # one variable: numpy's scalar (a 0-d tensor for torch's parts)
+        one = family.like(np.asarray(c / c), ref.local)
+        return one[()] if isinstance(one, np.ndarray) else one
     d = np.diag(c)
     stddev = np.sqrt(d.real)
     c = c / stddev[:, None]

@@ -370,7 +370,8 @@ class CodistributedArray(np.lib.mixins.NDArrayOperatorsMixin):
         self._check_scope(call)
         try:
             self._local[...] = value
-        except (TypeError, ValueError) as exc:  # (the same value everywhere: alike)
+        except Exception as exc:  # (the same value everywhere: alike; numpy's overflow
+            # of an int is an OverflowError, torch's a RuntimeError)
             raise error(SpmdTypeError if isinstance(exc, TypeError) else SpmdValueError,
                         call, f"cannot fill {self.family} parts of "
                         f"{_dtype_name(self.dtype)} with {value!r}: {exc}") from exc

@@ -410,9 +410,13 @@ def _probe(call, family, value, like):
     try:
         _write(family, scratch, (slice(0, 1),), _converted(family, sample, like))
     except Exception as exc:
-        kind = SpmdTypeError if isinstance(exc, TypeError) else SpmdValueError
-        raise error(kind, call, f"the value cannot be written into an array of "
-                    f"{family.dtype(like)}: {type(exc).__name__}: {exc}") from exc
+        raise _unwritable(call, family, like, exc) from exc
+
+
+def _unwritable(call, family, like, exc):
+    kind = SpmdTypeError if isinstance(exc, TypeError) else SpmdValueError
+    return error(kind, call, f"the value cannot be written into an array of "
+                 f"{family.dtype(like)}: {type(exc).__name__}: {exc}")
 
 
 def _restricted(value, shape, at, which):
@@ -451,8 +455,13 @@ def _set_masked(call, scope, D, mask, value):
     local_mask = _mask_for(call, D, mask)
     if isinstance(value, CodistributedArray):
         value = value.gather()
+    family = LOCAL[D.family]
     if np.ndim(value) == 0:
-        D.local[local_mask] = _converted(LOCAL[D.family], value, D.local)
+        _probe(call, family, value, D.local)  # refused on every worker, not only where
+        try:                                  # the mask selects
+            D.local[local_mask] = _converted(family, value, D.local)
+        except Exception as exc:  # (torch checks a scalar through a mask: everywhere)
+            raise _unwritable(call, family, D.local, exc) from exc
         return
     if isinstance(value, (list, tuple)):
         value = np.asarray(value)
@@ -468,6 +477,9 @@ def _set_masked(call, scope, D, mask, value):
     # C order: index by index before the axis; within one, worker by worker
     start = np.cumsum(total) - total + counts[:scope.rank].sum(axis=0)
     where = (start[:, None] + np.cumsum(picked, axis=1) - 1)[picked]
-    family = LOCAL[D.family]  # (torch writes through a mask only its own dtype)
-    D.local[local_mask] = family.astype(_converted(family, value[where], D.local),
-                                        family.dtype(D.local))
+    try:  # the whole value, on every worker: one the dtype refuses fails everywhere
+        # (torch writes through a mask only its own dtype)
+        value = family.astype(_converted(family, value, D.local), family.dtype(D.local))
+    except Exception as exc:
+        raise _unwritable(call, family, D.local, exc) from exc
+    D.local[local_mask] = value[where]

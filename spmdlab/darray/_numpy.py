@@ -584,7 +584,7 @@ def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, where=None,
         a = a.astype(np.float64)
     d = np.abs(a - m)
     total = reduction("numpy.var", "sum", d * d, axis, None, keepdims)
-    return total / (_count(a, axis) - ddof)
+    return total / max(_count(a, axis) - ddof, 0)  # numpy's: nan or inf, never negative
 
 
 @implements(np.std)
@@ -850,7 +850,9 @@ def _matrix_norm(call, x, ord, axes, keepdims):
         else:
             inner, outer = col, (row - 1 if row > col else row)
         sums = reduction(call, "sum", np.abs(x), inner, None, False)
-        result = reduction(call, "max" if ord > 0 else "min", sums, outer, None, False)
+        # numpy's 1 and inf norms are maxima from 0 (initial=0): 0 over no rows or columns
+        name = "min" if ord < 0 else "sum" if sums.shape[outer] == 0 else "max"
+        result = reduction(call, name, sums, outer, None, False)
     elif ord in (2, -2, "nuc"):
         if x.ndim != 2:
             raise error(SpmdValueError, call, "the 2, -2 and nuclear norms are available "

@@ -164,14 +164,15 @@ def _order_statistic(fn):
         if np.ndim(q) > 1:
             raise error(SpmdValueError, call, f"'q' must be a number or a vector (got "
                         f"{np.ndim(q)} dimensions)")
+        weights = _weights(call, a, axis, kwargs.pop("weights", None))
         if np.ndim(q) == 0 or axis is None:
             return _statistic(call, a, axis, keepdims, lambda x, d, k: fn(
-                x, q, axis=d, method=method, keepdims=k, **kwargs))
+                x, q, axis=d, method=method, keepdims=k, **weights(x), **kwargs))
         qs = _on_host(q)
         axis = _one_axis(call, a, axis)
 
         def block(x, d, k):
-            value = np.asarray(fn(x, qs, axis=d, method=method, **kwargs))
+            value = np.asarray(fn(x, qs, axis=d, method=method, **weights(x), **kwargs))
             if value.ndim < x.ndim:  # numpy's nan-functions drop the q axis of an empty x
                 value = np.broadcast_to(value, (len(qs),) + value.shape)
             return np.moveaxis(value, 0, d)
@@ -179,6 +180,39 @@ def _order_statistic(fn):
         result = _moved_first(result, axis)
         return expand_dims(result, axis + 1) if keepdims else result
     return impl
+
+
+def _weights(call, a, axis, weights):
+    """numpy's ``weights`` of ``percentile``/``quantile`` for each block ``x`` the
+    statistic works on, of the block's shape: weights of the array's shape cut to the
+    block where ``axis`` is whole (collective when they are codistributed), a vector
+    along ``axis`` spread over the block (numpy's nan-functions misread a vector along
+    an axis of a matrix); all of them with ``axis=None`` (gathered)."""
+    if weights is None:
+        return lambda x: {}
+    along_axis = axis is not None and a.ndim > 1
+    if along_axis:
+        axis = _one_axis(call, a, axis)
+    if np.shape(weights) != a.shape and not (along_axis and
+                                             np.shape(weights) == (a.shape[axis],)):
+        raise error(SpmdValueError, call, f"'weights' must have the array's shape "
+                    f"{a.shape}{f' or be a vector along axis {axis}' if along_axis else ''}"
+                    f" (got {np.shape(weights)})")
+    if not along_axis or np.ndim(weights) == 1:
+        whole = _on_host(weights.gather() if _codist(weights) else weights)
+        if not along_axis:
+            return lambda x: {"weights": whole}
+        whole = whole.reshape(tuple(-1 if d == axis else 1 for d in range(a.ndim)))
+        return lambda x: {"weights": np.broadcast_to(whole, x.shape)}
+    work = a.codistributor if a.axis != axis else \
+        Codistributor(_other_axis(a, axis)).complete(a.shape)
+    if _codist(weights):
+        part = _on_host(weights._moved(call, work).local)
+    else:
+        r = work.global_indices()
+        part = _on_host(weights)[(slice(None),) * work.axis + (slice(r.start, r.stop),)]
+    # (an empty block's statistic is worked out on a probe of another shape: any weights)
+    return lambda x: {"weights": part if x.shape == part.shape else np.ones(x.shape)}
 
 
 def _moved_first(a, axis):
