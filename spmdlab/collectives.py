@@ -176,7 +176,8 @@ def spmd_reduce(fcn: Callable[[Any, Any], Any], x: T,
     if op is not None:
         return _reduce.reduce_op("spmd_reduce", x, op, destination)
     name = getattr(fcn, "__qualname__", type(fcn).__qualname__)
-    code = _function_code(fcn)
+    # (with a destination only its function folds: what the others read is no matter)
+    code = _function_code(fcn, captured=destination is None)
     values = _gather("spmd_reduce", scope, x, treedef, leaves, destination,
                      ("reduce", name) + code[1:],
                      fcn=name if not code else f"{name} at {code[0]}")
@@ -200,12 +201,17 @@ def spmd_reduce(fcn: Callable[[Any, Any], Any], x: T,
     return acc
 
 
-def _function_code(fcn):
-    """(where a Python function is defined, a digest of its code), or () for another
+def _function_code(fcn, captured=True):
+    """(where a Python function is defined, with the values it reads that differ from
+    worker to worker, a digest of its code and of those values), or () for another
     callable: two workers passing different lambdas (the same name, ``<lambda>``) to
     ``spmd_reduce`` would each fold with its own and get different answers; their
-    code tells them apart (the same program's function has the same code everywhere)."""
-    code = getattr(getattr(fcn, "__func__", fcn), "__code__", None)
+    code tells them apart (the same program's function has the same code everywhere),
+    and so do the plain values it reads besides its arguments (``lambda a, b: a + w * b``
+    with a ``w`` of each worker's own: see ``_captured``; not with ``captured`` False,
+    where one worker alone folds)."""
+    function = getattr(fcn, "__func__", fcn)
+    code = getattr(function, "__code__", None)
     if code is None:
         return ()
     where = f"{code.co_filename.rsplit('/', 1)[-1]}:{code.co_firstlineno}"
@@ -213,7 +219,66 @@ def _function_code(fcn):
                    if c), None)  # (two lambdas on one line: where each body starts)
     if column is not None and code.co_name == "<lambda>":
         where += f":{column + 1}"
-    return where, digest(_code_parts(code))
+    captured = _captured(function, code) if captured else ()
+    if captured:
+        where += " with " + ", ".join(f"{name}={text}" for name, text, _ in captured)
+    return where, digest((_code_parts(code), tuple(key for _, _, key in captured)))
+
+
+def _captured(function, code):
+    """``(name, short text, key)`` of each plain value ``function`` reads besides its
+    arguments: its closure's variables, its defaults and the module globals its code
+    names (numbers, strings, None, small arrays, tuples and lists of them; other
+    objects are not compared). The key is the same text on every worker that holds
+    the same value."""
+    found = []
+    cells = getattr(function, "__closure__", None) or ()
+    for name, cell in zip(code.co_freevars, cells):
+        try:
+            found.append((name, cell.cell_contents))
+        except ValueError:  # (a cell not filled yet)
+            pass
+    defaults = getattr(function, "__defaults__", None) or ()
+    names = code.co_varnames[:code.co_argcount]
+    found.extend(zip(names[len(names) - len(defaults):], defaults))
+    found.extend((getattr(function, "__kwdefaults__", None) or {}).items())
+    space = getattr(function, "__globals__", {})
+    found.extend((name, space[name]) for name in _global_names(code) if name in space)
+    out = []
+    for name, value in found:
+        key = _plain_key(value)
+        if key is not None:
+            text = repr(value) if not isinstance(value, np.ndarray) else \
+                f"array of {value.dtype} {value.shape}"
+            out.append((name, text if len(text) <= 40 else text[:37] + "...", key))
+    return out
+
+
+def _global_names(code):
+    """The names a code object (and the code objects inside it) may look up."""
+    names = set(code.co_names)
+    for c in code.co_consts:
+        if hasattr(c, "co_code"):
+            names |= _global_names(c)
+    return sorted(names)
+
+
+_PLAIN = (bool, int, float, complex, str, bytes, type(None), np.generic)
+
+
+def _plain_key(value, depth=0):
+    """A value's text for ``_captured``, or None for an object not compared."""
+    if isinstance(value, _PLAIN):
+        return repr(value) if not isinstance(value, np.generic) else \
+            (value.dtype.str, repr(value.item()))
+    if isinstance(value, np.ndarray) and not value.dtype.hasobject and \
+            value.nbytes <= 1 << 16:
+        return value.dtype.str, value.shape, digest(np.ascontiguousarray(value).tobytes())
+    if isinstance(value, (tuple, list)) and len(value) <= 64 and depth < 4:
+        keys = [_plain_key(v, depth + 1) for v in value]
+        return None if any(k is None for k in keys) else (type(value).__name__,
+                                                          tuple(keys))
+    return None
 
 
 def _code_parts(code):

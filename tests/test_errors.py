@@ -173,7 +173,7 @@ def test_reduction_function_failing_on_one_worker_fails_everywhere(destination):
     me = spmd_index()
 
     def picky(a, b):
-        if me == 2:
+        if spmd_index() == 2:  # (not a value read from outside: ``me`` would differ)
             raise ZeroDivisionError("not on this worker")
         return a + b
 
@@ -246,6 +246,33 @@ def test_mismatch_names_differing_lambdas():
     assert len(set(columns)) == 2, str(info.value)  # where each lambda's body starts
     same = lambda a, b: a if b in {"s", "t"} else a + b  # noqa: E731  (a frozenset const)
     assert spmd_reduce(same, 1) == spmd_size()
+
+
+@needs2
+def test_spmd_reduce_with_a_function_reading_each_workers_own_values_raises():
+    # one lambda that reads a value of each worker's own (a closure's, a default's, a
+    # module global's) would fold to a different answer on each worker
+    w = float(spmd_index())
+    with pytest.raises(SpmdMismatchError, match=r"workers passed different functions.*"
+                       r"<lambda> at test_errors.py:\d+:\d+ with w=1.0'.*"
+                       r"<lambda> at test_errors.py:\d+:\d+ with w=2.0'"):
+        spmd_reduce(lambda a, b: a + w * b, np.ones(2))
+    with pytest.raises(SpmdMismatchError, match=r"with scale=array of float64 \(3,\)"):
+        spmd_reduce(lambda a, b, scale=np.full(3, w): a + scale * b, np.ones(3))
+    global _EACH
+    _EACH = (spmd_index(), "k")
+    with pytest.raises(SpmdMismatchError, match=r"with _EACH=\(1, 'k'\)"):
+        spmd_reduce(lambda a, b: a + b * _EACH[0], 1)
+    _EACH = (1, "k")  # the same everywhere: folded as usual
+    assert spmd_reduce(lambda a, b: a + b * _EACH[0], 1) == spmd_size()
+    rank = w - spmd_index()  # 0.0 everywhere
+    assert spmd_reduce(lambda a, b: a + b + rank, 2.0) == 2.0 * spmd_size()
+    # only the destination folds: its function, whatever the others read
+    total = spmd_reduce(lambda a, b: a + w * b, 1.0, destination=2)
+    assert total == (1.0 + 2.0 * (spmd_size() - 1) if spmd_index() == 2 else None)
+
+
+_EACH: tuple = ()
 
 
 def _line_of(marker):
