@@ -854,6 +854,8 @@ def test_a_boolean_mask_of_another_shape_is_an_index_error_on_every_worker(backe
             D[mask] = 0
     rows = np.arange(n + 1) % 2 == 0  # one axis's boolean index is still numpy's
     np.testing.assert_array_equal(value(D[rows]), G[rows])
+    full = distribute(backend.make(G > n))  # (in a one-element tuple: numpy's D[mask])
+    np.testing.assert_array_equal(value(D[(full,)]), G[G > n])
 
 
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")  # numpy's, for ddof past the count

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from spmdlab import (CodistributedArray, Codistributor, SpmdTypeError, SpmdValueError,
-                     distribute, spmd_plus, spmd_size)
+                     distribute, spmd_index, spmd_plus, spmd_size)
 
 from conftest import host
 
@@ -336,3 +336,16 @@ def test_fill_with_a_value_the_integers_cannot_hold_is_named_on_every_worker(bac
                                r"of \d+\): cannot fill .* with "):
                 D.fill(v)
         assert not value(D).any()
+
+
+def test_cov_of_more_than_2_dimensions_and_differences_of_bools_fail_named():
+    D3 = distribute(np.arange(24.0).reshape(2, 3, 4))
+    for fn, call in ((np.cov, "numpy.cov"), (np.corrcoef, "numpy.corrcoef")):
+        with pytest.raises(SpmdValueError, match=f"{call} \\(worker {spmd_index()} of "
+                           f"{spmd_size()}\\): 'm' has more than 2 dimensions"):
+            fn(D3)
+    B = distribute(np.array([True, False, True, True]))
+    for fn, call in ((np.gradient, "numpy.gradient"), (np.ptp, "numpy.ptp")):
+        with pytest.raises(SpmdTypeError, match=f"{call} \\(worker {spmd_index()} of "
+                           f"{spmd_size()}\\): .* of booleans"):
+            fn(B)

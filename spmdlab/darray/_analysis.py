@@ -233,6 +233,9 @@ def _gradient(f, *varargs, axis=None, edge_order=1):
     several), split as ``f``."""
     call = "numpy.gradient"
     f._check_scope(call)
+    if f.dtype == np.bool_:  # (numpy's error: bools have no difference)
+        raise error(SpmdTypeError, call, "the differences of booleans are not defined "
+                    "(numpy's boolean subtract); convert to a number type first")
     axes = list(_axes(call, f, axis))
     if len(varargs) > 1 and len(varargs) != len(axes):
         raise error(SpmdTypeError, call, f"give one spacing, or one per axis ({len(axes)}; "
@@ -366,15 +369,19 @@ _COV_ROWS = np.cov(np.ones((1, 2)), rowvar=False, bias=True).shape == (2, 2)
 
 @implements(np.cov)
 def _cov(m, y=None, rowvar=True, bias=False, ddof=None, fweights=None, aweights=None, *,
-         dtype=None):
+         dtype=None, _call="numpy.cov"):
     """numpy's ``cov`` (MATLAB's ``cov(D)`` is ``np.cov(D, rowvar=False)``: columns
     as variables): the means and the centred products of the observations each worker
     holds, summed over the workers (``einsum``); small, so the matrix is replicated.
     ``y`` joins ``m``'s variables."""
-    call = "numpy.cov"
+    call = _call
     _unsupported(call, fweights=fweights, aweights=aweights)
     ref = m if _codist(m) else y
     ref._check_scope(call)
+    for name, v in (("m", m), ("y", y)):
+        if np.ndim(v) > 2:
+            raise error(SpmdValueError, call, f"'{name}' has more than 2 dimensions "
+                        f"(shape {np.shape(v)})")
     x = m if m.ndim > 1 or not _codist(m) else m.reshape((1, m.shape[0]))
     if not _codist(x):
         x = np.atleast_2d(_on_host(x))
@@ -412,7 +419,7 @@ def _corrcoef(x, y=None, rowvar=True, bias=np._NoValue, ddof=np._NoValue, *, dty
     _unsupported("numpy.corrcoef", bias=bias, ddof=ddof)
     ref = x if _codist(x) else y
     family = LOCAL[ref.family]
-    c = np.asarray(family.host(_cov(x, y, rowvar, dtype=dtype)))
+    c = np.asarray(family.host(_cov(x, y, rowvar, dtype=dtype, _call="numpy.corrcoef")))
     if c.ndim == 0:  # one variable: numpy's scalar (a 0-d tensor for torch's parts)
         one = family.like(np.asarray(c / c), ref.local)
         return one[()] if isinstance(one, np.ndarray) else one

@@ -40,6 +40,8 @@ def _call(D, key, suffix=""):
 def _normalize(call, D, key):
     """``("mask", mask)`` or ``("axes", [selector per axis])``: each selector an int
     (in range, non-negative), a slice, or a 1-D int64 array (in range, non-negative)."""
+    if isinstance(key, tuple) and len(key) == 1 and _bool_shape(key[0]) is not None:
+        key = key[0]  # (numpy reads ``D[(mask,)]`` as ``D[mask]``)
     shape = _bool_shape(key)
     if shape == tuple(D.shape):
         return "mask", key

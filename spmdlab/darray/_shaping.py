@@ -322,6 +322,9 @@ def _interp(x, xp, fp, left=None, right=None, period=None):
 @implements(np.ptp)
 def _ptp(a, axis=None, out=None, keepdims=False):
     _unsupported("numpy.ptp", out=out)
+    if a.dtype == np.bool_:  # (numpy's error: bools have no difference)
+        raise error(SpmdTypeError, "numpy.ptp", "the range of booleans is not defined "
+                    "(numpy's boolean subtract); convert to a number type first")
     return np.max(a, axis=axis, keepdims=keepdims) - np.min(a, axis=axis, keepdims=keepdims)
 
 
