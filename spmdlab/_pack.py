@@ -624,12 +624,15 @@ FOLLOWS = type("FOLLOWS", (), {"__repr__": lambda self: "FOLLOWS", "__slots__": 
 array sent from its own memory, or a message larger than a receiver's inbox."""
 
 
+BATCH = 2  # the first byte of a batch
+
+
 def batch(messages):
     """One message carrying several (each stays 16-byte aligned)."""
     sizes = [memoryview(m).nbytes for m in messages]
     start = _aligned(_BATCH.size + 8 * len(sizes))
     out = np.empty(start + sum(_aligned(n) for n in sizes), dtype=np.uint8)
-    _BATCH.pack_into(out, 0, 2, len(sizes))
+    _BATCH.pack_into(out, 0, BATCH, len(sizes))
     out[_BATCH.size:_BATCH.size + 8 * len(sizes)].view(np.uint64)[:] = sizes
     for message, size in zip(messages, sizes):
         out[start:start + size] = np.frombuffer(message, dtype=np.uint8)
@@ -640,7 +643,7 @@ def batch(messages):
 def messages(buf):
     """The messages in ``buf``: the batch's, or ``buf`` itself."""
     view = memoryview(buf).cast("B")
-    if view[0] != 2:
+    if view[0] != BATCH:
         return [view]
     _, count = _BATCH.unpack_from(view, 0)
     sizes = struct.unpack_from(f"<{count}Q", view, _BATCH.size)

@@ -215,12 +215,13 @@ class _Hub:
             got = self._receive(chan, MPI.ANY_TAG, status) or got
         return self.post_ready() or got
 
-    def _receive(self, chan, tag, status):
+    def _receive(self, chan, tag, status, once=False):
         """Take the messages of ``chan`` with ``tag`` (MPI.ANY_TAG: all) that have
-        arrived and hand their items over; returns whether there was any. Under ``busy``,
-        so that each sender's messages are handed over in the order sent."""
+        arrived (``once``: the first of them) and hand their items over; returns whether
+        there was any. Under ``busy``, so that each sender's messages are handed over in
+        the order sent."""
         got = False
-        while True:
+        while not (once and got):
             message = chan.comm.Improbe(MPI.ANY_SOURCE, tag, status)
             if message is None:
                 return got
@@ -232,6 +233,7 @@ class _Hub:
             self.received[chan.scope.world_ranks[source]] += 1
             self._deliver(chan, source, status.Get_tag(), buf)
             got = True
+        return got
 
     def take_own(self, queue, status):
         """What a poller does while it waits: take its own queue's messages itself (no
@@ -239,8 +241,8 @@ class _Hub:
         thread is taking messages now."""
         if not self.busy.acquire(blocking=False):
             return
-        try:
-            self._receive(queue._chan, queue._tag, status)
+        try:  # (the first message: an item is all a poller waits for)
+            self._receive(queue._chan, queue._tag, status, once=True)
         finally:
             self.busy.release()
 
@@ -283,7 +285,7 @@ class _Hub:
                     self.wake.wait(_BATCH_WINDOW / 2)
                     self.wake.clear()
                 elif now - last_item < _SPIN:  # an answer often follows an item
-                    os.sched_yield()  # give the GIL and the core away, but poll again
+                    self._glance(last_item + _SPIN)
                 elif self.held:  # held items leave when their window has passed
                     self.wake.clear()
                     time.sleep(_BATCH_WINDOW / 2)
@@ -293,8 +295,27 @@ class _Hub:
         except BaseException:  # a listener failed: end the job as an uncaught error would
             _ending.excepthook(*sys.exc_info())
 
+    def _glance(self, until):
+        """Look for a message without taking it, giving the GIL and the core away between
+        looks, until one has come, ``until`` has passed, or there is other work (items
+        held or sent to oneself, a poller, the end)."""
+        comms = [chan.comm for chan in list(self.channels.values())]
+        while True:
+            os.sched_yield()
+            for comm in comms:
+                if comm.Iprobe(MPI.ANY_SOURCE, MPI.ANY_TAG):
+                    return
+            if self.local or self.held or self.pollers or self.stop or \
+                    time.monotonic() >= until:
+                return
+
     def _deliver(self, chan, source, tag, buf):
-        items = [_pack.decode(m) for m in _pack.messages(buf)]
+        if type(buf) is bytearray and buf[0] != _pack.BATCH:
+            # one item received (a loop's are of one kind: its header is known by its
+            # first bytes)
+            items = [_pack.decode_received(buf)]
+        else:  # a batch, or a message this worker sent itself
+            items = [_pack.decode(m) for m in _pack.messages(buf)]
         with chan.lock:
             if tag == _CTRL:
                 for item in items:
