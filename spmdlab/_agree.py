@@ -457,9 +457,10 @@ class Description:
     (``destination``, ``axis``, ``dtype``, ``dict keys``, ...) compared between workers to
     say what differs."""
 
-    def __init__(self, text, **fields):
+    def __init__(self, text, how=None, **fields):
         self.text = text
         self.fields = fields
+        self.how = how  # what a mismatch says the workers did (else the usual words)
 
 
 def describe_call(call, value=None, fields=None, **options):
@@ -554,6 +555,7 @@ def _raise_everywhere(scope, call, error, describe):
     what = f" (they differ in: {', '.join(differ)})" if differ else ""
     how = ("workers made different calls" if differ == ["call"] else
            "workers passed different functions" if differ == ["fcn"] else
+           next((d.how for d in descriptions if d.how), None) or
            "workers passed values that cannot be combined")
     number = f"collective #{scope.exchange.calls}"  # the same on every worker here
     error = SpmdMismatchError(

@@ -913,3 +913,26 @@ def test_values_a_mask_cannot_write_fail_named_on_every_worker(backend):
             D[first] = ["x"]
         assert np.array_equal(value(D), G) and np.array_equal(value(I), G.astype(np.int8))
     assert spmd_plus(1) == n
+
+
+def test_arguments_that_differ_between_workers_fail_named_on_every_worker():
+    # np.percentile(D, q) with a q of each worker's own would mix their answers: every
+    # worker raises, naming the parameter and each worker's value
+    if spmd_size() == 1:
+        pytest.skip("needs a second worker")
+    k = spmd_index()
+    D = distribute(np.arange(4.0 * spmd_size() * 5).reshape(-1, 5))
+    cases = [(lambda: np.percentile(D, 10 * k, axis=0), "q", "q=10", "q=20"),
+             (lambda: np.roll(D, k, axis=1), "shift", "shift=1, axis=1", "shift=2, axis=1"),
+             (lambda: np.delete(D, [k], axis=1), "obj", "obj=[1]", "obj=[2]"),
+             (lambda: np.sum(D, axis=k % 2), "axis", "axis=1", "axis=0"),
+             (lambda: np.dot(D, np.full(5, float(k))), "b", "b=array([1.", "b=array([2.")]
+    for fn, name, first, second in cases:
+        with pytest.raises(SpmdMismatchError) as info:
+            fn()
+        text = str(info.value)
+        assert f"workers passed different arguments (they differ in: {name})" in text
+        assert first in text and second in text, text
+    # the same arguments everywhere: as before
+    np.testing.assert_array_equal(value(np.roll(D, 2, axis=1)),
+                                  np.roll(D.gather(), 2, axis=1))

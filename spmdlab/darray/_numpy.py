@@ -10,6 +10,7 @@ order (``_reduce``), so every worker gets the same bits at every layout.
 
 from __future__ import annotations
 
+import inspect
 import math
 from typing import Any, Callable, Dict
 
@@ -18,7 +19,9 @@ import numpy as np
 from .. import _reduce
 from .._backends import LOCAL, classify
 from .._ops import LAND, LOR, MAX, MIN, PROD, SUM
-from ..collectives import _cat_arrays
+from .._agree import Description, agree
+from .._pack import digest
+from ..collectives import _cat_arrays, _plain_key
 from ..errors import SpmdError, SpmdTypeError, SpmdValueError
 from ._array import CodistributedArray
 from . import _extrema
@@ -41,12 +44,82 @@ def _name(func):
 
 
 def array_function(self, func, types, args, kwargs):
+    global _outer
     impl = _FUNCTIONS.get(func)
     if impl is None:
         raise error(SpmdTypeError, _name(func), f"not available for a "
                     f"{type(self).__name__}; gather it first (.gather(), collective) or "
                     f"work on this worker's .local")
-    return impl(*args, **kwargs)
+    if not _outer or func in _ELEMENTWISE:  # (called by another's implementation:
+        return impl(*args, **kwargs)         # checked there; element-wise: see below)
+    _same_arguments(self, func, args, kwargs)
+    _outer = False
+    try:
+        return impl(*args, **kwargs)
+    finally:
+        _outer = True
+
+
+_outer = True  # not inside another numpy function of a codistributed array
+# Element-wise work does not communicate, as the ufuncs' (``D * w``): its other
+# arguments are not compared (nor are the shape queries')
+_ELEMENTWISE = {np.where, np.clip, np.isclose, np.round, np.around, np.real, np.imag,
+                np.fix, np.copy, np.shape, np.ndim, np.size}
+
+
+def _same_arguments(D, func, args, kwargs):
+    """Collective, for a call given more than its codistributed arrays: raise
+    SpmdMismatchError on every worker when the workers passed different other arguments
+    (``np.percentile(D, q)`` with a ``q`` of each worker's own would mix answers
+    silently). Compared: numbers, strings, None, small arrays (their bytes), tuples and
+    lists of them; of other objects, their type; of larger arrays, dtype and shape.
+    One small agreement (2 us at 1x2)."""
+    named = [(i, a) for i, a in enumerate(args) if not isinstance(a, CodistributedArray)]
+    named += [(k, v) for k, v in kwargs.items() if not isinstance(v, CodistributedArray)]
+    if not named:
+        return
+    call = _name(func)
+    keys = tuple((name, _argument_key(value)) for name, value in named)
+    scope = D._check_scope(call)
+    agree(scope, call, digest((call, keys)), describe=lambda: _described(
+        func, call, named))
+
+
+def _described(func, call, named):
+    """The Description of a call's arguments, by their names in numpy's signature."""
+    try:
+        params = list(inspect.signature(func).parameters)
+    except (TypeError, ValueError):
+        params = []
+    shown = {(params[n] if isinstance(n, int) and n < len(params) else
+              f"argument {n + 1}" if isinstance(n, int) else n): _Shown(v)
+             for n, v in named}
+    text = f"{call}({', '.join(f'{k}={v!r}' for k, v in shown.items())})"
+    return Description(text, how="workers passed different arguments", call=call,
+                       **{k: repr(v) for k, v in shown.items()})
+
+
+def _argument_key(value):
+    key = _plain_key(value)
+    if key is not None:
+        return key
+    if isinstance(value, np.ndarray):  # (large: not read)
+        return "array", value.dtype.str, value.shape
+    return "object", type(value).__qualname__
+
+
+class _Shown:
+    """An argument as a mismatch message shows it (a large array by dtype and shape)."""
+
+    def __init__(self, value):
+        if isinstance(value, np.ndarray) and value.size > 8:
+            self.text = f"<array {value.dtype} {value.shape}>"
+        else:
+            text = repr(value)
+            self.text = text if len(text) <= 60 else text[:57] + "..."
+
+    def __repr__(self):
+        return self.text
 
 
 def array_ufunc(self, ufunc, method, inputs, kwargs):
