@@ -61,15 +61,20 @@ def wait_body(request, scope, call, needed=None, collective=True):
     # A wait inside MPI holds MPI's lock, and comes back to Python seldom: beside the
     # queues' receiver thread, which needs both to hand an item over, poll from Python
     kind = _stall.COLLECTIVE if collective else None
-    if _env.TIMEOUT is not None or _world.OVERSUBSCRIBED or interrupted is not None or \
-            _world.LISTENER is not None:
-        spin(test, scope, call, needed, collective=True, kind=kind)
-        return
-    _stall.waiting_in = (call, scope, time.monotonic(), kind)  # for the stall report
     try:
-        _wait_in_mpi(request, scope, call, needed)
-    finally:
-        _stall.waiting_in = None
+        if _env.TIMEOUT is not None or _world.OVERSUBSCRIBED or interrupted is not None \
+                or _world.LISTENER is not None:
+            spin(test, scope, call, needed, collective=True, kind=kind)
+            return
+        _stall.waiting_in = (call, scope, time.monotonic(), kind)  # for the stall report
+        try:
+            _wait_in_mpi(request, scope, call, needed)
+        finally:
+            _stall.waiting_in = None
+    except SpmdPeerError as exc:
+        if collective:  # (its request stays active: no later collective could start)
+            scope.lost(exc)
+        raise
 
 
 def _wait_in_mpi(request, scope, call, needed):

@@ -77,6 +77,39 @@ class Scope:
     def who(self):
         return f"worker {self.index} of {self.size}"
 
+    def lost(self, error):
+        """A collective of this scope raised ``error`` (SpmdPeerError: a worker has left
+        the program): no later one can complete, and its requests are still active, so
+        every later collective raises at once, saying so, instead of MPI's error for a
+        request started twice."""
+        if not isinstance(self._exchange, _Lost):
+            self._exchange = _Lost(self, error, self._exchange)
+
+
+class _Lost:
+    """The agreement exchange of a scope a worker has left: its call count and last call
+    as they were (the stall reports read them); anything else raises SpmdPeerError."""
+
+    def __init__(self, scope, error, ex):
+        self.calls = getattr(ex, "calls", 0)
+        self.last = getattr(ex, "last", "none")
+        self._scope = scope
+        text = str(error)
+        self._why = text.split("): ", 1)[1] if "): " in text else text
+        self._first = self.last
+        self._status = getattr(error, "status", None)  # (the job ends with it)
+
+    def __getattr__(self, name):
+        from ._stall import call_site
+        from .errors import SpmdPeerError
+
+        why = self._why.split(", so this call", 1)[0]
+        error = SpmdPeerError(
+            f"a collective at {call_site()} ({self._scope.who()}): {why}, so no collective "
+            f"of these workers can complete any more (seen first in {self._first})")
+        error.status = self._status
+        raise error
+
 
 def _rank_and_size():
     if not _mpi.loaded():

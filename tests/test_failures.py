@@ -65,6 +65,39 @@ if spmd_index() != 1:
     assert job.seconds < 20
 
 
+def test_collectives_after_a_caught_peer_error_say_that_a_worker_has_left():
+    # a program that catches the error and goes on: its next collectives raise
+    # SpmdPeerError at once, whichever path they take (not MPI's error for a request
+    # started twice); the job ends with worker 2's status
+    job = run_job(PROLOGUE + """
+x = np.ones(3000)
+for i in range(5):
+    spmd_plus(x), spmd_plus(1.0)
+if spmd_index() == 2:
+    sys.exit(3)
+for value in (x, 1.0):
+    try:
+        spmd_plus(value)
+    except SpmdPeerError as e:
+        print("caught:", e, flush=True)
+for call in (lambda: spmd_plus(x), lambda: spmd_plus(1.0), spmd_barrier,
+             lambda: spmd_cat(np.ones(2))):
+    try:
+        call()
+    except SpmdPeerError as e:
+        print("again:", e, flush=True)
+spmd_barrier()
+""", 2)
+    assert "caught: spmd_plus (worker 1 of 2): worker 2 finished the program (exit status " \
+        "3)" in job.stdout, job.stdout + job.stderr
+    again = [line for line in job.stdout.splitlines() if line.startswith("again:")]
+    assert len(again) == 4, job.stdout + job.stderr
+    assert all("(worker 1 of 2): worker 2 finished the program (exit status 3) without "
+               "making the matching call, so no collective of these workers can complete "
+               "any more (seen first in spmd_plus)" in line for line in again), again
+    assert "MPI_Start" not in job.stderr and job.returncode == 3 and job.seconds < 30
+
+
 def test_sys_exit_on_one_worker_ends_a_waiting_collective():
     job = run_job(PROLOGUE + """
 if spmd_index() == 2:
