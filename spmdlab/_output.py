@@ -74,6 +74,7 @@ class WholeLines(io.TextIOBase):
             if self._timer is not None:
                 return
             self._timer = threading.Timer(self.HOLD, self._write_held)
+            self._timer.name = "spmdlab-output"  # (it sends nothing: see _stall._needs)
             self._timer.daemon = True
             self._timer.start()
 

@@ -8,7 +8,9 @@ report (``_wait``). The questions and answers travel on ``_world.CTL``.
 """
 
 import contextlib
+import itertools
 import os
+import struct
 import sys
 import threading
 import time
@@ -85,12 +87,23 @@ def _needs(state):
     collective), or ``-`` (anything else: a send, data on its way, and any wait while
     another thread of the program runs, which might send)."""
     kind = state[3] if len(state) > 3 else None
-    if kind is None or any(t.is_alive() and not t.daemon and t.ident != PROGRAM
+    if kind is None or any(t.is_alive() and t.ident != PROGRAM and _may_send(t)
                            for t in threading.enumerate()):
         return "-"
     if kind is COLLECTIVE:
         return f"coll:{_ranks_text(state[1].world_ranks)}"
     return f"recv:{_ranks_text(kind[1])}:{'*' if kind[2] is None else kind[2]}"
+
+
+def _may_send(thread):
+    """Whether ``thread`` (not the program's) might send a message: a thread of the
+    user's, daemon or not, or spmdlab's receiver thread while a DataQueue of this worker
+    has listeners (they run in it, and may send); spmdlab's other threads never do."""
+    if not thread.name.startswith("spmdlab-"):
+        return True
+    queues = sys.modules.get(__package__ + ".queues")
+    return thread.name == "spmdlab-queues" and queues is not None and \
+        any(chan.pinned for chan in list(queues._hub.channels.values()))
 
 
 def _ranks_text(ranks):
@@ -124,8 +137,9 @@ def _answer_questions():
         message = ctl.Improbe(MPI.ANY_SOURCE, _world.ASK_TAG, status)
         if message is None:
             break
-        message.Recv(bytearray(1))
-        answer = _where().encode()[:4000]
+        question = bytearray(status.Get_count(MPI.BYTE))
+        message.Recv(question)
+        answer = bytes(question) + _where().encode()[:4000]  # (the question's number first)
         with _answer_lock:  # the answering thread, or a wait that asks in turn
             _answers[:] = [(r, b) for r, b in _answers if not r.Test()]
             _answers.append((ctl.Isend(answer, status.Get_source(), _world.HERE_TAG),
@@ -172,12 +186,21 @@ def stop_answering():
     _wake.set()
     if _answering is not None and _answering is not threading.current_thread():
         _answering.join()
+    if _world.SIZE > 1:  # answers that came after their round gave up: none left unreceived
+        status = MPI.Status()
+        while True:
+            message = _world.CTL.Improbe(MPI.ANY_SOURCE, _world.HERE_TAG, status)
+            if message is None:
+                break
+            message.Recv(bytearray(status.Get_count(MPI.BYTE)))
 
 
 # -- asking ---------------------------------------------------------------------------------------
 
 _asks: list = []  # questions in flight (kept alive until sent)
 _asking = threading.Lock()  # one question round at a time (the answers share a tag)
+_rounds = itertools.count(1)  # each round's number: answers to an earlier one are dropped
+_ROUND = struct.Struct("<q")
 
 
 def who_is_where(scope, patience=2.0):
@@ -187,10 +210,13 @@ def who_is_where(scope, patience=2.0):
         return _ask([r for r in scope.world_ranks if r != _world.RANK], patience)
 
 
-def _ask(others, patience):
+def _ask(others, patience, done=None):
+    """(``done``: a look of the deadlock check calls it as it waits for the answers, and
+    stops once it comes true.)"""
     ctl = _world.CTL
-    _asks[:] = [r for r in _asks if not r.Test()]
-    _asks.extend(ctl.Isend(bytearray(1), r, _world.ASK_TAG) for r in others)
+    question = _ROUND.pack(next(_rounds))
+    _asks[:] = [(r, b) for r, b in _asks if not r.Test()]
+    _asks.extend((ctl.Isend(question, r, _world.ASK_TAG), question) for r in others)
     answers = {}
     status = MPI.Status()
     deadline = time.monotonic() + patience
@@ -198,12 +224,14 @@ def _ask(others, patience):
         _answer_questions()  # others may be asking at the same time
         message = ctl.Improbe(MPI.ANY_SOURCE, _world.HERE_TAG, status)
         if message is None:
+            if done is not None and done():
+                break
             time.sleep(0.001)
             continue
         buf = bytearray(status.Get_count(MPI.BYTE))
         message.Recv(buf)
-        if status.Get_source() in others:
-            answers[status.Get_source()] = buf.decode(errors="replace")
+        if status.Get_source() in others and buf[:_ROUND.size] == question:
+            answers[status.Get_source()] = buf[_ROUND.size:].decode(errors="replace")
     late = [r for r in others if r not in answers and r not in _world.exited]
     return answers, late
 
@@ -252,9 +280,11 @@ def stall_report(scope, call, elapsed):
 _looked: list = [None, 0.0, None, 0.0]
 
 
-def deadlock(state):
+def deadlock(state, done):
     """For the program thread's receive that has waited since ``state[2]``: the account
-    of the deadlock it is part of, or None (no deadlock seen, or not time to look).
+    of the deadlock it is part of, or None (no deadlock seen, not time to look, or
+    ``done()``, which the look calls as it waits for answers, came true: a receive
+    untested while it looks would be answered as waiting, however long it looks).
 
     It looks SPMDLAB_DEADLOCK_CHECK seconds into the wait, then again after as long if
     the look saw a change, else after twice as long as last time (16 times at most): it
@@ -280,7 +310,9 @@ def deadlock(state):
             asked = sorted(wanted - answers.keys())
             if not asked:
                 break
-            got, late = _ask([r for r in asked if r not in _world.exited], 2.0)
+            got, late = _ask([r for r in asked if r not in _world.exited], 2.0, done)
+            if done():
+                return None
             for r in asked:  # (one that did not answer, or has left, may progress)
                 answers[r] = got.get(r, "")
                 wanted |= _wanted(answers[r])

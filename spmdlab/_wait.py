@@ -166,7 +166,10 @@ def _spin(done, scope, call, needed, any_of, collective, started, receive):
                     return result
                 raise
             if receive and _env.DEADLOCK_CHECK:
-                text = _stall.deadlock(receive)
+                got: list = []
+                text = _stall.deadlock(receive, _kept(done, got))
+                if got:  # it came as the look waited for answers
+                    return got[0]
                 if text is not None:
                     result = done()  # (a last look)
                     if result:
@@ -178,6 +181,18 @@ def _spin(done, scope, call, needed, any_of, collective, started, receive):
                         f"SPMDLAB_DEADLOCK_CHECK=0 turns the check off)")
             if time.monotonic() - started > 1.0:
                 time.sleep(0.0005)
+
+
+def _kept(done, got):
+    """``done`` for a look of the deadlock check, which calls it as it waits for answers:
+    what it returns once true goes into ``got`` (a receive that completed)."""
+    def look():
+        if not got:
+            result = done()
+            if result:
+                got.append(result)
+        return bool(got)
+    return look
 
 
 def _settles(done):

@@ -3,10 +3,11 @@
 import numpy as np
 import pytest
 
+import threading
 import time
 
-from spmdlab import (SpmdDeadlockError, spmd_barrier, spmd_index, spmd_probe, spmd_receive,
-                     spmd_send, spmd_send_receive, spmd_size)
+from spmdlab import (DataQueue, SpmdDeadlockError, spmd_barrier, spmd_index, spmd_probe,
+                     spmd_receive, spmd_send, spmd_send_receive, spmd_size)
 
 from conftest import same_family
 
@@ -463,6 +464,73 @@ def test_a_receive_from_a_worker_that_computes_is_no_deadlock():
         spmd_send("late", receivers)
     elif spmd_index() in receivers:
         assert spmd_receive(1) == "late"
+    spmd_barrier()
+
+
+def test_a_receive_from_a_worker_whose_daemon_thread_sends_is_no_deadlock():
+    # worker 1 receives from worker 2, which waits for what a daemon thread of worker 1
+    # sends 3 s later (the receivers look 1 and 2 s into their waits)
+    if spmd_size() == 1:
+        pytest.skip("needs a second worker")
+    if spmd_index() == 1:
+        def later():
+            time.sleep(3.0)
+            spmd_send("late", 2, tag=12)
+
+        thread = threading.Thread(target=later, daemon=True)
+        thread.start()
+        assert spmd_receive(2, tag=13) == "answer"
+        thread.join()
+    elif spmd_index() == 2:
+        assert spmd_receive(1, tag=12) == "late"
+        spmd_send("answer", 1, tag=13)
+    spmd_barrier()
+
+
+def test_a_receive_from_a_worker_whose_listener_sends_is_no_deadlock():
+    # as above, but what worker 1 sends is sent by its DataQueue listener when worker 3
+    # sends an item, 3 s later
+    if spmd_size() < 3:
+        pytest.skip("needs a third worker")
+    q = DataQueue()
+    listener = q.after_each(lambda item: spmd_send(item, 2, tag=14))
+    try:
+        if spmd_index() == 1:
+            assert spmd_receive(2, tag=15) == "item"
+        elif spmd_index() == 2:
+            spmd_send(spmd_receive(1, tag=14), 1, tag=15)
+        elif spmd_index() == 3:
+            time.sleep(3.0)
+            q.send("item")
+        spmd_barrier()
+    finally:
+        listener.remove()
+
+
+@pytest.mark.mpi(min_size=4)
+def test_a_worker_that_looks_for_a_deadlock_still_receives(monkeypatch):
+    # worker 2 looks 0.5 s into its receive, and waits for an answer from worker 3, whose
+    # C call holds the GIL for 3 s; meanwhile worker 1 (told by worker 4) sends to worker
+    # 2, then waits for its reply, and looks 0.2 and 0.4 s into that wait
+    import ctypes
+    from spmdlab import _env
+
+    k = spmd_index()
+    monkeypatch.setattr(_env, "DEADLOCK_CHECK", {1: 60.0, 2: 0.5}.get(k, 1.0))
+    spmd_barrier()
+    if k == 1:
+        assert spmd_receive(tag=20) == "go"
+        spmd_send("first", 2, tag=21)
+        monkeypatch.setattr(_env, "DEADLOCK_CHECK", 0.2)
+        assert spmd_receive(2, tag=22) == "reply"
+    elif k == 2:
+        assert spmd_receive(1, tag=21) == "first"
+        spmd_send("reply", 1, tag=22)
+    elif k == 3:
+        ctypes.PyDLL(None).sleep(3)
+    elif k == 4:
+        time.sleep(0.8)
+        spmd_send("go", 1, tag=20)
     spmd_barrier()
 
 
