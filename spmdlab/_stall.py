@@ -62,16 +62,20 @@ def _relative(path):
 
 
 def _where():
-    """This worker's answer: ``waits|call|n|site|wait|needs`` (``wait``: which wait,
-    ``needs``: what it waits for, see ``_needs``) or ``runs|file:line in f()|n|last``."""
+    """This worker's answer: ``waits|call|n|site|wait|needs|counts`` (``wait``: which
+    wait, ``needs``: what it waits for, see ``_needs``; ``counts``: the collectives so
+    far of each scope entered, ``RANKS=n;...``) or ``runs|file:line in f()|n|last``."""
     frame = sys._current_frames().get(PROGRAM)
     scope = _world._stack[-1] if _world._stack else None
     ex = scope._exchange if scope is not None else None
     count, last = (ex.calls, ex.last) if ex is not None else (0, "none")
     state = waiting_in
     if state is not None:
+        counts = ";".join(f"{_ranks_text(s.world_ranks)}="
+                          f"{s._exchange.calls if s._exchange is not None else 0}"
+                          for s in list(_world._stack))
         return f"waits|{state[0]}|{count}|{call_site_of(frame)}|{state[2]!r}|" \
-            f"{_needs(state)}"
+            f"{_needs(state)}|{counts}"
     while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE):
         frame = frame.f_back  # inside spmdlab but not waiting: the user's line
     if frame is None:
@@ -83,15 +87,16 @@ def _where():
 
 def _needs(state):
     """What a wait needs, for the deadlock check: ``recv:RANKS:TAG`` (a message from one
-    of these world ranks), ``coll:RANKS`` (the other workers of this scope in the same
-    collective), or ``-`` (anything else: a send, data on its way, and any wait while
-    another thread of the program runs, which might send)."""
+    of these world ranks), ``coll:RANKS:N`` (the other workers of this scope in its
+    collective number N), or ``-`` (anything else: a send, data on its way, and any
+    wait while another thread of the program runs, which might send)."""
     kind = state[3] if len(state) > 3 else None
     if kind is None or any(t.is_alive() and t.ident != PROGRAM and _may_send(t)
                            for t in threading.enumerate()):
         return "-"
     if kind is COLLECTIVE:
-        return f"coll:{_ranks_text(state[1].world_ranks)}"
+        ex = state[1]._exchange
+        return f"coll:{_ranks_text(state[1].world_ranks)}:{ex.calls if ex else 0}"
     return f"recv:{_ranks_text(kind[1])}:{'*' if kind[2] is None else kind[2]}"
 
 
@@ -340,15 +345,23 @@ def _wanted(answer):
 def _stuck(answers):
     """The workers of a deadlock among ``answers``: the largest set in which each waits
     for a message from workers of the set only, or in a collective that a worker of the
-    set cannot join (it waits elsewhere: in a receive, or in another scope's
-    collective)."""
-    needs = {}
+    set has not reached and cannot reach (it waits elsewhere: in a receive, or in
+    another scope's collective). A worker that has reached the collective (its count of
+    that scope's collectives is there, or past it) has done its part: the data moves
+    without it."""
+    needs, counts = {}, {}
     for rank, answer in answers.items():
         parts = answer.split("|")
         if len(parts) >= 6 and parts[0] == "waits" and parts[5] != "-":
             kind, ranks = parts[5].split(":")[:2]
             needs[rank] = (kind, _ranks(ranks), parts[5])
+            counts[rank] = dict(c.rsplit("=", 1) for c in parts[6].split(";") if c) \
+                if len(parts) > 6 else {}
     stuck = set(needs)
+
+    def not_there(r, scope_ranks, n):  # (a count not told: taken as there, or past)
+        return int(counts[r].get(scope_ranks, n)) < n
+
     changed = True
     while changed:
         changed = False
@@ -357,7 +370,9 @@ def _stuck(answers):
             if kind == "recv":
                 free = any(r not in stuck for r in ranks)
             else:  # a collective: stuck while one of its workers waits elsewhere
-                free = not any(r in stuck and needs[r][2] != text for r in ranks)
+                scope_ranks, n = text.split(":")[1], int(text.split(":")[2])
+                free = not any(r in stuck and needs[r][2] != text and
+                               not_there(r, scope_ranks, n) for r in ranks)
             if free:
                 stuck.discard(rank)
                 changed = True

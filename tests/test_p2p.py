@@ -537,22 +537,28 @@ def test_a_worker_that_looks_for_a_deadlock_still_receives(monkeypatch):
 def test_the_deadlock_rule_sees_only_waits_that_no_worker_can_end():
     from spmdlab._stall import _stuck
 
-    def recv(*ranks):
-        return f"waits|spmd_receive|0|f.py:1|1.0|recv:{','.join(map(str, ranks))}:*"
+    def recv(*ranks, count=2):  # (count: the collectives of workers 1-3 so far)
+        return f"waits|spmd_receive|0|f.py:1|1.0|recv:{','.join(map(str, ranks))}:*|" \
+            f"0-2={count}"
 
-    coll = "waits|spmd_barrier|3|f.py:2|2.0|coll:0-2"
+    coll = "waits|spmd_barrier|3|f.py:2|2.0|coll:0-2:3|0-2=3"  # collective #3
     runs = "runs|f.py:9 in main()|3|spmd_plus"
     assert _stuck({0: recv(1), 1: recv(0)}) == {0, 1}
     assert _stuck({0: recv(1), 1: runs}) == set()  # worker 1 may still send
     assert _stuck({0: recv(1), 1: ""}) == set()  # (no answer: it may still send)
     assert _stuck({0: coll, 1: coll, 2: coll}) == set()  # all there: data on its way
     assert _stuck({0: coll, 1: recv(0), 2: recv(0)}) == {0, 1, 2}
+    # workers that have done their part of collective #3 (the root of a broadcast) and
+    # receive: the data reaches worker 1 without them
+    assert _stuck({0: coll, 1: recv(0, count=3), 2: recv(0, count=3)}) == set()
     # worker 2 can never join: it waits for worker 1, which waits in the collective
     assert _stuck({0: coll, 1: recv(0), 2: runs}) == {0, 1}
     assert _stuck({0: coll, 1: recv(2), 2: runs}) == set()  # worker 3 may send to 2
     assert _stuck({0: recv(1, 2), 1: recv(0), 2: runs}) == set()  # (any of them)
     sending = "waits|spmd_send|0|f.py:4|3.0|-"  # a large send: the receiver sees it
     assert _stuck({0: recv(1), 1: sending}) == set()
-    # worker 2 waits in a collective of workers 1 and 2 that worker 1 cannot join
-    inner = "waits|spmd_barrier|1|f.py:5|4.0|coll:0-1"
-    assert _stuck({0: coll, 1: inner, 2: coll}) == {0, 1, 2}
+    # worker 2 waits in a collective of workers 1 and 2 that worker 1, waiting in one of
+    # workers 1-3 it has reached, cannot join (nor worker 3: it waits for worker 2)
+    inner = "waits|spmd_barrier|1|f.py:5|4.0|coll:0-1:1|0-2=2;0-1=1"
+    outer = "waits|spmd_barrier|3|f.py:2|2.0|coll:0-2:3|0-2=3;0-1=0"
+    assert _stuck({0: outer, 1: inner, 2: coll}) == {0, 1, 2}
