@@ -26,6 +26,10 @@ PROFILE: Any = None  # the running spmdlab.profile (it adds the data waits to it
 # on another worker, or the client's interrupt). Waits then poll from Python, never
 # blocking inside MPI, and call it as they poll.
 interrupted: Optional[Callable[[], None]] = None
+# In a pool worker: the world ranks that have ended the running block (the client says
+# so): a wait for them can never complete, as a wait for a worker that finished the
+# program cannot (MATLAB: "the other worker became idle").
+finished_block: set = set()
 
 # A worker's exit notice travels on its own communicator and can overtake that worker's
 # last messages: before concluding that a call can never complete, keep testing this long.
@@ -212,7 +216,7 @@ def _settles(done):
 
 def _check(scope, call, needed, started, any_of, collective=False):
     _world.poll_exits()
-    gone = [r for r in needed if r in _world.exited]
+    gone = [r for r in needed if r in _world.exited or r in finished_block]
     if gone and (not any_of or len(gone) == len(needed)):
         plural = "s" if len(gone) > 1 else ""
         codes = {r: _world.exit_status(r) for r in gone}
@@ -222,8 +226,9 @@ def _check(scope, call, needed, started, any_of, collective=False):
                             + (f" (exit status {code})" if each and code else "")
                             for r, code in codes.items())
         how = f" (exit status {min(statuses)})" if statuses and not each else ""
+        ended = "the block" if all(r not in _world.exited for r in gone) else "the program"
         error = SpmdPeerError(
-            f"{call} ({scope.who()}): worker{plural} {workers} finished the program{how} "
+            f"{call} ({scope.who()}): worker{plural} {workers} finished {ended}{how} "
             f"without making the matching call, so this call can never complete; every "
             f"worker must make the same spmdlab calls in the same order")
         error.status = max(statuses) if statuses else None

@@ -261,7 +261,10 @@ def test_ctrl_c_at_a_prompt_stops_every_worker(layout):
         _do(child, f"import spmdlab, time, signal; from spmdlab import *; "
                    f"pool = spmdlab.start_pool({n})")
         # wherever the workers are: a receive, a collective, a sleep, a loop of calls
-        for stuck in ["lambda: spmd_receive(2) if spmd_index() == 1 else spmd_plus(1)",
+        # (worker 2 sleeps: a receive from a worker that waits too is a deadlock, which
+        # fails by itself in 2 s)
+        for stuck in ["lambda: spmd_receive(2) if spmd_index() == 1 else time.sleep(300) "
+                      "if spmd_index() == 2 else spmd_plus(1)",
                       "lambda: time.sleep(300)",
                       "lambda: [spmd_plus(1) for _ in range(10 ** 9)]"]:
             child.sendline(f"pool.spmd({stuck})")
@@ -320,6 +323,65 @@ def test_workers_that_cannot_recover_from_a_stopped_block_get_a_new_pool():
     assert "AFTER [2, 2]" in proc.stdout, proc.stdout + proc.stderr
     assert "the workers could not recover from a stopped block; the pool was restarted " \
         "with 2 workers" in proc.stderr, proc.stderr
+
+
+def test_a_wait_for_a_worker_that_ended_the_block_fails_and_names_it():
+    # MATLAB: "the other worker became idle"; it used to wait for ever
+    env, _ = layout_env("2")
+    proc = run_client("""
+        import time
+        import numpy as np
+        import spmdlab
+        from spmdlab import SpmdError, spmd_index, spmd_plus, spmd_receive, spmd_send
+        pool = spmdlab.start_pool(3)
+        for block in ["lambda: spmd_receive(2) if spmd_index() == 1 else None",
+                      "lambda: spmd_plus(1) if spmd_index() < 3 else None",
+                      "lambda: spmd_receive() if spmd_index() == 1 else None"]:
+            started = time.monotonic()
+            try:
+                pool.spmd(eval(block))
+            except SpmdError as exc:
+                print("FAILED", round(time.monotonic() - started), exc)
+            print("AFTER", pool.spmd(lambda: spmd_plus(1))[:])
+        def late():  # what a worker sent before it ended the block is still received
+            if spmd_index() == 2:
+                spmd_send(np.ones(10 ** 6), 1)
+            elif spmd_index() == 1:
+                time.sleep(3)
+                return float(spmd_receive(2).sum())
+        print("LATE", pool.spmd(late)[1])
+        pool.delete()
+    """, env, timeout=90)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    for waits, ended in [(r"spmd_receive \(worker 1 of 3\)", "worker 2"),
+                         (r"spmd_plus \(worker [12] of 3\)", "worker 3"),
+                         (r"spmd_receive \(worker 1 of 3\)", "workers 2, 3")]:
+        assert re.search(f"{waits}: {ended} finished the block without making the "
+                         f"matching call", proc.stdout), proc.stdout
+    assert re.findall(r"FAILED (\d+) ", proc.stdout) and \
+        all(int(t) < 10 for t in re.findall(r"FAILED (\d+) ", proc.stdout)), proc.stdout
+    assert proc.stdout.count("AFTER [3, 3, 3]") == 3, proc.stdout
+    assert "LATE 1000000.0" in proc.stdout, proc.stdout
+
+
+def test_sys_exit_in_a_block_is_a_system_exit():
+    env, _ = layout_env("2")
+    proc = run_client("""
+        import sys
+        import spmdlab
+        from spmdlab import SpmdError, spmd_barrier, spmd_index, spmd_plus
+        pool = spmdlab.start_pool(2)
+        try:
+            pool.spmd(lambda: sys.exit(3) if spmd_index() == 2 else spmd_barrier())
+        except SpmdError as exc:
+            print("FAILED", exc.remote_type, repr(exc.__cause__), exc)
+        print("AFTER", pool.spmd(lambda: spmd_plus(1))[:])
+        pool.delete()
+    """, env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "FAILED builtins.SystemExit SystemExit(3) spmd: worker 2 of 2 failed: " \
+        "SystemExit: 3" in proc.stdout, proc.stdout
+    assert "_NotedExit" not in proc.stdout and "AFTER [2, 2]" in proc.stdout, proc.stdout
 
 
 def test_a_restarted_pool_refuses_the_old_pools_composites_and_arrays():
@@ -836,9 +898,10 @@ def test_a_notebook_kernel_drives_a_pool(layout):
         assert f"worker {n} of {n} failed: ValueError: no good" in error["evalue"]
         assert "line 4" in error["evalue"] and "raise ValueError" in error["evalue"]
         # the interrupt button stops a cell stuck in a collective, on every worker
-        stuck = "print('waiting')\n" + ("import time\ntime.sleep(300)" if n == 1 else
-                                          "if spmdIndex() == 1:\n    spmdReceive(2)\n"
-                                          "else:\n    spmdBarrier()")
+        stuck = "print('waiting')\nimport time\n" + (
+            "time.sleep(300)" if n == 1 else
+            "if spmdIndex() == 1:\n    spmdReceive(2)\nelif spmdIndex() == 2:\n"
+            "    time.sleep(300)\nelse:\n    spmdBarrier()")  # (no deadlock: 2 sleeps)
         out, error, seconds = kernel.run("%%spmd\n" + stuck, interrupt_after=3,
                                          interrupt_once="Worker 1: waiting")
         assert error is not None and error["ename"] == "KeyboardInterrupt", error

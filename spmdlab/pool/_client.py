@@ -557,6 +557,7 @@ class Pool:
         stopped_at = None
         failed = None
         unstoppable = None
+        ended: Dict[int, float] = {}  # workers that ended the block -> when they were seen
         try:
             if interrupted:
                 for k in range(1, self.size + 1):
@@ -580,6 +581,8 @@ class Pool:
                         for k in range(1, self.size + 1):
                             self._send(k, ("stop", block))
                         stopped_at = time.monotonic()
+                    if stopped_at is None:
+                        self._tell_ended(block, ended)
                 except KeyboardInterrupt:
                     if self.closed:
                         raise
@@ -616,6 +619,23 @@ class Pool:
             # interrupt is still the user's (a loop of short blocks must stop)
             raise KeyboardInterrupt("the block had ended on every worker")
         return outcomes
+
+    def _tell_ended(self, block, ended):
+        """The workers still in a block are told which have ended it (a moment after
+        they did: most blocks end everywhere at once): their waits for those fail, as
+        a wait for a worker that finished the program does, instead of waiting for
+        ever (MATLAB: the other worker became idle)."""
+        now = time.monotonic()
+        results = self._results.get(block, {})
+        for k, outcome in results.items():
+            if outcome[0] == "done" and k not in ended:
+                ended[k] = now
+        for k, since in ended.items():
+            if 0 <= since < now - 0.25:  # (told: marked with -1)
+                ended[k] = -1.0
+                for j in range(1, self.size + 1):
+                    if j not in results:
+                        self._send(j, ("finished", block, k))
 
     def _refresh(self):
         """After a stopped block: new communicators on every worker."""

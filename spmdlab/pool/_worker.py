@@ -53,6 +53,8 @@ class _Worker:
         self.commands = queues_.Queue()
         self.block = None  # the id of the block running now
         self.stopped = 0  # the last block the client stopped
+        self.started = 0  # the last block this worker started
+        self.finished = {}  # block -> world ranks that ended it before this worker began
         self.lock = threading.Lock()
         self.stop_requested = False
         self.program = threading.get_ident()
@@ -147,10 +149,21 @@ class _Worker:
                     if message[1] == self.block and not self.stop_requested:
                         self.stop_requested = True  # (one signal a block)
                         signal.pthread_kill(self.program, signal.SIGINT)
+            elif kind == "finished":  # a worker has ended the block: waits for it fail
+                self.block_finished(message[1], message[2])
             elif kind == "queue_item":
                 self.deliver(message[1], message[2])
             else:
                 self.commands.put(message)
+
+    def block_finished(self, block, index):
+        from .. import _wait
+
+        with self.lock:  # (it may come before this worker has begun that block)
+            if block == self.block:
+                _wait.finished_block.add(index - 1)
+            elif block > self.started:
+                self.finished.setdefault(block, set()).add(index - 1)
 
     def client_gone(self):
         """The client has gone: nobody will ever read this worker's results. End now,
@@ -254,10 +267,13 @@ class _Worker:
     def run(self, block, spec):
         """Run a block; reply done (with the names it assigned that this worker holds),
         failed (the error and its traceback) or stopped."""
-        from .. import _world
+        from .. import _wait, _world
 
         with self.lock:
             self.block, self.stop_requested = block, self.stopped >= block
+            self.started = block
+            _wait.finished_block = self.finished.pop(block, set())
+            self.finished.clear()
         outcome = ("stopped", None)
         try:
             outcome = self.execute(spec)
@@ -269,6 +285,7 @@ class _Worker:
             self.block = None
             with self.lock:
                 self.stop_requested = False
+                _wait.finished_block = set()
             while len(_world._stack) > 1:  # a block stopped inside spmd(n)
                 _world._stack.pop()
         try:
@@ -328,15 +345,20 @@ def describe(exc, index, filename=None):
     frames = traceback.extract_tb(exc.__traceback__)
     package = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
     kept = [f for f in frames if not f.filename.startswith(package)] or frames
+    shown = type(exc)
+    while shown.__name__.startswith("_") and shown.__module__.startswith("spmdlab."):
+        shown = shown.__base__  # spmdlab's own kind of a built-in: sys.exit's SystemExit
+    if shown is not type(exc):
+        exc = shown(*exc.args).with_traceback(exc.__traceback__)
     lines = ["Traceback (most recent call last):\n"] + traceback.format_list(kept) + \
-        traceback.format_exception_only(type(exc), exc)
+        traceback.format_exception_only(shown, exc)
     try:
         _wire.dumps(exc)
         carried = exc
     except Exception:
         carried = None
-    return {"type": f"{type(exc).__module__}.{type(exc).__qualname__}",
-            "name": type(exc).__name__, "message": str(exc),
+    return {"type": f"{shown.__module__}.{shown.__qualname__}",
+            "name": shown.__name__, "message": str(exc),
             "traceback": "".join(lines), "exception": carried, "worker": index}
 
 
