@@ -328,10 +328,11 @@ def deadlock(state, done):
     _looked[1] = time.monotonic() + _looked[3]
     if answers != seen:
         return None
-    stuck = _stuck(answers)
-    if _world.RANK not in stuck:
+    try:
+        stuck = _stuck(answers)
+        return _account(state[1], stuck, answers) if _world.RANK in stuck else None
+    except (ValueError, IndexError, KeyError):  # an answer not read: no conclusion
         return None
-    return _account(state[1], stuck, answers)
 
 
 def _wanted(answer):
