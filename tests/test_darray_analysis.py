@@ -349,3 +349,30 @@ def test_cov_of_more_than_2_dimensions_and_differences_of_bools_fail_named():
         with pytest.raises(SpmdTypeError, match=f"{call} \\(worker {spmd_index()} of "
                            f"{spmd_size()}\\): .* of booleans"):
             fn(B)
+
+
+def test_cross_of_3_vectors_and_searchsorted_are_numpys(backend):
+    n = 2 * spmd_size() + 1
+    rng = np.random.default_rng(3)
+    A, B = rng.standard_normal((n, 3)), rng.standard_normal((n, 3))
+    DA, DB = distribute(backend.make(A)), distribute(backend.make(B))  # (split: columns)
+    rows = Codistributor(0)
+    c = np.array([0.0, 0.0, 1.0])
+    for got, want in [(np.cross(DA, DB), np.cross(A, B)),  # moved to rows and back
+                      (np.cross(DA.redistribute(rows), DB), np.cross(A, B)),
+                      (np.cross(DA.redistribute(rows), c), np.cross(A, c)),
+                      (np.cross(c, DA), np.cross(c, A)),
+                      (np.cross(DA, B), np.cross(A, B)),
+                      (np.cross(distribute(backend.make(A.T)), B.T, axis=0),
+                       np.cross(A.T, B.T, axis=0))]:
+        assert isinstance(got, CodistributedArray) and got.family == DA.family
+        np.testing.assert_array_equal(host(got.gather()), want)
+    with pytest.raises(SpmdValueError, match="numpy.cross .* 3 components"):
+        np.cross(distribute(backend.make(np.ones((n, 2)))), np.ones((n, 2)))
+    s = np.sort(rng.integers(0, 20, 5 * n)).astype(np.float64)
+    D = distribute(backend.make(s))
+    v = np.array([-1.0, 0.0, 3.0, 3.5, 7.0, 19.0, 25.0])
+    for side in ("left", "right"):
+        got = np.searchsorted(D, v, side=side)
+        np.testing.assert_array_equal(host(got), np.searchsorted(s, v, side=side))
+    assert int(host(np.searchsorted(D, 7.0))) == np.searchsorted(s, 7.0)

@@ -24,8 +24,9 @@ from .._reduce import reduce_op
 from ..collectives import gather
 from ..errors import SpmdTypeError, SpmdValueError
 from ._codistributor import Codistributor, error
-from ._numpy import _axes, _on_host, _replicated_result, _unsupported, implements
-from ._shaping import _along_slice, _codist, _one_axis, _refused, along, concatenate
+from ._numpy import _axes, _on_host, _replicated_result, _unsupported, implements, split
+from ._shaping import (_along_slice, _codist, _one_axis, _other_axis, _refused, along,
+                       concatenate)
 
 
 # -- Fourier transforms ------------------------------------------------------------------------
@@ -182,6 +183,84 @@ def _bincount(x, weights=None, minlength=0):
     if w is not None and x.size:  # numpy's float64 (an empty block's are int64 zeros)
         counts = counts.astype(np.float64)
     return family.like(np.asarray(_summed(call, counts)), x.local)
+
+
+@implements(np.searchsorted)
+def _searchsorted(a, v, side="left", sorter=None):
+    """numpy's ``searchsorted`` of values ``v`` in a sorted codistributed vector: each
+    worker counts the elements of its block before each value (the blocks follow each
+    other in the sorted order, so the counts add up), summed over the workers (exact
+    integers); replicated, of ``v``'s shape, in ``a``'s family."""
+    call = "numpy.searchsorted"
+    _unsupported(call, sorter=sorter)
+    if not _codist(a):
+        raise error(SpmdTypeError, call, "the sorted array must be the codistributed one "
+                    "(the values are gathered if codistributed)")
+    a._check_scope(call)
+    if a.ndim != 1:
+        raise error(SpmdValueError, call, f"the sorted array must be a vector (got shape "
+                    f"{a.shape})")
+    if side not in ("left", "right"):
+        raise error(SpmdValueError, call, f"'side' must be 'left' or 'right' (got {side!r})")
+    values = _on_host(v.gather() if _codist(v) else v)
+    family = LOCAL[a.family]
+    block = np.asarray(family.host(a.local))
+    counts = np.asarray(_refused(call, lambda: np.searchsorted(block, values, side)),
+                        dtype=np.int64)
+    total = np.asarray(_summed(call, counts.reshape(-1))).reshape(counts.shape)
+    return total[()] if total.ndim == 0 else family.like(total, a.local)
+
+
+@implements(np.cross)
+def _cross(a, b, axisa=-1, axisb=-1, axisc=-1, axis=None):
+    """numpy's ``cross`` of 3-vectors along one axis (MATLAB's ``cross(A, B, dim)``):
+    local where the arrays are split along another axis (else moved to one and back);
+    the other operand codistributed alike (moved to the same distribution), or
+    replicated: of the same shape, or one 3-vector."""
+    call = "numpy.cross"
+    if axis is not None:
+        axisa = axisb = axisc = axis
+    ref = a if _codist(a) else b
+    ref._check_scope(call)
+    other = b if ref is a else a
+    if _codist(other) and (other.shape != ref.shape or other.family != ref.family):
+        raise error(SpmdValueError, call, f"the codistributed operands must have one shape "
+                    f"and family (got {a.shape} {a.family} and {b.shape} {b.family})")
+    if not axisa == axisb == axisc:
+        raise error(SpmdTypeError, call, f"the vectors must lie along one axis for "
+                    f"codistributed arrays (got axisa={axisa}, axisb={axisb}, "
+                    f"axisc={axisc})")
+    d = _one_axis(call, ref, axisa)
+    if ref.shape[d] != 3:
+        raise error(SpmdValueError, call, f"the vectors along axis {d} must have 3 "
+                    f"components (got {ref.shape[d]})")
+    family = LOCAL[ref.family]
+    if ref.ndim == 1:  # one 3-vector
+        x = family.host(ref.gather())
+        y = _on_host(other.gather() if _codist(other) else other)
+        result = np.asarray(_refused(call, lambda: np.cross(
+            *((x, y) if ref is a else (y, x)))))
+        return split(ref, family.like(result, ref.local), result.shape)
+    work = ref if ref.axis != d else ref._moved(
+        call, Codistributor(_other_axis(ref, d)).complete(ref.shape))
+    if _codist(other):
+        y = family.host(other._moved(call, work.codistributor).local)
+    else:
+        y = _on_host(other)
+        if y.shape == ref.shape:  # this worker's block of it
+            r = work.codistributor.global_indices()
+            y = y[_along_slice(ref.ndim, work.axis, slice(r.start, r.stop))]
+        elif y.shape == (3,):  # one vector for all: along axis d
+            y = y.reshape(tuple(3 if k == d else 1 for k in range(ref.ndim)))
+        else:
+            raise error(SpmdValueError, call, f"a replicated operand must have the "
+                        f"codistributed one's shape {ref.shape} or be one 3-vector (got "
+                        f"{y.shape})")
+    x = family.host(work.local)
+    local = np.asarray(_refused(call, lambda: np.cross(
+        *((x, y) if ref is a else (y, x)), axis=d)))
+    result = work._new(family.like(local, work.local), work.codistributor)
+    return result if work is ref else result._moved(call, ref.codistributor)
 
 
 # -- integration and gradients -----------------------------------------------------------------
