@@ -15,10 +15,13 @@ import sys
 import threading
 import time
 
+import numpy as np
+
 from . import _env, _world
 from ._mpi import MPI
 
 _PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
+_SKIPPED = (_PACKAGE, os.path.dirname(os.path.abspath(np.__file__)) + os.sep)
 PROGRAM = threading.get_ident()  # the program thread (the one that imported spmdlab)
 # (call, scope, since, kind) while the program thread waits in a spmdlab call (``_wait``
 # sets it): what this worker answers, and what the answering thread reports when it
@@ -41,9 +44,10 @@ def call_site():
 
 def call_site_of(frame):
     """``call_site`` from ``frame`` outwards (the top frame of another thread, say)."""
-    # spmdlab's frames, and contextlib's that its context managers run in
-    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE) or \
-            frame is not None and frame.f_code.co_filename == contextlib.__file__:
+    # spmdlab's frames, contextlib's that its context managers run in, and numpy's that
+    # hand a codistributed array's operation over (``np.linalg.norm(D)``: the user's line)
+    while frame is not None and (frame.f_code.co_filename.startswith(_SKIPPED) or
+                                 frame.f_code.co_filename == contextlib.__file__):
         frame = frame.f_back
     if frame is None:
         return "?"

@@ -364,6 +364,45 @@ def test_a_wait_for_a_worker_that_ended_the_block_fails_and_names_it():
     assert "LATE 1000000.0" in proc.stdout, proc.stdout
 
 
+def test_a_caught_error_for_a_worker_that_ended_the_block_leaves_the_pool_working():
+    # the block ended well on every worker, but the collective that raised left its
+    # requests active (the scope lost): the next block's collectives failed at once
+    env, _ = layout_env("2")
+    proc = run_client("""
+        import spmdlab
+        from spmdlab import SpmdPeerError, spmd, spmd_index, spmd_plus
+        pool = spmdlab.start_pool(3)
+        def caught():
+            if spmd_index() == 3:
+                return "ended"
+            try:
+                for _ in spmd(2):
+                    spmd_plus(1)
+                spmd_plus(1)
+            except SpmdPeerError:
+                return "caught"
+        def caught_in_a_region():
+            for _ in spmd(2):
+                if spmd_index() == 2:
+                    break
+                try:
+                    spmd_plus(1)
+                except SpmdPeerError:
+                    return "caught"
+            return "ended"
+        print("BLOCK", pool.spmd(caught)[:])
+        print("AFTER", pool.spmd(lambda: spmd_plus(1))[:])
+        print("REGION", pool.spmd(caught_in_a_region)[:])
+        print("AFTER", pool.spmd(lambda: [spmd_plus(1) for _ in spmd(2)])[:])
+        pool.delete()
+    """, env, timeout=90)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "BLOCK ['caught', 'caught', 'ended']" in proc.stdout, proc.stdout + proc.stderr
+    assert "REGION ['caught', 'ended', 'ended']" in proc.stdout, proc.stdout + proc.stderr
+    assert "AFTER [3, 3, 3]" in proc.stdout, proc.stdout + proc.stderr
+    assert "AFTER [[2], [2], []]" in proc.stdout, proc.stdout + proc.stderr
+
+
 def test_sys_exit_in_a_block_is_a_system_exit():
     env, _ = layout_env("2")
     proc = run_client("""

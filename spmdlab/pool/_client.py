@@ -613,6 +613,8 @@ class Pool:
                 raise _remote_error(call, first, self.size,
                                     others=[k for k, _ in failures if k != first["worker"]])
             raise KeyboardInterrupt("the block was stopped on every worker")
+        if any(o[2:] == ("lost",) for o in outcomes.values()):
+            self._refresh()  # a worker caught a collective's SpmdPeerError (see _worker.run)
         if unreadable is not None:  # every worker ended the block before its stop came
             raise _remote_error(call, unreadable, self.size)
         if interrupted:  # the block had ended everywhere before the stop came: the

@@ -288,6 +288,11 @@ class _Worker:
                 _wait.finished_block = set()
             while len(_world._stack) > 1:  # a block stopped inside spmd(n)
                 _world._stack.pop()
+        if outcome[0] == "done" and any(isinstance(s._exchange, _world._Lost)
+                                        for s in _world.SCOPES):
+            # a collective's SpmdPeerError was caught (a worker had ended the block): its
+            # requests are still active, so the world needs new communicators
+            outcome = outcome + ("lost",)
         try:
             self.sync_output()
             self.conn.send(("result", block, self.index, outcome))
