@@ -8,6 +8,9 @@ Collective: every worker of the current scope must make the same calls in the sa
 
 from __future__ import annotations
 
+import dis
+import functools
+import hashlib
 import math
 from typing import Any, Callable, Optional, TypeVar, overload
 
@@ -210,6 +213,11 @@ def _function_code(fcn, captured=True):
     and so do the plain values it reads besides its arguments (``lambda a, b: a + w * b``
     with a ``w`` of each worker's own: see ``_captured``; not with ``captured`` False,
     where one worker alone folds)."""
+    bound = []
+    while isinstance(fcn, functools.partial):  # (the values it binds are read, too)
+        bound += [(f"args[{i}]", v) for i, v in enumerate(fcn.args)]
+        bound += list(fcn.keywords.items())
+        fcn = fcn.func
     function = getattr(fcn, "__func__", fcn)
     code = getattr(function, "__code__", None)
     if code is None:
@@ -219,19 +227,19 @@ def _function_code(fcn, captured=True):
                    if c), None)  # (two lambdas on one line: where each body starts)
     if column is not None and code.co_name == "<lambda>":
         where += f":{column + 1}"
-    captured = _captured(function, code) if captured else ()
+    captured = _captured(function, code, bound) if captured else ()
     if captured:
         where += " with " + ", ".join(f"{name}={text}" for name, text, _ in captured)
     return where, digest((_code_parts(code), tuple(key for _, _, key in captured)))
 
 
-def _captured(function, code):
+def _captured(function, code, bound=()):
     """``(name, short text, key)`` of each plain value ``function`` reads besides its
-    arguments: its closure's variables, its defaults and the module globals its code
-    names (numbers, strings, None, small arrays, tuples and lists of them; other
-    objects are not compared). The key is the same text on every worker that holds
-    the same value."""
-    found = []
+    arguments: ``bound`` (a functools.partial's), its closure's variables, its defaults
+    and the module globals its code names (numbers, strings, None, small arrays, tuples
+    and lists of them; other objects are not compared). The key is the same text on
+    every worker that holds the same value."""
+    found = list(bound)
     cells = getattr(function, "__closure__", None) or ()
     for name, cell in zip(code.co_freevars, cells):
         try:
@@ -254,13 +262,17 @@ def _captured(function, code):
     return out
 
 
+@functools.lru_cache(maxsize=256)
 def _global_names(code):
-    """The names a code object (and the code objects inside it) may look up."""
-    names = set(code.co_names)
+    """The global names a code object (and the code objects inside it) looks up: not
+    all of ``co_names``, which also holds the attributes it reads (``a.start`` is not
+    a module global ``start``)."""
+    names = {i.argval for i in dis.get_instructions(code)
+             if i.opname in ("LOAD_GLOBAL", "LOAD_NAME")}
     for c in code.co_consts:
         if hasattr(c, "co_code"):
-            names |= _global_names(c)
-    return sorted(names)
+            names.update(_global_names(c))
+    return tuple(sorted(names))
 
 
 _PLAIN = (bool, int, float, complex, str, bytes, type(None), np.generic)
@@ -272,12 +284,17 @@ def _plain_key(value, depth=0):
         return repr(value) if not isinstance(value, np.generic) else \
             (value.dtype.str, repr(value.item()))
     if isinstance(value, np.ndarray) and not value.dtype.hasobject and \
-            value.nbytes <= 1 << 16:
-        return value.dtype.str, value.shape, digest(np.ascontiguousarray(value).tobytes())
+            value.nbytes <= 1 << 16:  # (its bytes hashed here: not kept in digest's cache)
+        raw = hashlib.blake2b(np.ascontiguousarray(value).tobytes(), digest_size=8)
+        return value.dtype.str, value.shape, raw.hexdigest()
     if isinstance(value, (tuple, list)) and len(value) <= 64 and depth < 4:
-        keys = [_plain_key(v, depth + 1) for v in value]
-        return None if any(k is None for k in keys) else (type(value).__name__,
-                                                          tuple(keys))
+        keys = []
+        for v in value:  # (the first object not compared ends it: a list holding itself)
+            key = _plain_key(v, depth + 1)
+            if key is None:
+                return None
+            keys.append(key)
+        return type(value).__name__, tuple(keys)
     return None
 
 

@@ -936,3 +936,26 @@ def test_arguments_that_differ_between_workers_fail_named_on_every_worker():
     # the same arguments everywhere: as before
     np.testing.assert_array_equal(value(np.roll(D, 2, axis=1)),
                                   np.roll(D.gather(), 2, axis=1))
+
+
+def test_arguments_compared_by_name_and_beside_codistributed_arrays_in_lists():
+    # by position on one worker, by keyword on another; keywords in another order (as
+    # **options built from a set of names gives, with each process's string hashes)
+    k = spmd_index()
+    G = np.arange(4.0 * spmd_size() * 5).reshape(-1, 5)
+    D, E = distribute(G), distribute(G + 1)
+    both = np.concatenate((D, E), 1) if k % 2 else np.concatenate((D, E), axis=1)
+    np.testing.assert_array_equal(value(both), np.concatenate((G, G + 1), 1))
+    options = [("axis", 0), ("keepdims", True), ("dtype", np.float64)]
+    if k % 2:
+        options.reverse()
+    np.testing.assert_array_equal(value(np.sum(D, **dict(options))),
+                                  np.sum(G, axis=0, keepdims=True))
+    # beside codistributed arrays in a list, an array of each worker's own
+    if spmd_size() > 1:
+        with pytest.raises(SpmdMismatchError, match=r"they differ in: arrays\)"):
+            np.concatenate([D, np.full((1, 5), float(k))])
+    # 'out' is written, not read: a buffer of each worker's own is no mismatch (and numpy's
+    # 'out' is refused as before)
+    with pytest.raises(SpmdTypeError, match="'out' is not available"):
+        np.sum(D, axis=0, out=np.full(5, float(k)))

@@ -275,6 +275,56 @@ def test_spmd_reduce_with_a_function_reading_each_workers_own_values_raises():
 _EACH: tuple = ()
 
 
+@needs2
+def test_spmd_reduce_reads_globals_not_attributes_and_partials_bound_values():
+    # ``a.start`` is an attribute, not the module global ``start`` of each worker's own
+    global start
+    start = 10 * spmd_index()
+    merged = spmd_reduce(lambda a, b: range(min(a.start, b.start), max(a.stop, b.stop)),
+                         range(start, start + 10))
+    assert merged == range(10, 10 * spmd_size() + 10)
+    # the values a functools.partial binds are read, as a closure's
+    import functools
+
+    def add(a, b, w):
+        return a + w * b
+
+    with pytest.raises(SpmdMismatchError, match=r"partial at test_errors.py:\d+ with w=1'"):
+        spmd_reduce(functools.partial(add, w=spmd_index()), 1)
+    assert spmd_reduce(functools.partial(add, w=2), 1) == 2 * spmd_size() - 1
+
+
+start = 0
+
+
+def test_small_arrays_compared_by_bytes_are_not_kept_by_the_digest_cache():
+    # a 64 KiB argument each call (np.dot(D, v), a function reading it) would otherwise
+    # keep up to 4096 such copies
+    from spmdlab import _pack
+    from spmdlab.collectives import _plain_key
+
+    assert _plain_key(np.full(8192, 0.5)) == _plain_key(np.full(8192, 0.5))
+    assert _plain_key(np.full(8192, 0.5)) != _plain_key(np.full(8192, 0.25))
+    assert np.full(8192, 0.5).tobytes() not in _pack._digests
+
+
+
+def test_a_list_that_holds_itself_is_walked_once_per_level():
+    # each element of each level would be walked (64 ** 4 of them: 40 s a call)
+    from spmdlab.collectives import _plain_key
+
+    walks = []
+
+    class Walked(list):
+        def __iter__(self):
+            walks.append(1)
+            return super().__iter__()
+
+    held = Walked()
+    held.extend([held] * 8)
+    assert _plain_key(held) is None and len(walks) <= 4
+
+
 def _line_of(marker):
     return line_of(__file__, marker)
 

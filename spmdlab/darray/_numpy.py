@@ -74,36 +74,63 @@ def _same_arguments(D, func, args, kwargs):
     silently). Compared: numbers, strings, None, small arrays (their bytes), tuples and
     lists of them; of other objects, their type; of larger arrays, dtype and shape.
     One small agreement (2 us at 1x2)."""
-    named = [(i, a) for i, a in enumerate(args) if not isinstance(a, CodistributedArray)]
+    params = _parameters(func)
+    # by their names in numpy's signature, in its order: ``np.concatenate(a, 0)`` on one
+    # worker and ``np.concatenate(a, axis=0)`` (or the keywords in another order, as
+    # ``**options`` built from a set may give) on another are the same call
+    named = [(params[i] if i < len(params) else f"argument {i + 1}", a)
+             for i, a in enumerate(args) if not isinstance(a, CodistributedArray)]
     named += [(k, v) for k, v in kwargs.items() if not isinstance(v, CodistributedArray)]
     if not named:
         return
+    order = {name: i for i, name in enumerate(params)}
+    named.sort(key=lambda item: (order.get(item[0], len(order)), item[0]))
     call = _name(func)
-    keys = tuple((name, _argument_key(value)) for name, value in named)
+    # (``out`` is written, not read: what it held before may differ, as np.empty's does)
+    keys = tuple((name, _argument_key(value, written=name == "out"))
+                 for name, value in named)
     scope = D._check_scope(call)
-    agree(scope, call, digest((call, keys)), describe=lambda: _described(
-        func, call, named))
+    agree(scope, call, digest((call, keys)), describe=lambda: _described(call, named))
 
 
-def _described(func, call, named):
+_PARAMETERS: Dict[Any, list] = {}
+
+
+def _parameters(func):
+    """The names of ``func``'s positional parameters in numpy's signature."""
+    params = _PARAMETERS.get(func)
+    if params is None:
+        try:
+            params = []
+            for p in inspect.signature(func).parameters.values():
+                if p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
+                    break
+                params.append(p.name)
+        except (TypeError, ValueError):
+            params = []
+        _PARAMETERS[func] = params
+    return params
+
+
+def _described(call, named):
     """The Description of a call's arguments, by their names in numpy's signature."""
-    try:
-        params = list(inspect.signature(func).parameters)
-    except (TypeError, ValueError):
-        params = []
-    shown = {(params[n] if isinstance(n, int) and n < len(params) else
-              f"argument {n + 1}" if isinstance(n, int) else n): _Shown(v)
-             for n, v in named}
+    shown = {n: _Shown(v) for n, v in named}
     text = f"{call}({', '.join(f'{k}={v!r}' for k, v in shown.items())})"
     return Description(text, how="workers passed different arguments", call=call,
                        **{k: repr(v) for k, v in shown.items()})
 
 
-def _argument_key(value):
-    key = _plain_key(value)
+def _argument_key(value, written=False):
+    key = None if written else _plain_key(value)
     if key is not None:
         return key
-    if isinstance(value, np.ndarray):  # (large: not read)
+    if isinstance(value, (tuple, list)) and any(isinstance(v, CodistributedArray)
+                                                for v in value):
+        # (np.concatenate([D, v]): the others beside the codistributed arrays compared)
+        return type(value).__name__, tuple(
+            "codistributed" if isinstance(v, CodistributedArray) else _argument_key(v)
+            for v in value)
+    if isinstance(value, np.ndarray):  # (large, or written: not read)
         return "array", value.dtype.str, value.shape
     return "object", type(value).__qualname__
 
@@ -114,6 +141,14 @@ class _Shown:
     def __init__(self, value):
         if isinstance(value, np.ndarray) and value.size > 8:
             self.text = f"<array {value.dtype} {value.shape}>"
+        elif isinstance(value, CodistributedArray):
+            self.text = f"<codistributed {value.dtype} {value.shape}>"
+        elif isinstance(value, (tuple, list)) and any(isinstance(v, CodistributedArray)
+                                                      for v in value):
+            # (each element shown short: the one that differs comes after the arrays)
+            text = ", ".join(repr(_Shown(v)) for v in value)
+            self.text = f"({text},)" if isinstance(value, tuple) and len(value) == 1 else \
+                f"({text})" if isinstance(value, tuple) else f"[{text}]"
         else:
             text = repr(value)
             self.text = text if len(text) <= 60 else text[:57] + "..."
