@@ -933,9 +933,18 @@ def test_arguments_that_differ_between_workers_fail_named_on_every_worker():
         text = str(info.value)
         assert f"workers passed different arguments (they differ in: {name})" in text
         assert first in text and second in text, text
-    # the same arguments everywhere: as before
+    # the methods that take such arguments
+    with pytest.raises(SpmdMismatchError, match=r"CodistributedArray.astype .*they differ "
+                                                r"in: dtype"):
+        D.astype(np.float32 if k == 1 else np.float64)
+    with pytest.raises(SpmdMismatchError, match=r"numpy.transpose .*they differ in: axes"):
+        D.transpose((0, 1) if k == 1 else (1, 0))
+    # the same arguments everywhere: as before; a default passed or left out is one call
     np.testing.assert_array_equal(value(np.roll(D, 2, axis=1)),
                                   np.roll(D.gather(), 2, axis=1))
+    total = np.sum(D) if k == 1 else np.sum(D, axis=None, keepdims=False)
+    assert float(total) == float(D.gather().sum())
+    assert D.astype(np.float32).dtype == np.float32
 
 
 def test_arguments_compared_by_name_and_beside_codistributed_arrays_in_lists():

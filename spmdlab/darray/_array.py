@@ -335,10 +335,12 @@ class CodistributedArray(np.lib.mixins.NDArrayOperatorsMixin):
 
     def transpose(self, *axes: Any) -> CodistributedArray:
         """The axes permuted (reversed by default): no communication."""
-        from ._numpy import transpose
+        from ._numpy import _same_arguments, transpose
 
-        return transpose(self, axes[0] if len(axes) == 1 and axes[0] is not None and
-                         np.ndim(axes[0]) else (axes or None))
+        order = axes[0] if len(axes) == 1 and axes[0] is not None and np.ndim(axes[0]) \
+            else (axes or None)
+        _same_arguments(self, np.transpose, (self, order), {})  # (collective if given)
+        return transpose(self, order)
 
     def conj(self) -> Any:
         """The complex conjugate (no communication): ``D.conj().T`` is MATLAB's ``D'``."""
@@ -382,7 +384,10 @@ class CodistributedArray(np.lib.mixins.NDArrayOperatorsMixin):
 
     def astype(self, dtype: Any) -> CodistributedArray:
         """The array converted to ``dtype`` (a numpy dtype, or a torch dtype for torch
-        parts; no communication)."""
+        parts; one small agreement that every worker asks for the same dtype)."""
+        from ._numpy import _same_arguments
+
+        _same_arguments(self, None, (), {"dtype": dtype}, call=f"{type(self).__name__}.astype")
         try:
             local = LOCAL[self.family].astype(self._local, dtype)
         except TypeError as exc:

@@ -67,25 +67,29 @@ _ELEMENTWISE = {np.where, np.clip, np.isclose, np.round, np.around, np.real, np.
                 np.fix, np.copy, np.shape, np.ndim, np.size}
 
 
-def _same_arguments(D, func, args, kwargs):
+def _same_arguments(D, func, args, kwargs, call=None):
     """Collective, for a call given more than its codistributed arrays: raise
     SpmdMismatchError on every worker when the workers passed different other arguments
     (``np.percentile(D, q)`` with a ``q`` of each worker's own would mix answers
     silently). Compared: numbers, strings, None, small arrays (their bytes), tuples and
     lists of them; of other objects, their type; of larger arrays, dtype and shape.
-    One small agreement (2 us at 1x2)."""
-    params = _parameters(func)
+    One small agreement (2 us at 1x2); none where every other argument is numpy's
+    default (``D.sum()`` passes ``axis=None``: the same call as ``np.sum(D)``).
+    ``call``: the name of a method (``func`` None)."""
+    params, defaults = _parameters(func) if func is not None else ([], {})
     # by their names in numpy's signature, in its order: ``np.concatenate(a, 0)`` on one
     # worker and ``np.concatenate(a, axis=0)`` (or the keywords in another order, as
     # ``**options`` built from a set may give) on another are the same call
     named = [(params[i] if i < len(params) else f"argument {i + 1}", a)
              for i, a in enumerate(args) if not isinstance(a, CodistributedArray)]
     named += [(k, v) for k, v in kwargs.items() if not isinstance(v, CodistributedArray)]
+    named = [(k, v) for k, v in named
+             if not (k in defaults and _is_default(k, v, defaults[k]))]
     if not named:
         return
     order = {name: i for i, name in enumerate(params)}
     named.sort(key=lambda item: (order.get(item[0], len(order)), item[0]))
-    call = _name(func)
+    call = call or _name(func)
     # (``out`` is written, not read: what it held before may differ, as np.empty's does)
     keys = tuple((name, _argument_key(value, written=name == "out"))
                  for name, value in named)
@@ -93,23 +97,38 @@ def _same_arguments(D, func, args, kwargs):
     agree(scope, call, digest((call, keys)), describe=lambda: _described(call, named))
 
 
-_PARAMETERS: Dict[Any, list] = {}
+_PARAMETERS: Dict[Any, tuple] = {}
 
 
 def _parameters(func):
-    """The names of ``func``'s positional parameters in numpy's signature."""
-    params = _PARAMETERS.get(func)
-    if params is None:
+    """The names of ``func``'s positional parameters in numpy's signature, and the
+    defaults of all its parameters."""
+    found = _PARAMETERS.get(func)
+    if found is None:
+        params, defaults = [], {}
         try:
-            params = []
+            positional = True
             for p in inspect.signature(func).parameters.values():
-                if p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
-                    break
-                params.append(p.name)
+                positional = positional and p.kind in (p.POSITIONAL_ONLY,
+                                                       p.POSITIONAL_OR_KEYWORD)
+                if positional:
+                    params.append(p.name)
+                if p.default is not p.empty:
+                    defaults[p.name] = p.default
         except (TypeError, ValueError):
-            params = []
-        _PARAMETERS[func] = params
-    return params
+            pass
+        found = _PARAMETERS[func] = (params, defaults)
+    return found
+
+
+def _is_default(name, value, default):
+    """Whether an argument is its parameter's default (None, False, 0, 'C', numpy's
+    no-value; ``keepdims=False`` where numpy's default is its no-value), so passing it
+    is the same call as leaving it out."""
+    if name == "keepdims" and default is np._NoValue and value is False:
+        return True
+    return value is default or type(value) is type(default) and \
+        isinstance(value, (bool, int, float, str)) and value == default
 
 
 def _described(call, named):
@@ -132,6 +151,13 @@ def _argument_key(value, written=False):
             for v in value)
     if isinstance(value, np.ndarray):  # (large, or written: not read)
         return "array", value.dtype.str, value.shape
+    if isinstance(value, (np.dtype, type)):  # a dtype: np.float32, np.dtype("f4")
+        try:
+            return "dtype", np.dtype(value).str
+        except TypeError:
+            pass
+    if type(value).__module__ == "torch" and type(value).__name__ == "dtype":
+        return "dtype", repr(value)
     return "object", type(value).__qualname__
 
 
