@@ -297,6 +297,9 @@ def _query_cuda_support():
 # (numpy's functions dispatch to CuPy through its array protocols); torch is translated.
 
 
+_EXTREME_SCANS = {"cummax": np.maximum, "cummin": np.minimum}
+
+
 class _NumpyLocal:
     """numpy arrays; CuPy arrays too, which numpy's functions dispatch to CuPy."""
 
@@ -331,8 +334,25 @@ class _NumpyLocal:
 
     @staticmethod
     def scan(name, a, axis, dtype=None):
-        """numpy's ``cumsum`` or ``cumprod`` of ``a`` along ``axis``."""
+        """numpy's ``cumsum`` or ``cumprod`` of ``a`` along ``axis``; ``cummax`` and
+        ``cummin`` (MATLAB's names) are numpy's ``maximum``/``minimum.accumulate``."""
+        if name in _EXTREME_SCANS:
+            return _EXTREME_SCANS[name].accumulate(a, axis=axis, dtype=dtype)
         return getattr(np, name)(a, axis=axis, dtype=dtype)
+
+    scan_from_identity = False  # numpy's scans start from their first element
+
+    @staticmethod
+    def scan_carry(result, name):
+        """The host dtype this family's ``scan`` giving ``result`` carries its running
+        value in, one element after the other (so a scan continued from another's last
+        value has its bits); None where it need not (integers: exact in any order) or
+        cannot be followed so (a GPU's parallel scan; a complex product, which numpy
+        rounds by the loop it picks for the data's layout)."""
+        kind = result.dtype.kind
+        if name in _EXTREME_SCANS:  # (exact in any order)
+            return None
+        return result.dtype if kind == "f" or kind == "c" and name == "cumsum" else None
 
     @staticmethod
     def cat(parts, axis):
@@ -386,6 +406,10 @@ class _CupyLocal(_NumpyLocal):
     @staticmethod
     def host(a):
         return _cupy().asnumpy(a)
+
+    @staticmethod
+    def scan_carry(result, name):
+        return None
 
     @staticmethod
     def like(array, a):
@@ -514,8 +538,27 @@ class _TorchLocal:
 
     @staticmethod
     def scan(name, a, axis, dtype=None):
+        if name in _EXTREME_SCANS:  # (values and indices: the values)
+            a = a if dtype is None else a.to(_TorchLocal._dtype(dtype))
+            return getattr(_torch(), name)(a, dim=axis).values
         extra = {"dtype": _TorchLocal._dtype(dtype)} if dtype is not None else {}
         return getattr(_torch(), name)(a, dim=axis, **extra)
+
+    scan_from_identity = True  # (0.0 + -0.0 is 0.0: a scan's first element shows it)
+
+    @staticmethod
+    def scan_carry(result, name):
+        # torch's CPU scans carry floats in a wider type (its acc_type), rounding each
+        # output; on a GPU they are parallel; complex products: see numpy's
+        if result.is_cuda or name in _EXTREME_SCANS:
+            return None
+        torch = _torch()
+        kinds = {torch.float16: np.float32, torch.float32: np.float64,
+                 torch.float64: np.float64}
+        if name == "cumsum":
+            kinds.update({torch.complex64: np.complex128, torch.complex128: np.complex128})
+        kind = kinds.get(result.dtype)
+        return None if kind is None else np.dtype(kind)
 
     @staticmethod
     def cat(parts, axis):

@@ -259,7 +259,7 @@ def test_reductions_along_every_axis(backend):
             assert value(kept).shape == np.sum(G, axis=axis, keepdims=True).shape
             assert np.allclose(value(np.linalg.norm(D)), np.linalg.norm(G))
             assert int(np.count_nonzero(D)) == np.count_nonzero(G)
-            assert np.allclose(value(np.cumsum(D, axis=axis)), np.cumsum(G, axis=axis))
+            assert np.array_equal(value(np.cumsum(D, axis=axis)), np.cumsum(G, axis=axis))
             assert np.allclose(value(np.cumprod(D[..., :2] * 0 + 1.5, axis=0)),
                                np.cumprod(G[..., :2] * 0 + 1.5, axis=0))
 
@@ -429,7 +429,7 @@ def test_not_an_implicit_array():
     with pytest.raises(TypeError, match="gather"):
         np.asarray(D)
     with pytest.raises(TypeError, match="not available for a CodistributedArray"):
-        np.meshgrid(D, D)
+        np.lexsort((D, D))
     with pytest.raises(TypeError, match="cannot be pickled"):
         import pickle
         pickle.dumps(D)
@@ -800,8 +800,8 @@ def test_cumsum_and_cumprod_methods(backend):
     G = whole((spmd_size() + 1, 3))
     D = distribute(backend.make(G))
     for axis in (0, 1):
-        np.testing.assert_allclose(value(D.cumsum(axis=axis)), G.cumsum(axis=axis))
-        np.testing.assert_allclose(value(D.cumprod(axis)), G.cumprod(axis))
+        np.testing.assert_array_equal(value(D.cumsum(axis=axis)), G.cumsum(axis=axis))
+        np.testing.assert_array_equal(value(D.cumprod(axis)), G.cumprod(axis))
 
 
 def test_argmax_and_argmin_of_bools_on_every_family(backend):

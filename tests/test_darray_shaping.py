@@ -76,6 +76,27 @@ def test_median_percentile_ptp(backend):
             same(np.ptp(D, axis=axis), np.ptp(A, axis=axis))
         assert float(value(np.median(D))) == np.median(A)
         assert float(value(np.median(col(D)))) == np.median(A[:, 0])
+        same(np.median(D, axis=(0, 1)), np.median(A, axis=(0, 1)))  # median(D, "all")
+        same(np.median(D, axis=(1, 0), keepdims=True),
+             np.median(A, axis=(0, 1), keepdims=True))
+
+
+def test_statistics_over_several_axes(backend):
+    # MATLAB's median(D, vecdim), prctile(D, p, vecdim): the split moved off them once
+    n = spmd_size()
+    A = np.sin(np.arange((n + 1) * 3 * 4, dtype=float)).reshape(n + 1, 3, 4)
+    for axis in range(3):
+        D = distribute(backend.make(A), axis=axis)
+        for axes in ((0, 1), (1, 2), (0, 2), (2, -3)):
+            for keepdims in (False, True):
+                same(np.median(D, axis=axes, keepdims=keepdims),
+                     np.median(A, axis=axes, keepdims=keepdims))
+            same(np.nanmedian(D, axis=axes), np.nanmedian(A, axis=axes))
+            same(np.percentile(D, 30, axis=axes), np.percentile(A, 30, axis=axes))
+        same(np.median(D, axis=(0, 1, 2)), np.median(A))
+        with pytest.raises(SpmdValueError, match=r"numpy.median \(worker \d+ of \d+\): "
+                           r"repeated axis"):
+            np.median(D, axis=(1, 1))
 
 
 def test_diff_flip_roll(backend):
@@ -92,6 +113,33 @@ def test_diff_flip_roll(backend):
         same(np.flipud(D), np.flipud(A))
         same(np.roll(D, 5), np.roll(A, 5))
         same(np.roll(D, (1, 2), axis=(0, 1)), np.roll(A, (1, 2), axis=(0, 1)))
+
+
+def test_meshgrid(backend):
+    # MATLAB's [X, Y] = meshgrid(x, y) and ndgrid of codistributed or replicated vectors
+    n = spmd_size()
+    x, y, z = np.linspace(0, 1, n + 2), np.arange(3.0), np.arange(2 * n + 1)
+    for make in (lambda v: distribute(backend.make(v)),
+                 lambda v: codistributed(backend.make(v.reshape(1, -1)))):  # a row
+        for args in ((make(x), backend.make(y)), (backend.make(x), make(y)),
+                     (make(x), make(y)), (make(x), backend.make(y), make(z)), (make(z),)):
+            plain = [value(v) for v in args]
+            plain = [v.reshape(-1) for v in plain]
+            for indexing in ("xy", "ij"):
+                for sparse in (False, True):
+                    got = np.meshgrid(*args, indexing=indexing, sparse=sparse)
+                    expected = np.meshgrid(*plain, indexing=indexing, sparse=sparse)
+                    assert isinstance(got, tuple) and len(got) == len(expected)
+                    for g, e in zip(got, expected):
+                        same(g, e)
+    X, Y = np.meshgrid(codistributed(backend.make(x.reshape(1, -1))), backend.make(y))
+    assert X.axis == Y.axis == 1
+    assert X.partition == tuple(codistributor1d.defaultPartition(n + 2))
+    X, Y = np.meshgrid(distribute(backend.make(x)), distribute(backend.make(y)))
+    assert X.axis == Y.axis == 0 and X.partition == Y.partition  # rows: y's partition
+    with pytest.raises(SpmdValueError, match=r"numpy.meshgrid \(worker \d+ of \d+\): "
+                       r"'indexing' .*'yx'"):
+        np.meshgrid(X, indexing="yx")
 
 
 def test_concatenate_stack_tile_kron(backend):
@@ -210,9 +258,9 @@ def test_unsupported_options_raise_on_every_worker():
         np.roll(D, (1, 2, 3), axis=(0, 1))
     with pytest.raises(SpmdValueError, match=r"numpy.vdot \(worker \d+ of \d+\): .*12 and 4"):
         np.vdot(D, D[0])
-    with pytest.raises(SpmdTypeError, match=r"numpy.meshgrid \(worker \d+ of \d+\): "
+    with pytest.raises(SpmdTypeError, match=r"numpy.lexsort \(worker \d+ of \d+\): "
                        r"not available .*gather it first"):
-        np.meshgrid(D, D)
+        np.lexsort((D, D))
     with pytest.raises(SpmdValueError, match=r"numpy.interp \(worker \d+ of \d+\): "):
         np.interp(D, [1.0, 2.0], [1.0, 2.0, 3.0])
 
@@ -239,6 +287,64 @@ def test_linear_systems_are_solved_whole_on_every_worker(backend):
                        np.linalg.solve(A, b))
     with pytest.raises(np.linalg.LinAlgError, match=r"numpy.linalg.solve \(worker \d+ of"):
         np.linalg.solve(distribute(backend.make(np.zeros((n, n)))), backend.make(b))
+
+
+def test_factorisations_are_computed_whole_on_every_worker(backend):
+    # MATLAB's eig, svd, chol, qr, rank, cond, pinv, A^k of a distributed matrix:
+    # gathered, computed on every worker (numpy's bits), results split again
+    n = spmd_size() + 2
+    rng = np.random.default_rng(2)
+    A = rng.standard_normal((n, n))
+    S = A @ A.T + np.eye(n)
+    for axis in (0, 1):
+        D, DS = (distribute(backend.make(M), axis=axis) for M in (A, S))
+        for fn, M, E in ((np.linalg.eig, D, A), (np.linalg.eigh, DS, S),
+                         (np.linalg.eigvals, D, A), (np.linalg.eigvalsh, DS, S),
+                         (np.linalg.svd, D, A), (np.linalg.qr, D, A),
+                         (np.linalg.cholesky, DS, S), (np.linalg.pinv, D, A),
+                         (np.linalg.slogdet, D, A)):
+            got, expected = fn(M), fn(E)
+            pairs = [(got, expected)]
+            if isinstance(expected, tuple):  # numpy's named results: .eigenvalues
+                assert type(got) is type(expected)
+                pairs = list(zip(got, expected))
+            for g, e in pairs:
+                assert isinstance(g, CodistributedArray) == (np.ndim(e) > 0)
+                same(g, e)
+        same(np.linalg.matrix_power(D, 3), np.linalg.matrix_power(A, 3))
+        assert int(np.linalg.matrix_rank(D)) == np.linalg.matrix_rank(A)
+        assert float(np.linalg.cond(D)) == np.linalg.cond(A)
+    with pytest.raises(np.linalg.LinAlgError, match=r"numpy.linalg.cholesky \(worker \d+ "):
+        np.linalg.cholesky(distribute(backend.make(-S)))
+    with pytest.raises(np.linalg.LinAlgError, match=r"numpy.linalg.matrix_power \(worker "
+                       r"\d+ of \d+\): .*square"):
+        np.linalg.matrix_power(distribute(backend.make(np.ones((n, n + 1)))), 2)
+
+
+def test_rot90_nan_to_num_digitize_polyval_unwrap_take_cummax(backend):
+    for A, D in arrays(backend):
+        for k in range(-1, 5):
+            same(np.rot90(D, k), np.rot90(A, k))
+            same(np.rot90(D, k, axes=(1, 0)), np.rot90(A, k, axes=(1, 0)))
+        B = A.copy()
+        B.flat[::4] = np.nan
+        B.flat[1::5] = -np.inf
+        E = distribute(backend.make(B), axis=D.axis)
+        same(np.nan_to_num(E), np.nan_to_num(B))
+        same(np.nan_to_num(E, nan=-1.0, neginf=-9.0), np.nan_to_num(B, nan=-1.0, neginf=-9.0))
+        same(np.digitize(D, [-1.0, 0.0, 1.5]), np.digitize(A, [-1.0, 0.0, 1.5]))
+        same(np.digitize(D, [-1.0, 0.0, 1.5], right=True),
+             np.digitize(A, [-1.0, 0.0, 1.5], right=True))
+        same(np.polyval([1.0, -2.0, 0.5], D), np.polyval([1.0, -2.0, 0.5], A))
+        for axis in (0, 1):
+            same(np.unwrap(D * 3, axis=axis), np.unwrap(A * 3, axis=axis))
+            same(np.take(D, [0, -1, 0], axis=axis), np.take(A, [0, -1, 0], axis=axis))
+            # MATLAB's cummax(D, dim) / cummin: exact in any order
+            same(np.maximum.accumulate(E, axis=axis), np.maximum.accumulate(B, axis=axis))
+            same(np.minimum.accumulate(D, axis=axis), np.minimum.accumulate(A, axis=axis))
+        same(np.take(D, [2, 0]), np.take(A, [2, 0]))
+        with pytest.raises(SpmdValueError, match=r"numpy.rot90 \(worker \d+ of \d+\): 'axes'"):
+            np.rot90(D, 1, axes=(0, 0))
 
 
 def test_unique_with_indices_inverse_and_counts(backend):

@@ -47,22 +47,32 @@ for _fn in (np.fft.fft, np.fft.ifft, np.fft.rfft, np.fft.irfft, np.fft.hfft, np.
     implements(_fn)(_transform(_fn))
 
 
-def _transform_n(name, fn, default_axes=None):
-    """numpy's ``fftn``/``ifftn`` (``fft2``/``ifft2`` with ``default_axes``): the 1-D
-    transform along each axis, the last first, as numpy itself does it."""
+def _transform_n(name, first, rest=None, default_axes=None, inverse_real=False):
+    """numpy's ``fftn``, ``ifftn``, ``rfftn``, ``irfftn`` (their 2-D forms with
+    ``default_axes``): the 1-D transforms along each axis in numpy's order (``first``
+    along the last axis, then ``rest`` along the others from the last; ``irfftn``
+    ``rest`` along the others from the first, then ``first`` along the last)."""
     call = f"numpy.fft.{name}"
+    rest = rest or first
 
     def impl(a, s=None, axes=default_axes, norm=None, out=None):
         _unsupported(call, out=out)
         if axes is None:
             axes = tuple(range(a.ndim)) if s is None else tuple(range(-len(s), 0))
-        axes = [_one_axis(call, a, d) for d in axes]
-        sizes = [None] * len(axes) if s is None else list(s)
+        axes = [_one_axis(call, a, d) for d in np.atleast_1d(axes).tolist()]
+        if not axes:
+            raise error(SpmdValueError, call, "'axes' names no axis")
+        sizes = [a.shape[d] for d in axes] if s is None else list(s)
         if len(sizes) != len(axes):
             raise error(SpmdValueError, call, f"'s' and 'axes' must have the same length "
                         f"(got {len(sizes)} and {len(axes)})")
-        for d, n in reversed(list(zip(axes, sizes))):
-            a = along(call, a, d, lambda x, k, n=n: fn(x, n=n, axis=k, norm=norm))
+        sizes = [a.shape[d] if n == -1 else n for n, d in zip(sizes, axes)]
+        if inverse_real and s is None:
+            sizes[-1] = 2 * (a.shape[axes[-1]] - 1)
+        last = (axes[-1], sizes[-1], first)
+        others = [(d, n, rest) for d, n in zip(axes[:-1], sizes[:-1])]
+        for d, n, fn in others + [last] if inverse_real else [last] + others[::-1]:
+            a = along(call, a, d, lambda x, e, n=n, fn=fn: fn(x, n=n, axis=e, norm=norm))
         return a
     return impl
 
@@ -82,10 +92,13 @@ def _shift(name, sign):
 
 implements(np.fft.fftshift)(_shift("fftshift", 1))
 implements(np.fft.ifftshift)(_shift("ifftshift", -1))
-implements(np.fft.fftn)(_transform_n("fftn", np.fft.fft))
-implements(np.fft.ifftn)(_transform_n("ifftn", np.fft.ifft))
-implements(np.fft.fft2)(_transform_n("fft2", np.fft.fft, (-2, -1)))
-implements(np.fft.ifft2)(_transform_n("ifft2", np.fft.ifft, (-2, -1)))
+for _name, _first, _rest, _inverse in (("fftn", np.fft.fft, None, False),
+                                       ("ifftn", np.fft.ifft, None, False),
+                                       ("rfftn", np.fft.rfft, np.fft.fft, False),
+                                       ("irfftn", np.fft.irfft, np.fft.ifft, True)):
+    implements(getattr(np.fft, _name))(_transform_n(_name, _first, _rest, None, _inverse))
+    implements(getattr(np.fft, _name[:-1] + "2"))(
+        _transform_n(_name[:-1] + "2", _first, _rest, (-2, -1), _inverse))
 
 
 # -- histograms and counts ----------------------------------------------------------------------

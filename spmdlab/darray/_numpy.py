@@ -16,7 +16,8 @@ from typing import Any, Callable, Dict
 
 import numpy as np
 
-from .. import _reduce
+from .. import _reduce, _wait
+from .._mpi import MPI
 from .._backends import LOCAL, classify
 from .._ops import LAND, LOR, MAX, MIN, PROD, SUM
 from .._agree import Description, agree
@@ -560,7 +561,8 @@ def _swapaxes(a, axis1, axis2):
 _OPS = {"sum": SUM, "prod": PROD, "max": MAX, "min": MIN, "any": LOR, "all": LAND}
 _UFUNC_REDUCTIONS = {np.add: "sum", np.multiply: "prod", np.maximum: "max",
                      np.minimum: "min", np.logical_or: "any", np.logical_and: "all"}
-_UFUNC_SCANS = {np.add: "cumsum", np.multiply: "cumprod"}
+_UFUNC_SCANS = {np.add: "cumsum", np.multiply: "cumprod", np.maximum: "cummax",
+                np.minimum: "cummin"}
 
 
 def _axes(call, a, axis):
@@ -734,31 +736,90 @@ def _count_nonzero(a, axis=None, *, keepdims=False):
 
 
 def scan(call, name, a, axis=None, dtype=None, out=None):
-    """numpy's ``cumsum``/``cumprod`` along ``axis``: local, then each worker adds (or
-    multiplies by) the fold of the previous workers' totals, in worker order."""
+    """numpy's ``cumsum``/``cumprod`` along ``axis``: local along an axis the array is
+    not split on; along the split axis, floats are ``_chained`` (numpy's own bits) and
+    integers scanned locally, each worker then adding (or multiplying by) the fold of
+    the previous workers' totals, in worker order (exact in any order)."""
     _unsupported(call, out=out)
     scope = a._check_scope(call)
     if axis is None:  # numpy's: of the flattened array (C order)
         a, axis = (a if a.ndim == 1 else a.ravel()), 0
     (axis,) = _axes(call, a, axis)
     family = LOCAL[a.family]
+    at = lambda k: (slice(None),) * axis + (slice(k, k + 1),)  # noqa: E731
+    if axis == a.axis:
+        probe = family.scan(name, a.local[(slice(None),) * axis + (slice(0, 0),)], axis,
+                            dtype)
+        carry = family.scan_carry(probe, name)
+        if carry is not None:
+            agree(scope, call, a._key(call, name, str(dtype)),
+                  describe=lambda: a._describe(call, axis=axis))
+            result = np.asarray(family.host(probe)).dtype
+            local = _chained(call, scope, a, name, axis, carry)
+            return a._new(family.like(local.astype(result, copy=False), a.local),
+                          a.codistributor)
     local = family.scan(name, a.local, axis, dtype)
     if axis != a.axis:
         return a._new(local, a.codistributor)
-    add = name == "cumsum"
-    at = lambda k: (slice(None),) * axis + (slice(k, k + 1),)  # noqa: E731
+    ufunc = {"cumsum": np.add, "cumprod": np.multiply, "cummax": np.maximum,
+             "cummin": np.minimum}[name]
     if local.shape[axis]:
         last = local[at(local.shape[axis] - 1)]
     else:
         kept = local.shape[:axis] + (1,) + local.shape[axis + 1:]
-        last = family.full(kept, 0 if add else 1, family.dtype(local), local)
+        last = family.full(kept, _scan_identity(name, family.dtype(local)),
+                           family.dtype(local), local)
     totals = _cat_arrays(call, scope, classify(last), axis, None)
     if scope.index > 1:
         prefix = totals[at(0)]
         for k in range(1, scope.index - 1):  # in worker order
-            prefix = prefix + totals[at(k)] if add else prefix * totals[at(k)]
-        local = local + prefix if add else local * prefix
+            prefix = family.apply(ufunc, "__call__", (prefix, totals[at(k)]), {})
+        local = family.apply(ufunc, "__call__", (local, prefix), {})
     return a._new(local, a.codistributor)
+
+
+def _scan_identity(name, dtype):
+    """The value an empty block passes on in a scan: one that changes nothing."""
+    if name in ("cumsum", "cumprod"):
+        return 0 if name == "cumsum" else 1
+    big = name == "cummin"
+    if dtype.kind == "b":
+        return big
+    if dtype.kind in "iu":
+        info = np.iinfo(dtype)
+        return info.max if big else info.min
+    return np.inf if big else -np.inf
+
+
+def _chained(call, scope, a, name, axis, carry):
+    """The scan along the split axis with the bits of one process's (numpy's, or torch's
+    on the CPU): the workers take turns, each continuing from the running value of the
+    worker before it (one broadcast of a slice per worker that holds elements), carried
+    in ``carry``, the dtype the family's scan carries it in. The turns cost about one
+    worker's scan of the whole axis: the price of the same bits at every layout."""
+    family = LOCAL[a.family]
+    x = np.asarray(family.host(a.local)).astype(carry)
+    kept = x.shape[:axis] + (1,) + x.shape[axis + 1:]
+    turns = [k for k, n in enumerate(a.partition) if n]
+    # the running value of the workers before this one (torch starts from 0 or 1)
+    running = np.full(kept, 0 if name == "cumsum" else 1, carry) \
+        if family.scan_from_identity else None
+    chain = x
+    buf = np.empty(kept, carry)
+    for k in turns:
+        if k == scope.rank:
+            chain = getattr(np, name)(x if running is None else np.concatenate(
+                (running, x), axis), axis=axis)
+            if running is not None:
+                chain = chain[(slice(None),) * axis + (slice(1, None),)]
+            buf[...] = chain[(slice(None),) * axis + (slice(-1, None),)]
+        if k == turns[-1]:
+            break
+        _wait.wait(scope.comm.Ibcast([buf.reshape(-1).view(np.uint8), MPI.BYTE], root=k),
+                   scope, call)
+        if k < scope.rank:
+            running = buf.copy()
+    return chain
 
 
 implements(np.cumsum)(lambda a, axis=None, dtype=None, out=None:

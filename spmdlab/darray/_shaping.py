@@ -20,7 +20,8 @@ from ..collectives import gather
 from ..errors import SpmdError, SpmdIndexError, SpmdTypeError, SpmdValueError
 from ._array import CodistributedArray
 from ._codistributor import Codistributor, error, offsets
-from ._numpy import (_axes, _family_call, _kind, _on_host, _replicated_result, _unsupported,
+from ._numpy import (_axes, _family_call, _kind, _name, _on_host, _replicated_result,
+                     _unsupported,
                      elementwise, implements, reduction, scan, split)
 
 
@@ -60,14 +61,18 @@ def _one_axis(call, a, axis):
 
 
 def _other_axis(a, axis):
-    """The axis to split along while ``axis`` is worked on whole: the longest other."""
-    return max((d for d in range(a.ndim) if d != axis), key=lambda d: (a.shape[d], -d))
+    """The axis to split along while ``axis`` (or a tuple of axes) is worked on whole:
+    the longest other."""
+    worked = set(axis) if isinstance(axis, tuple) else {axis}
+    return max((d for d in range(a.ndim) if d not in worked),
+               key=lambda d: (a.shape[d], -d))
 
 
 def along(call, a, axis, fn, keep=True):
     """``fn(host block, axis)`` applied with ``axis`` whole: local when ``a`` is split
     along another axis; else as the module says. ``fn`` may change the length of
-    ``axis`` (1 with ``keep=False``: that axis is then dropped from the result)."""
+    ``axis`` (1 with ``keep=False``: that axis is then dropped from the result).
+    ``axis`` may be a tuple of axes, all whole, short of one of the array's."""
     a._check_scope(call)
     family = LOCAL[a.family]
     if a.ndim == 1:
@@ -76,22 +81,25 @@ def along(call, a, axis, fn, keep=True):
         if not keep:
             return _replicated_result(a, family.like(result.reshape(()), a.local), ())
         return split(a, family.like(result, a.local), result.shape)
+    worked = axis if isinstance(axis, tuple) else (axis,)
     work = a
-    if a.axis == axis:
+    if a.axis in worked:
         work = a._moved(call, Codistributor(_other_axis(a, axis)).complete(a.shape))
     local = _host_call(a, work.local, lambda x: fn(x, axis), call)
-    shape = tuple(local.shape[d] if d == axis else n for d, n in enumerate(a.shape))
+    shape = tuple(local.shape[d] if d in worked else n for d, n in enumerate(a.shape))
     if not keep:
-        shape = shape[:axis] + shape[axis + 1:]
-        local = local.reshape(tuple(n for d, n in enumerate(local.shape) if d != axis))
-        at = work.axis - (work.axis > axis)
+        shape = tuple(n for d, n in enumerate(shape) if d not in worked)
+        local = local.reshape(tuple(n for d, n in enumerate(local.shape)
+                                    if d not in worked))
+        at = work.axis - sum(d < work.axis for d in worked)
         return a._new(local, Codistributor(at, work.partition, shape))
     result = a._new(local, Codistributor(work.axis, work.partition, shape))
     if work is a:
         return result
-    back = a.codistributor if shape == a.shape else \
-        Codistributor(axis).complete(shape)
-    return result._moved(call, back)
+    if shape == a.shape:
+        return result._moved(call, a.codistributor)
+    return result if len(worked) > 1 else \
+        result._moved(call, Codistributor(axis).complete(shape))
 
 
 # -- sorting and order statistics --------------------------------------------------------------
@@ -121,27 +129,28 @@ implements(np.argsort)(_sorting(np.argsort))
 
 def _statistic(call, a, axis, keepdims, fn):
     """``fn(x, axis, keepdims=True)`` (numpy's median, percentile, ...) of ``a`` along
-    one ``axis``, or over all elements (gathered) with ``axis=None``."""
-    if axis is None:
+    one ``axis`` or a tuple of them (MATLAB's ``vecdim``), or over all elements
+    (gathered) with ``axis=None`` or every axis."""
+    axes = None if axis is None else _axes(call, a, axis)
+    if axes is None or len(axes) == a.ndim:
         family = LOCAL[a.family]
-        value = np.asarray(_refused(call, fn, family.host(a.gather()), None, keepdims))
+        value = np.asarray(_refused(call, fn, family.host(a.gather()), axes, keepdims))
         value = family.like(value, a.local)
         return split(a, value, value.shape) if keepdims else \
             _replicated_result(a, value, tuple(value.shape))
-    axis = _one_axis(call, a, axis)
     whole = a.size > 0
 
     def block(x, d):
         if whole and not x.size:  # an empty block: empty, of the others' dtype (numpy's
             # nanquantile 'nearest' keeps ints yet gives float64 for no values, and its
             # nan-functions of several q drop the q axis of an empty array)
-            probe = np.zeros(tuple(m if e == d else 1 for e, m in enumerate(x.shape)),
+            probe = np.zeros(tuple(m if e in axes else 1 for e, m in enumerate(x.shape)),
                              x.dtype)
             like = np.asarray(fn(probe, d, True))
-            return np.zeros(tuple(like.shape[e] if e == d else m
+            return np.zeros(tuple(like.shape[e] if e in axes else m
                                   for e, m in enumerate(x.shape)), like.dtype)
         return np.asarray(fn(x, d, True))
-    return along(call, a, axis, block, keep=keepdims)
+    return along(call, a, axes[0] if len(axes) == 1 else axes, block, keep=keepdims)
 
 
 @implements(np.median)
@@ -359,6 +368,34 @@ def _flip(m, axis=None):
     axes = _axes("numpy.flip", m, axis)
     return m[tuple(slice(None, None, -1) if d in axes else slice(None)
                    for d in range(m.ndim))]
+
+
+@implements(np.rot90)
+def _rot90(m, k=1, axes=(0, 1)):
+    """numpy's ``rot90`` (MATLAB's ``rot90(D, k)``): flips and a transpose, as numpy
+    makes it (a flip along the split axis moves each element once; the transpose is
+    local)."""
+    call = "numpy.rot90"
+    m._check_scope(call)
+    axes = tuple(axes)
+    if len(axes) != 2 or m.ndim < 2:
+        raise error(SpmdValueError, call, f"'axes' must name two axes of an array of 2 or "
+                    f"more dimensions (got {axes!r} for {m.ndim} dimensions)")
+    first, second = _axes(call, m, axes[0])[0], _axes(call, m, axes[1])[0]
+    if first == second:
+        raise error(SpmdValueError, call, f"'axes' must be different (got {axes!r})")
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)):
+        raise error(SpmdTypeError, call, f"'k' must be an int (got {k!r})")
+    k = int(k) % 4
+    if k == 0:
+        return m.copy()
+    if k == 2:
+        return _flip(_flip(m, first), second)
+    order = list(range(m.ndim))
+    order[first], order[second] = order[second], order[first]
+    if k == 1:
+        return np.transpose(_flip(m, second), order)
+    return _flip(np.transpose(m, order), second)
 
 
 @implements(np.fliplr)
@@ -890,6 +927,77 @@ implements(np.tril)(_triangle("tril"))
 # -- element-wise and small ones ----------------------------------------------------------------
 
 
+@implements(np.nan_to_num)
+def _nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
+    """numpy's ``nan_to_num`` (MATLAB's ``D(isnan(D)) = 0`` and ``fillmissing`` with a
+    constant): element-wise, no communication; ``copy=False`` writes into ``x``."""
+    call = "numpy.nan_to_num"
+    result = elementwise(call, (x,), {}, lambda fam, args, kw: _family_call(
+        fam, "nan_to_num", *args, nan=nan, posinf=posinf, neginf=neginf))
+    if copy:
+        return result
+    x.local[...] = result.local
+    return x
+
+
+@implements(np.digitize)
+def _digitize(x, bins, right=False):
+    """numpy's ``digitize`` (MATLAB's ``discretize``, shifted) of codistributed values
+    in replicated bins (gathered if codistributed): each worker its own block."""
+    call = "numpy.digitize"
+    if not _codist(x):
+        raise error(SpmdTypeError, call, "the values must be the codistributed array (the "
+                    "bins are gathered if codistributed)")
+    x._check_scope(call)
+    edges = _on_host(bins.gather() if _codist(bins) else bins)
+    return x._new(_host_call(x, x.local, lambda v: np.digitize(v, edges, right), call),
+                  x.codistributor)
+
+
+@implements(np.polyval)
+def _polyval(p, x):
+    """numpy's ``polyval`` (MATLAB's ``polyval(p, D)``): Horner's rule on each block,
+    numpy's steps and bits; codistributed coefficients are gathered."""
+    call = "numpy.polyval"
+    if _codist(p):
+        p._check_scope(call)
+        p = LOCAL[p.family].host(p.gather())
+    if not _codist(x):  # (codistributed coefficients, replicated points)
+        return np.polyval(np.asarray(p), _on_host(x))
+    x._check_scope(call)
+    y = np.zeros_like(x)
+    for c in np.atleast_1d(_on_host(p)):
+        y = y * x + c
+    return y
+
+
+@implements(np.unwrap)
+def _unwrap(p, discont=None, axis=-1, *, period=2 * np.pi):
+    """numpy's ``unwrap`` (MATLAB's ``unwrap(D, [], dim)``) along one axis, made whole
+    as ``sort`` does when the array is split along it."""
+    call = "numpy.unwrap"
+    axis = _one_axis(call, p, axis)
+    return along(call, p, axis, lambda x, d: np.unwrap(x, discont, axis=d, period=period))
+
+
+@implements(np.take)
+def _take(a, indices, axis=None, out=None, mode="raise"):
+    """numpy's ``take``: the subscripts ``a[..., indices]`` along ``axis`` (of the
+    flattened array without one), as indexing reads them (collective)."""
+    call = "numpy.take"
+    _unsupported(call, out=out)
+    if mode != "raise":
+        raise error(SpmdTypeError, call, f"mode={mode!r} is not available for a "
+                    f"codistributed array (out-of-range indices raise)")
+    if _codist(indices):
+        indices._check_scope(call)
+        indices = LOCAL[indices.family].host(indices.gather())
+    if axis is None:
+        return (a if a.ndim == 1 else a.ravel())[indices]
+    axis = _one_axis(call, a, axis)
+    return a[_along_slice(a.ndim, axis, indices)]
+
+
 @implements(np.fix)
 def _fix(x, out=None):
     return elementwise("numpy.fix", (x,), {} if out is None else {"out": out},
@@ -952,6 +1060,63 @@ def _outer(a, b, out=None):
         return a._new(local, Codistributor(0, a.partition, shape))
     other = a
     return b._new(other[:, None] * b.local[None, :], Codistributor(1, b.partition, shape))
+
+
+@implements(np.meshgrid)
+def _meshgrid(*xi, copy=True, sparse=False, indexing="xy"):
+    """numpy's ``meshgrid`` (MATLAB's ``[X, Y] = meshgrid(x, y)``; ``ndgrid`` is
+    ``indexing="ij"``) of vectors, codistributed or replicated: each grid is split by
+    the default distribution of the grid's shape, with the partition of the vector
+    along that axis where it is codistributed (MATLAB's ``meshgrid`` of ``x`` split by
+    columns gives grids split by columns as ``x`` is). Each worker fills its block from
+    its part of that vector and the other vectors whole (gathered when codistributed).
+    ``sparse=True``: the grid along the split axis is codistributed, the others are
+    replicated arrays of the family. Always copies (``copy=False`` too)."""
+    call = "numpy.meshgrid"
+    if indexing not in ("xy", "ij"):
+        raise error(SpmdValueError, call, f"'indexing' must be 'xy' or 'ij' (got "
+                    f"{indexing!r})")
+    ref = next(x for x in xi if _codist(x))
+    ref._check_scope(call)
+    families = {x.family for x in xi if _codist(x)}
+    if len(families) > 1:
+        raise error(SpmdTypeError, call, f"the vectors' local parts are of different "
+                    f"families ({' and '.join(sorted(families))}); convert them to one")
+    family = LOCAL[ref.family]
+    # the grids' axis of each vector: numpy's 'xy' swaps the first two
+    along_axes = list(range(len(xi)))
+    if indexing == "xy" and len(xi) > 1:
+        along_axes[:2] = [1, 0]
+    sizes = [math.prod(x.shape if _codist(x) else np.shape(x)) for x in xi]
+    shape = tuple(sizes[along_axes.index(d)] for d in range(len(xi)))
+    axis = type(ref)._default_axis(shape)
+    k = along_axes.index(axis)  # the vector along the split axis
+    x = xi[k]
+    if _codist(x) and (x.ndim != 1 and any(n != 1 for d, n in enumerate(x.shape)
+                                           if d != x.axis)):
+        x = x.ravel()
+    if _codist(x):
+        target = Codistributor(axis, x.partition, shape)
+        mine = family.asarray(x.local, ref.local).reshape(-1)
+    else:
+        target = Codistributor(axis).complete(shape)
+        r = target.global_indices()
+        mine = family.asarray(x, ref.local).reshape(-1)[r.start:r.stop]
+    grids = []
+    for i, v in enumerate(xi):
+        values = mine if i == k else family.asarray(
+            v.gather() if _codist(v) else v, ref.local).reshape(-1)
+        view = tuple(len(values) if d == along_axes[i] else 1 for d in range(len(xi)))
+        if sparse:
+            grid = family.copy(values.reshape(view))
+            grids.append(ref._new(grid, Codistributor(axis, target.partition, tuple(
+                sizes[i] if d == axis else n for d, n in enumerate(view))))
+                if i == k else grid)
+            continue
+        grid = family.empty(target.local_shape(), family.dtype(values), ref.local)
+        grid[...] = values.reshape(view)
+        grids.append(ref._new(grid, target))
+    return tuple(grids)
 
 
 @implements(np.vdot)
@@ -1054,16 +1219,53 @@ def _gathered(call, *operands):
 
 
 def _solved(call, fn, *arrays):
+    """``fn(*arrays)`` of the gathered operands, numpy's refusal named as the call and
+    worker's (a LinAlgError stays one): the same data everywhere, so raised everywhere."""
     try:
         return fn(*arrays)
-    except np.linalg.LinAlgError as exc:  # the same data everywhere: raised everywhere
+    except np.linalg.LinAlgError as exc:
         raise error(np.linalg.LinAlgError, call, str(exc)) from None
+    except (TypeError, ValueError) as exc:
+        if isinstance(exc, SpmdError):
+            raise
+        kind = SpmdTypeError if isinstance(exc, TypeError) else SpmdValueError
+        raise error(kind, call, str(exc)) from exc
 
 
 def _shaped(ref, family, result):
+    """A result of the gathered operands (an array, a number, or numpy's tuple of
+    them: ``EigResult``, ``SVDResult``, ...) in ``ref``'s class and family, arrays split
+    by the default distribution (without communication)."""
+    if isinstance(result, tuple):
+        parts = [_shaped(ref, family, r) for r in result]
+        return type(result)._make(parts) if hasattr(type(result), "_make") else tuple(parts)
     result = np.asarray(result)
     local = family.like(result, ref.local)
     return _replicated_result(ref, local, result.shape)
+
+
+def _gathered_linalg(fn):
+    """numpy's ``fn`` (a factorisation or a matrix function: MATLAB's ``eig``, ``svd``,
+    ``chol``, ``qr``, ``rank``, ``cond``, ``pinv``) of a codistributed matrix: gathered
+    and computed on every worker, as ``solve``; its results split by the default
+    distribution of their shapes."""
+    call = _name(fn)
+
+    def impl(a, *args, **kwargs):
+        ref, family, (A,) = _gathered(call, a)
+        for value in list(args) + list(kwargs.values()):
+            if _codist(value):
+                raise error(SpmdTypeError, call, "only the matrix may be codistributed")
+        return _shaped(ref, family, _solved(call, lambda x: fn(x, *args, **kwargs), A))
+    return impl
+
+
+for _fn in (np.linalg.eig, np.linalg.eigh, np.linalg.eigvals, np.linalg.eigvalsh,
+            np.linalg.svd, getattr(np.linalg, "svdvals", None), np.linalg.qr,
+            np.linalg.cholesky, np.linalg.pinv, np.linalg.matrix_rank, np.linalg.cond,
+            np.linalg.matrix_power, np.linalg.slogdet):
+    if _fn is not None:
+        implements(_fn)(_gathered_linalg(_fn))
 
 
 @implements(np.linalg.solve)
