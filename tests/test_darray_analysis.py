@@ -1,7 +1,8 @@
 """numpy's Fourier transforms, histograms, counts, integration, gradients, repeats and
-scans on codistributed arrays (MATLAB's fft, ifft, fft2, ifft2 of real data, histcounts, accumarray, trapz,
-gradient, repelem, cumsum), against numpy on the whole array, split along each axis, at
-any worker count (uneven partitions; more workers than rows or columns)."""
+scans on codistributed arrays (MATLAB's fft, ifft, fft2, real fft2, histcounts,
+accumarray, trapz, gradient, repelem, cumsum), against numpy on the whole array, split
+along each axis, at any worker count (uneven partitions; more workers than rows or
+columns)."""
 
 import numpy as np
 import pytest
