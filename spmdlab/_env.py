@@ -48,6 +48,18 @@ def tristate(raw):
 
 tristate.__name__ = "one of auto, 1, 0"
 
+
+def switch(raw):
+    """'1'/'true'/'yes'/'on' -> True, '0'/'false'/'no'/'off' -> False: a setting that is
+    on or off ('auto' is refused, which tristate would take for the default)."""
+    value = tristate(raw)
+    if value is None:
+        raise ValueError(raw)
+    return value
+
+
+switch.__name__ = "1 or 0 (also true/false, yes/no, on/off)"
+
 # Seconds a blocking spmdlab call may wait for other workers before it raises
 # SpmdTimeoutError; None waits as long as every worker is still running.
 TIMEOUT = get("TIMEOUT", None, cast=float, valid=positive,
@@ -74,12 +86,12 @@ TREE_ABOVE = get("TREE_ABOVE", 4, cast=int, valid=at_least_zero,
                  meaning="a number of workers, 0 or more")
 # 1: count every worker's messages, bytes, waits and records examined (scripts/
 # bench_scale.py reads them; see _count). Off by default: the counting costs time.
-COUNT = get("COUNT", False, cast=tristate)
+COUNT = get("COUNT", False, cast=switch)
 # 0 leaves uncaught exceptions to Python: the job may then hang at the next collective.
-ABORT_ON_ERROR = get("ABORT_ON_ERROR", True, cast=tristate)
+ABORT_ON_ERROR = get("ABORT_ON_ERROR", True, cast=switch)
 # Each line a worker prints starts "Worker k: " (MATLAB's display); lines are whole
 # either way (see _output).
-LABEL_OUTPUT = get("LABEL_OUTPUT", False, cast=tristate)
+LABEL_OUTPUT = get("LABEL_OUTPUT", False, cast=switch)
 # Whether the first worker of each host starts the watcher that names a worker killed
 # without a word (see _watchdog): on unless SPMDLAB_WATCHDOG=0.
-WATCHDOG = get("WATCHDOG", True, cast=tristate)
+WATCHDOG = get("WATCHDOG", True, cast=switch)

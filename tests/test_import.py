@@ -139,7 +139,9 @@ def test_core_never_imports_training():
 @pytest.mark.parametrize("name, value", [("TIMEOUT", "nan"), ("TIMEOUT", "-1"),
                                          ("TIMEOUT", "0"), ("STALL_WARNING", "-1"),
                                          ("STALL_WARNING", "nan"), ("INLINE_BYTES", "-8"),
-                                         ("SHM_BYTES", "lots"), ("TIMEOUT", "soon")])
+                                         ("SHM_BYTES", "lots"), ("TIMEOUT", "soon"),
+                                         ("WATCHDOG", "maybe"), ("WATCHDOG", "auto"),
+                                         ("LABEL_OUTPUT", "2"), ("ABORT_ON_ERROR", "auto")])
 def test_a_setting_outside_its_range_is_refused(name, value):
     import os
     import subprocess
@@ -150,3 +152,6 @@ def test_a_setting_outside_its_range_is_refused(name, value):
                          capture_output=True, text=True, timeout=60)
     assert out.returncode != 0
     assert f"SPMDLAB_{name} must be" in out.stderr and repr(value) in out.stderr, out.stderr
+    # the message names the values the guide's table allows (on/off: no "auto")
+    on_off = name in ("WATCHDOG", "LABEL_OUTPUT", "ABORT_ON_ERROR")
+    assert ("must be 1 or 0 (also true/false" in out.stderr) == on_off, out.stderr
