@@ -182,7 +182,8 @@ def reduce_op(call, x, op, destination):
     if inline:
         if not wanted:
             return None
-        out = [_fold_inline(ex, leaf, off, op) for leaf, off in zip(leaves, offsets)]
+        out = [_fold_inline(ex, leaf, off, op, treedef is not None)
+               for leaf, off in zip(leaves, offsets)]
         return out[0] if treedef is None else _pack.unflatten(treedef, out)
     plan = _shm.plan(ex, scope.size) if scope.size > 1 else None
     try:
@@ -270,8 +271,10 @@ def _describe(call, treedef, leaves, destination=None, op=None):
 # -- strategy: inline (values rode in the agreement record) -------------------------------
 
 
-def _fold_inline(ex, leaf, offset, op):
-    """Fold every worker's inline copy of one leaf, in worker order."""
+def _fold_inline(ex, leaf, offset, op, within=False):
+    """Fold every worker's inline copy of one leaf, in worker order. A Python int
+    ``within`` a list, tuple or dict comes back as int64 arithmetic gives it (wrapped),
+    as the other ways of reducing carry it, so a sum is the same at every layout."""
     fmt = _SCALAR_STRUCT.get(leaf.family)
     if fmt is not None:
         view = ex.view
@@ -279,6 +282,8 @@ def _fold_inline(ex, leaf, offset, op):
         acc = fmt.unpack_from(view, next(offsets))[0]
         for o in offsets:
             acc = op.pyfold(acc, fmt.unpack_from(view, o)[0])
+        if within and leaf.family == "py-int":
+            acc = int(_wrap_int64(acc))
         return _wrap_scalar_or_array(leaf, acc)
     block = ex.block(offset, leaf.nbytes).view(leaf.dtype)
     out = np.empty(block.shape[1], dtype=leaf.dtype)

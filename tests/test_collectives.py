@@ -206,6 +206,23 @@ def test_reduce_bitwise_on_ints():
     assert spmd_reduce(np.bitwise_and, np.int32(7)) == 7
 
 
+def test_ints_in_a_list_sum_as_int64_at_every_layout():
+    # a lone Python int sums exactly; inside a list, tuple or dict ints are int64, and a
+    # sum past 2**63 wraps the same way whether it rides in the agreement's record (a few
+    # workers, a short list), goes by arrays (a long list) or through the tree (many)
+    n = spmd_size()
+    wrapped = (n * (2 ** 63 - 1) + 2 ** 63) % 2 ** 64 - 2 ** 63
+    for length in (3, 20000):
+        got = spmd_plus([2 ** 63 - 1] * length)
+        assert type(got) is list and len(got) == length
+        assert all(type(v) is int for v in got[:3])
+        assert got[0] == got[-1] == wrapped
+    got = spmd_plus({"a": 2 ** 62, "b": (1, 2 ** 62)})
+    assert got == {"a": (n * 2 ** 62 + 2 ** 63) % 2 ** 64 - 2 ** 63,
+                   "b": (n, (n * 2 ** 62 + 2 ** 63) % 2 ** 64 - 2 ** 63)}
+    assert spmd_plus(2 ** 62) == n * 2 ** 62  # alone: exact
+
+
 def test_reduce_custom_function_in_worker_order():
     # string concatenation is associative but not commutative: order must be 1..N
     result = spmd_reduce(lambda a, b: a + b, str(spmd_index()))
