@@ -526,6 +526,129 @@ def test_ctrl_c_while_a_large_value_is_sent_leaves_the_pool_working():
     assert "INTERRUPTED 3" in proc.stdout, proc.stdout + proc.stderr
 
 
+def test_ctrl_c_while_the_client_prints_a_backlog_keeps_the_pool():
+    # the workers stopped at once, but their outcomes waited behind the output they had
+    # written before, still being printed by a client that had fallen behind (a slow
+    # terminal): after 5 s the pool was restarted as "could not be stopped", its
+    # variables lost
+    env, _ = layout_env("2")
+    proc = run_client("""
+        import os, signal, sys, threading, time
+        import spmdlab
+        from spmdlab import spmd_index
+
+        class Slow:  # a terminal that falls behind: 50 ms a write once it is slow
+            slow = False
+            def __init__(self, out):
+                self.out = out
+            def write(self, text):
+                if Slow.slow:
+                    time.sleep(0.05)
+                return self.out.write(text)
+            def flush(self):
+                self.out.flush()
+
+        pool = spmdlab.start_pool(2)
+        keep = pool.spmd(lambda: spmd_index() * 7)
+        sys.stdout = Slow(sys.stdout)
+        def chatty():
+            for i in range(10 ** 6):
+                print("line", i, flush=True)
+                time.sleep(0.01)
+        def later():
+            Slow.slow = True
+            time.sleep(1.0)
+            os.kill(os.getpid(), signal.SIGINT)
+        threading.Thread(target=later).start()
+        try:
+            pool.spmd(chatty)
+        except KeyboardInterrupt as exc:
+            print("STOPPED", exc, file=sys.stderr)
+        Slow.slow = False
+        print("KEPT", keep[:], file=sys.stderr)
+        pool.delete()
+    """, env)
+    assert proc.returncode == 0, proc.stderr
+    assert "STOPPED the block was stopped on every worker" in proc.stderr, proc.stderr
+    assert "KEPT [7, 14]" in proc.stderr and "restarted" not in proc.stderr, proc.stderr
+
+
+def test_output_read_in_parts_keeps_its_characters():
+    # a line larger than a pipe holds is read in parts, which may cut a character in
+    # two: each part used to be decoded alone, both halves printed as U+FFFD
+    env, _ = layout_env("2")
+    env["PYTHONIOENCODING"] = "utf-8"
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent("""
+        import spmdlab
+        pool = spmdlab.start_pool(2)
+        pool.spmd(lambda: print("\u00e9" * 200_000 + "\u20ac" * 50_001))
+        pool.delete()
+    """)], env=env, capture_output=True, encoding="utf-8", timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "\ufffd" not in proc.stdout, proc.stdout.count("\ufffd")
+    for k in (1, 2):
+        assert f"Worker {k}: {chr(0xe9) * 200_000}{chr(0x20ac) * 50_001}\n" in proc.stdout
+
+
+def test_an_element_assigned_in_a_cell_comes_back():
+    # MATLAB's a(1) = v in spmd makes a a Composite; a[0] = v in a cell changed the
+    # workers' a, the client kept its own, and the next cell sent it back over theirs
+    from spmdlab.pool import _cells
+
+    assigned, definitions, loaded = _cells.names(textwrap.dedent("""
+        a[0] = 1
+        b[1][2] += 3
+        del c[0]
+        os.environ["X"] = "1"
+        d.x = 5
+        e[0].y = 1
+        def f():
+            g[0] = 1
+    """))
+    assert assigned == ["a", "b", "c", "f"]
+    assert {"a", "b", "c", "os", "d", "e", "g"} <= loaded
+    env, _ = layout_env("2")
+    proc = run_client("""
+        import numpy as np
+        import spmdlab
+        pool = spmdlab.start_pool(2)
+        ns = {"a": np.zeros(3), "d": {}}
+        pool.run_cell("a[0] = spmd_index()\\nd['k'] = spmd_index()", ns)
+        assert [list(v) for v in ns["a"][:]] == [[1, 0, 0], [2, 0, 0]], ns["a"]
+        assert ns["d"][:] == [{"k": 1}, {"k": 2}], ns["d"]
+        pool.run_cell("b = float(a.sum())", ns)
+        assert ns["b"][:] == [1.0, 2.0]
+        pool.delete()
+        print("OK")
+    """, env)
+    assert proc.returncode == 0 and "OK" in proc.stdout, proc.stdout + proc.stderr
+
+
+def test_a_deleted_pools_worker_queue_says_so_on_send():
+    # it said "send to it from the client" (this is the client), and once another pool
+    # was open the item went to that pool's worker, into no queue
+    env, _ = layout_env("2")
+    proc = run_client("""
+        import spmdlab
+        from spmdlab import PollableDataQueue, SpmdError
+        pool = spmdlab.start_pool(2)
+        queues = pool.spmd(lambda: PollableDataQueue.per_worker())[1]
+        pool.delete()
+        for opened in (False, True):
+            if opened:
+                pool = spmdlab.start_pool(2)
+            try:
+                queues[2].send("stop")
+                raise AssertionError("sent to a deleted pool's worker")
+            except SpmdError as exc:
+                assert "PollableDataQueue.send: worker 2's queue" in str(exc), exc
+                assert "has been deleted" in str(exc), exc
+        pool.delete()
+        print("OK")
+    """, env)
+    assert proc.returncode == 0 and "OK" in proc.stdout, proc.stdout + proc.stderr
+
+
 def test_ctrl_c_in_a_loop_of_short_blocks_always_stops_it():
     # a Ctrl-C used to be lost about half the time: when it came as the workers ended
     # the block (the block returned as if never interrupted), or in the __del__ of a

@@ -34,6 +34,18 @@ class _Names(ast.NodeVisitor):
         else:
             self._bind(node.id)
 
+    def visit_Subscript(self, node):
+        # a[i] = v, a[i][j] += v, del a[i]: as MATLAB's a(i) = v in spmd, a is assigned
+        # (it changed on the workers: read as the client's again, the change was lost).
+        # Not through an attribute: os.environ[k] = v leaves the client's os alone
+        if not isinstance(node.ctx, ast.Load):
+            root = node.value
+            while isinstance(root, ast.Subscript):
+                root = root.value
+            if isinstance(root, ast.Name):
+                self._bind(root.id)
+        self.generic_visit(node)
+
     def visit_AugAssign(self, node):
         if isinstance(node.target, ast.Name):  # x += 1 reads x first
             self.loaded.add(node.target.id)

@@ -136,6 +136,9 @@ class Pool:
         self._conns: Dict[int, _wire.Connection] = {}
         self._inbox: "queues_.Queue[tuple]" = queues_.Queue()
         self._results: Dict[int, Dict[int, tuple]] = {}
+        # block -> the workers whose outcome has come, noted by the reading threads: the
+        # main thread may still be printing the output that came before it
+        self._arrived: Dict[int, set] = {}
         self._replies: Dict[int, Dict[int, tuple]] = {}
         self._output = _Output()
         self._composites: "weakref.WeakValueDictionary[str, Composite]" = \
@@ -290,6 +293,8 @@ class Pool:
             except Exception as exc:  # a value the client cannot unpickle
                 inbox.put(("unreadable", index, exc))
                 continue
+            if message[0] == "result":
+                self._arrived.setdefault(message[1], set()).add(message[2])
             inbox.put(message)
 
     def delete(self) -> None:
@@ -345,6 +350,7 @@ class Pool:
         sys.stderr.write(f"spmdlab: {why}; the pool was restarted with {self.size} "
                          f"workers (the workers' variables are lost)\n")
         self._results.clear()
+        self._arrived.clear()
         self._replies.clear()
         self._dropped = []
         self._unreadable.clear()
@@ -566,9 +572,14 @@ class Pool:
             while len(self._results.get(block, ())) < self.size:
                 try:
                     if stopped_at is not None and time.monotonic() - stopped_at > STOP_GRACE:
+                        # those whose outcome has not come: one that has come waits
+                        # behind the output the workers wrote before it, still being
+                        # printed here (a block that prints a lot): they have stopped
                         unstoppable = sorted(set(range(1, self.size + 1)) -
-                                             set(self._results.get(block, ())))
-                        break
+                                             set(self._results.get(block, ())) -
+                                             self._arrived.get(block, set()))
+                        if unstoppable:
+                            break
                     self._pump(0.05)
                     outcomes = self._results.get(block, {}).values()
                     if failed is None:
@@ -596,6 +607,7 @@ class Pool:
         finally:
             self._busy = False
             self._waiting = None
+            self._arrived.pop(block, None)
             self._output.flush()
         if unstoppable:
             self._restart(f"worker(s) {', '.join(map(str, unstoppable))} did not stop "

@@ -78,23 +78,33 @@ def worker_queue(owner, tag, kind):
         queue = _hub.channel(_world.WORLD).queues.get(tag)
         if queue is not None:
             return queue
-    return WorkerQueueRef(owner, tag, kind)
+    return WorkerQueueRef(owner, tag, kind, client_pool if side == "client" else None)
 
 
 class WorkerQueueRef:
     """On the client: a worker's queue (made inside a block). ``send`` puts the item
     into that worker's queue, where its program polls it or its listeners run."""
 
-    __slots__ = ("owner", "tag", "kind")
+    __slots__ = ("owner", "tag", "kind", "pool", "generation")
 
-    def __init__(self, owner, tag, kind):
-        self.owner, self.tag, self.kind = owner, tag, kind
+    def __init__(self, owner, tag, kind, pool=None):
+        self.owner, self.tag, self.kind, self.pool = owner, tag, kind, pool
+        # the pool's workers when it came: a restart's new workers hold no such queue
+        self.generation = None if pool is None else pool._generation
 
     def send(self, data: Any) -> None:
-        if side != "client" or client_pool is None:
+        if side != "client" or self.pool is None:
             raise RuntimeError(f"this queue belongs to worker {self.owner}; send to it "
                                f"from the client or from that worker")
-        client_pool._to_worker_queue(self.owner, self.tag, data)
+        if self.pool.closed or self.pool._generation != self.generation:
+            from ..errors import SpmdError
+
+            # (it used to go to whichever pool was open now, into no queue there)
+            what = "deleted" if self.pool.closed else "restarted"
+            raise SpmdError(f"{self.kind}.send: worker {self.owner}'s queue belongs to a "
+                            f"pool that has been {what} (its workers have ended); make "
+                            f"the queues again in a block of the current pool")
+        self.pool._to_worker_queue(self.owner, self.tag, data)
 
     def __reduce__(self):
         return worker_queue, (self.owner, self.tag, self.kind)

@@ -17,6 +17,7 @@ closed: the client exited, was killed, its kernel restarted) ends at once.
 """
 
 import builtins
+import codecs
 import linecache
 import os
 import queue as queues_
@@ -77,6 +78,9 @@ class _Worker:
                           closefd=False)
 
     def _forward(self, fd, number, name):
+        # a character's bytes may come in two reads (a write larger than the pipe):
+        # decoded as they come, not read by read, or both halves were lost to "\ufffd"
+        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         pending = b""
         while True:
             try:
@@ -93,20 +97,19 @@ class _Worker:
                 end = pending.find(b"\x00", at + len(_MARK))
                 if end < 0:
                     break
-                self._out(name, pending[:at])
+                self._out(name, decoder.decode(pending[:at]))
                 pending = pending[end + 1:]
                 self.synced[number].set()
             keep = len(pending) - len(_MARK) if _MARK[:1] in pending[-len(_MARK):] else \
                 len(pending)
             keep = max(0, keep)
-            self._out(name, pending[:keep])
+            self._out(name, decoder.decode(pending[:keep]))
             pending = pending[keep:]
 
-    def _out(self, name, data):
-        if data:
+    def _out(self, name, text):
+        if text:
             try:
-                self.conn.send(("out", self.index, name,
-                                data.decode("utf-8", errors="replace")))
+                self.conn.send(("out", self.index, name, text))
             except _wire.Closed:
                 os._exit(0)
 
