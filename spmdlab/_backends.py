@@ -367,6 +367,13 @@ class _NumpyLocal:
         return a.copy()
 
     @staticmethod
+    def apart(a, target):
+        """``a``, ready to be read while ``target`` is written (``D[1:] = D[:-1]``, ``out=``):
+        numpy's assignments and ufuncs copy an operand that overlaps the target
+        themselves, so ``a`` as it is."""
+        return a
+
+    @staticmethod
     def astype(a, dtype):
         return a.astype(np.dtype(dtype))
 
@@ -416,6 +423,18 @@ class _CupyLocal(_NumpyLocal):
         cupy = _cupy()
         with cupy.cuda.Device(a.device.id):
             return cupy.asarray(array)
+
+    @staticmethod
+    def apart(a, target):
+        """``a``, or a copy of it where it may overlap ``target`` without being the same
+        view of it (the same elements in the same layout: ``D *= D`` reads each element
+        before writing it): CuPy's kernels read and write in parallel."""
+        cupy = _cupy()
+        if isinstance(a, cupy.ndarray) and a.size and cupy.may_share_memory(a, target) and \
+                (a.shape, a.strides, a.data.ptr) != \
+                (target.shape, target.strides, target.data.ptr):
+            return a.copy()
+        return a
 
 
 # numpy ufunc names whose torch function has another name
@@ -571,6 +590,19 @@ class _TorchLocal:
     @staticmethod
     def copy(a):
         return a.clone()
+
+    @staticmethod
+    def apart(a, target):
+        """``a``, or a clone of it where it shares ``target``'s storage without being the
+        same view of it (``D[1:] = D[:-1]``; ``D *= D`` is safe): torch refuses some such
+        overlaps and copies others element by element in place, giving wrong values."""
+        torch = _torch()
+        if isinstance(a, torch.Tensor) and a.numel() and target.numel() and \
+                a.untyped_storage().data_ptr() == target.untyped_storage().data_ptr() and \
+                (a.shape, a.stride(), a.data_ptr()) != \
+                (target.shape, target.stride(), target.data_ptr()):
+            return a.clone()
+        return a
 
     @staticmethod
     def astype(a, dtype):

@@ -4,6 +4,8 @@ accumarray, trapz, gradient, repelem, cumsum), against numpy on the whole array,
 along each axis, at any worker count (uneven partitions; more workers than rows or
 columns)."""
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -422,3 +424,25 @@ def test_cross_of_3_vectors_and_searchsorted_are_numpys(backend):
         got = np.searchsorted(D, v, side=side)
         np.testing.assert_array_equal(host(got), np.searchsorted(s, v, side=side))
     assert int(host(np.searchsorted(D, 7.0))) == np.searchsorted(s, 7.0)
+
+
+def test_nanvar_and_nanstd_leave_out_nan(backend):
+    # MATLAB's var(D, 0, dim, "omitnan") and std(D, 1, "all", "omitnan")
+    n = spmd_size()
+    A = np.arange(3.0 * (n + 2)).reshape(3, n + 2) ** 1.5
+    A[0, ::2] = np.nan
+    A[:, 1] = np.nan  # a column of NaN only: numpy's NaN
+    for dtype in (np.float64, np.float32, np.complex128):
+        G = (A + 1j * A[::-1]).astype(dtype) if dtype == np.complex128 else A.astype(dtype)
+        for axis in (0, 1):
+            D = distribute(backend.make(G), axis=axis) if backend.name != "torch" or \
+                dtype != np.complex128 else distribute(G, axis=axis)
+            with warnings.catch_warnings():  # numpy's, on all-NaN slices and ddof
+                warnings.simplefilter("ignore", RuntimeWarning)
+                for ax in (0, 1, None):
+                    for ddof in (0, 1, 3):
+                        for f in (np.nanvar, np.nanstd):
+                            want = f(G, axis=ax, ddof=ddof, keepdims=ax == 1)
+                            got = value(f(D, axis=ax, ddof=ddof, keepdims=ax == 1))
+                            assert got.shape == np.shape(want) and got.dtype == want.dtype
+                            assert np.allclose(got, want, rtol=1e-5, equal_nan=True)

@@ -4,12 +4,13 @@ programs ported one to one, with MATLAB's conventions, at any worker count."""
 import numpy as np
 import pytest
 
-from spmdlab import SpmdError, SpmdMismatchError, SpmdTypeError, SpmdValueError
+from spmdlab import (SpmdError, SpmdIndexError, SpmdMismatchError, SpmdTypeError,
+                     SpmdValueError)
 from spmdlab.matlab import (Composite, codistributed, codistributor, codistributor1d,
                             distributed, drange, eye, gather, getCodistributor,
-                            getLocalPart, globalIndices, iscodistributed, isdistributed,
-                            ndims, numel, ones, rand, randn, redistribute, reshape, size,
-                            spmdIndex, spmdSize, zeros)
+                            getLocalPart, globalIndices, gplus, iscodistributed,
+                            isdistributed, ndims, numel, ones, rand, randn, redistribute,
+                            reshape, size, spmdIndex, spmdSize, zeros)
 from spmdlab.matlab import max as mmax, min as mmin
 
 from conftest import host, torch
@@ -670,3 +671,47 @@ def test_like_gives_the_class_of_any_prototype_and_random_classes_are_floats():
         with pytest.raises(SpmdValueError, match=rf"\(worker {k} of {N}\): rand.? makes "
                            r"single or double values \(got the class"):
             make()
+
+
+def test_for_drange_reads_the_local_part_as_matlab_does():
+    # D = codistributed(A, codistributor1d(1)); s = 0;
+    # for i = drange(1:n), s = s + D(i, 1) * D(i, end); end; s = gplus(s)
+    # MATLAB reads D(i, ...) from the local part inside for-drange (no communication);
+    # a collective read there could not match, each worker reading its own rows
+    n = 2 * spmdSize() + 1
+    A = np.arange(3.0 * n).reshape(n, 3)
+    for make in (lambda X: X, torch.from_numpy) if torch is not None else (lambda X: X,):
+        D = codistributed(make(A), codistributor1d(1))
+        s = 0.0
+        for i in drange(1, n):
+            s = s + float(D[i - 1, 0] * D[i - 1, -1])
+            row = D[i - 1, :]
+            row[0] = -1  # a copy, as a collective read gives
+        assert gplus(s) == float(np.sum(A[:, 0] * A[:, -1]))
+        assert np.array_equal(host(gather(D)), A)
+        for i in drange(1, n):
+            break
+        assert float(D[n - 1, 2]) == A[-1, 2]  # collective again after the loop (a break)
+    # MATLAB's own counter-example, f(k) = f(k-1) + 1, reads another worker's part: every
+    # worker's first read here (worker 1's f(end), the others' f(k-1)) fails, as in MATLAB
+    f = zeros(1, 4 * spmdSize(), "codistributed")
+    if spmdSize() > 1:
+        with pytest.raises(SpmdIndexError, match=r"for-drange loop a subscript reads only "
+                           r"this worker's part .* held by worker"):
+            for k in drange(1, 4 * spmdSize()):
+                f[0, k - 1] = f[0, k - 2] + 1
+    assert drange(1, 4) == list(drange(1, 4)) and len(drange(1, 3 * spmdSize())) == 3
+
+
+def test_a_codistributed_logical_index_of_one_dimension():
+    # keep = D(:, 1) > 2; R = D(keep, :); D(keep, 2) = 0
+    n = spmdSize() + 3
+    A = np.arange(3.0 * n).reshape(n, 3)
+    for dim in (1, 2):
+        D = codistributed(A, codistributor1d(dim))
+        keep = D[:, 0] > 2
+        assert np.array_equal(gather(D[keep, :]), A[A[:, 0] > 2, :])
+        D[keep, 1] = 0
+        B = A.copy()
+        B[A[:, 0] > 2, 1] = 0
+        assert np.array_equal(gather(D), B)

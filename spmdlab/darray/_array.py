@@ -343,7 +343,11 @@ class CodistributedArray(np.lib.mixins.NDArrayOperatorsMixin):
         return transpose(self, order)
 
     def conj(self) -> Any:
-        """The complex conjugate (no communication): ``D.conj().T`` is MATLAB's ``D'``."""
+        """The complex conjugate (no communication): ``D.conj().T`` is MATLAB's ``D'``. Of
+        real values, a copy in their dtype, as numpy's ``ndarray.conj`` keeps it (the
+        ufunc ``np.conjugate`` makes bools int8; MATLAB's ``mask'`` is logical)."""
+        if LOCAL[self.family].dtype(self._local).kind != "c":
+            return self.copy()
         return np.conjugate(self)
 
     conjugate = conj

@@ -17,6 +17,8 @@ the distribution axis needs thought:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from .. import _pack
@@ -109,8 +111,10 @@ def _selector(call, d, k, n):
             raise error(SpmdValueError, call, "slice step cannot be zero")
         return k
     if isinstance(k, CodistributedArray):
-        raise error(SpmdTypeError, call, "an index array that is codistributed is not "
-                    "available; gather it first")
+        if k.ndim != 1:
+            raise error(SpmdTypeError, call, f"an index array of one axis is 1-D (got a "
+                        f"codistributed array of shape {k.shape} for axis {d})")
+        k = k.gather()  # MATLAB's D(D(:, 1) > 0, :): every worker makes the same call
     if isinstance(k, (bool, np.bool_)):
         raise error(SpmdTypeError, call, f"a bool is not an index (got {k!r} for axis {d})")
     if isinstance(k, (int, np.integer)):
@@ -180,7 +184,10 @@ def _read(family, local, key):
 
 
 def _write(family, local, key, value):
-    """``local[key] = value``, for torch as ``_read``: the value flipped instead."""
+    """``local[key] = value``, for torch as ``_read``: the value flipped instead; a value
+    that overlaps ``local`` (a slice of the same array: ``D[1:] = D[:-1]``) read whole
+    before it is written, as numpy does."""
+    value = family.apart(value, local)
     key, flips = _ascending(family, local, key)
     if flips and np.ndim(value):
         shape = _result_shape(list(key), local.shape)
@@ -250,6 +257,8 @@ def getitem(D, key):
     start = D.codistributor.global_indices().start
     if isinstance(sel, int):  # one worker holds it: it broadcasts what it reads
         owner = _owner(D.partition, sel)
+        if LOOPS[0]:  # in MATLAB's for-drange: the local part alone, no communication
+            return _read_in_loop(call, scope, D, sels, owner, start)
         value = _read(LOCAL[D.family], D.local, _local_key(sels, axis, sel - start)) \
             if owner == scope.index else None
         return broadcast(call, owner, value)
@@ -274,6 +283,60 @@ def getitem(D, key):
     src = _exchange.blocks(at, share, shape)
     return D._new(_exchange.exchange(scope, call, local, shape, src,
                                      _exchange.codist_blocks(target)), target)
+
+
+# How many for-drange loops (spmdlab.matlab.drange) this worker is inside: there, as in
+# MATLAB, ``D(i, j)`` with ``i`` on the distribution dimension reads the local part alone
+# (the workers run different iterations, so a collective read could not match)
+LOOPS = [0]
+
+
+class DRange(Sequence):
+    """This worker's share of a range, as ``spmdlab.matlab.drange`` returns it: a sequence
+    of the loop's values; while it is iterated, a subscript on the distribution axis of
+    a codistributed array reads this worker's part with no communication (MATLAB's
+    for-drange), and one another worker holds is an ``SpmdIndexError``."""
+
+    def __init__(self, part):
+        self._part = part
+
+    def __len__(self):
+        return len(self._part)
+
+    def __getitem__(self, k):
+        return self._part[k]
+
+    def __iter__(self):
+        LOOPS[0] += 1
+        try:
+            yield from self._part
+        finally:  # the loop's end, a break or an exception: CPython closes the iterator
+            LOOPS[0] -= 1
+
+    def __array__(self, dtype=None, copy=None):
+        return np.asarray(self._part, dtype=dtype)
+
+    def __eq__(self, other):
+        return list(self) == list(other) if isinstance(other, (Sequence, np.ndarray)) \
+            else NotImplemented
+
+    def __repr__(self):
+        return f"drange({list(self._part)!r})"
+
+
+def _read_in_loop(call, scope, D, sels, owner, start):
+    """``D[key]``, an int on the distribution axis, inside a for-drange loop: read from
+    this worker's part (a copy, as a collective read gives), or SpmdIndexError."""
+    axis, sel = D.axis, sels[D.axis]
+    if owner != scope.index:
+        held = D.local.shape[axis]
+        mine = f"{start} to {start + held - 1}" if held else "none"
+        raise error(SpmdIndexError, call, f"inside a for-drange loop a subscript reads only "
+                    f"this worker's part (MATLAB's rule): index {sel} of axis {axis} is held "
+                    f"by worker {owner}, this worker holds {mine}; read it before the loop "
+                    f"(every worker together) or loop over this worker's indices")
+    value = _read(LOCAL[D.family], D.local, _local_key(sels, axis, sel - start))
+    return value if isinstance(value, np.generic) else LOCAL[D.family].copy(value)
 
 
 def _owner(partition, index):

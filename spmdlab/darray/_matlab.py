@@ -21,6 +21,7 @@ from .._agree import agree
 from ..errors import SpmdError, SpmdTypeError, SpmdValueError
 from . import _factories
 from ._array import CodistributedArray
+from ._indexing import DRange
 from ._codistributor import Codistributor, default_partition, error, last_non_singleton
 
 _NO_COMMUNICATION = "nocommunication"
@@ -1140,7 +1141,10 @@ def drange(*args: Any) -> Sequence[Any]:
     """``for i = drange(1:n)``: this worker's contiguous share of the MATLAB range, by
     the default partition. ``drange(a, b)`` is ``a:b`` (``b`` included),
     ``drange(a, d, b)`` is ``a:d:b``; a Python range, list or array is split as it is.
-    Not collective.
+    Not collective. As in MATLAB, the loop body reads codistributed arrays from this
+    worker's part: ``D[i - 1, j]`` (``D(i, j)``), with ``i`` on the distribution
+    dimension, reads the local part with no communication, and an index another worker
+    holds raises ``SpmdIndexError`` (a read outside such a loop is collective).
 
     Examples
     --------
@@ -1164,7 +1168,7 @@ def drange(*args: Any) -> Sequence[Any]:
     scope = _world.current()
     partition = default_partition(len(whole), scope.size)
     first = sum(partition[:scope.rank])
-    return whole[first:first + partition[scope.rank]]
+    return DRange(whole[first:first + partition[scope.rank]])
 
 
 # -- MATLAB's zeros(..., "codistributed") and friends --------------------------------------------

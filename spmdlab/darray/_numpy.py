@@ -254,6 +254,8 @@ def elementwise(call, inputs, kwargs, apply, nout=1):
     if outs:
         kwargs["out"] = tuple(_aligned(call, o, target, shape, family, ref.local)
                               for o in outs)
+        for o in kwargs["out"]:  # an operand overlapping an output (D[1:] += D[:-1]) is
+            args = [family.apart(x, o) for x in args]  # read whole first, as numpy does
     result = _applied(call, apply, family, args, kwargs)
     if outs:  # numpy returns the output array itself (a tuple of them for several)
         return outs[0] if nout == 1 else outs

@@ -1177,6 +1177,37 @@ def _nanmean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=None):
         LOCAL[a.family].astype(result, want)
 
 
+@implements(np.nanvar)
+def _nanvar(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=None,
+            mean=None, correction=None):
+    """numpy's ``nanvar`` (MATLAB's ``var(D, w, dim, "omitnan")``): the squared distances
+    from ``nanmean`` of the values that are not NaN, summed and divided by their count
+    less ``ddof`` (NaN where that is not positive, as numpy)."""
+    call = "numpy.nanvar"
+    _unsupported(call, out=out, where=where, mean=mean, correction=correction)
+    kind = LOCAL[a.family].dtype(a.local).kind
+    if kind not in "fc":
+        return np.var(a, axis=axis, dtype=dtype, ddof=ddof, keepdims=keepdims)
+    m = _nanmean(a, axis, dtype, keepdims=True)
+    d = _nan_filled(np.abs(a - m), 0)
+    total = reduction(call, "sum", d * d, axis, None, keepdims)
+    dof = reduction(call, "sum", ~np.isnan(a), axis, np.int64, keepdims) - ddof
+    want = np.empty(0, dtype if dtype is not None else LOCAL[a.family].dtype(a.local)).real
+    if isinstance(total, CodistributedArray):
+        return np.where(dof > 0, total / np.maximum(dof, 1), np.nan).astype(want.dtype)
+    value = float(total) / float(dof) if int(dof) > 0 else math.nan
+    return want.dtype.type(value) if isinstance(total, np.generic) else \
+        LOCAL[a.family].full((), value, want.dtype, a.local)
+
+
+@implements(np.nanstd)
+def _nanstd(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=None,
+            mean=None, correction=None):
+    """numpy's ``nanstd`` (MATLAB's ``std(D, w, dim, "omitnan")``): ``nanvar``'s root."""
+    return np.sqrt(_nanvar(a, axis, dtype, out, ddof, keepdims, where=where, mean=mean,
+                           correction=correction))
+
+
 def _nan_extremum(name):
     def fn(a, axis=None, out=None, keepdims=False, initial=None, where=None):
         call = f"numpy.nan{name}"
