@@ -352,6 +352,35 @@ def test_subscripts_write_where_the_elements_live(backend):
         assert np.array_equal(value(D), H)
 
 
+def test_subscripts_by_index_vectors_on_two_axes(backend):
+    # MATLAB's D(rows, cols) and D(rows, cols) = v are numpy's D[np.ix_(rows, cols)]
+    n = spmd_size()
+    G = whole((2 * n + 1, n + 2))
+    G3 = whole((3, n + 1, 4))
+    for axis in (0, 1):
+        D = distribute(backend.make(G), axis=axis)
+        for key in (np.ix_([0, 2 * n, 1], [n + 1, 0]), np.ix_([1], [0, 1]),
+                    np.ix_([], [1]), (Ellipsis,) + np.ix_([2, 0], [1])):
+            assert np.array_equal(value(D[key]), G[key]), (axis, key)
+        H = G.copy()
+        for key, v in ((np.ix_([0, 2], [1, 0]), -1.0),
+                       (np.ix_([2 * n, 1], [0, n, 1]), np.arange(6.0).reshape(2, 3)),
+                       (np.ix_([1], [1, 0]), np.array([7.0, 8.0])),
+                       (np.ix_([0, 1], [n]), np.array([[5.0], [6.0]]))):
+            D[key] = backend.make(v) if np.ndim(v) else v
+            H[key] = v
+            assert np.array_equal(value(D), H), (axis, key)
+        D3 = distribute(backend.make(G3), axis=axis)
+        key = (slice(None),) + np.ix_([0, n], [3, 1])
+        assert np.array_equal(value(D3[key]), G3[key])
+        assert np.array_equal(value(D3[np.ix_([2, 0], [n], [0, 3])]),
+                              G3[np.ix_([2, 0], [n], [0, 3])])
+        H3 = G3.copy()
+        H3[key] = np.arange(12.0).reshape(3, 2, 2)
+        D3[key] = backend.make(np.arange(12.0).reshape(3, 2, 2))
+        assert np.array_equal(value(D3), H3)
+
+
 def test_written_values_that_do_not_fit_fail_on_every_worker(backend):
     # the selection D[:, 0] lies on worker 1 alone when D is split by columns: every
     # worker must raise, not only the one that writes (the others would go on)

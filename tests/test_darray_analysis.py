@@ -426,6 +426,26 @@ def test_cross_of_3_vectors_and_searchsorted_are_numpys(backend):
     assert int(host(np.searchsorted(D, 7.0))) == np.searchsorted(s, 7.0)
 
 
+def test_nanargmax_and_nanargmin_leave_out_nan(backend):
+    # MATLAB's [M, I] = max(D, [], dim) omits NaN: numpy's nanargmax, every split
+    n = spmd_size()
+    A = np.arange(4.0 * (n + 2)).reshape(4, n + 2) % 7
+    A[1, 1] = A[0, 0] = A[3, n + 1] = np.nan
+    for axis in (0, 1):
+        D = distribute(backend.make(A), axis=axis)
+        for fn in (np.nanargmax, np.nanargmin):
+            for ax in (None, 0, 1):
+                same(fn(D, axis=ax), fn(A, axis=ax))
+            same(fn(D, axis=1, keepdims=True), fn(A, axis=1, keepdims=True))
+        B = A.copy()
+        B[:, 0] = np.nan
+        with pytest.raises(SpmdValueError, match=r"numpy.nanargmax \(worker \d+ of \d+\): "
+                           r"All-NaN slice"):
+            np.nanargmax(distribute(backend.make(B), axis=axis), axis=0)
+        ints = distribute(backend.make(np.arange(2 * (n + 1)).reshape(2, n + 1)), axis=axis)
+        same(np.nanargmax(ints, axis=1), np.full(2, n))
+
+
 def test_nanvar_and_nanstd_leave_out_nan(backend):
     # MATLAB's var(D, 0, dim, "omitnan") and std(D, 1, "all", "omitnan")
     n = spmd_size()

@@ -108,6 +108,14 @@ def test_diff_flip_roll(backend):
             for s in (1, -2, 7):
                 same(np.roll(D, s, axis=axis), np.roll(A, s, axis=axis))
         same(np.diff(D > 0, axis=0), np.diff(A > 0, axis=0))     # bools: not_equal
+        for axis in (0, 1):  # numpy's prepend/append: a number is one slice
+            for options in ({"prepend": 0.0}, {"append": 1.5}, {"n": 2, "prepend": -1.0},
+                            {"prepend": 0.0, "append": 2.0}):
+                same(np.diff(D, axis=axis, **options), np.diff(A, axis=axis, **options))
+            edge = A.take([0], axis=axis)
+            same(np.diff(D, axis=axis, prepend=backend.make(edge)),
+                 np.diff(A, axis=axis, prepend=edge))
+        same(np.diff(col(D), append=col(D)), np.diff(A[:, 0], append=A[:, 0]))
         same(np.diff(col(D)), np.diff(A[:, 0]))
         same(np.fliplr(D), np.fliplr(A))
         same(np.flipud(D), np.flipud(A))
@@ -238,8 +246,8 @@ def test_unsupported_options_raise_on_every_worker():
     D = distribute(np.arange(12.0).reshape(3, 4))
     with pytest.raises(SpmdTypeError, match=r"numpy.sort \(worker \d+ of \d+\): 'order'"):
         np.sort(D, order="x")
-    with pytest.raises(SpmdTypeError, match=r"numpy.diff \(worker \d+ of \d+\): 'prepend'"):
-        np.diff(D, prepend=0)
+    with pytest.raises(SpmdValueError, match=r"numpy.diff \(worker \d+ of \d+\): .*sizes"):
+        np.diff(D, prepend=np.zeros((2, 2)))  # (numpy's: not one slice of the array)
     with pytest.raises(SpmdValueError, match="numpy.concatenate .*sizes must match"):
         np.concatenate([D, D[:, :2]], axis=0)
     with pytest.raises(SpmdValueError, match="numpy.percentile .*'q' must be a number or "

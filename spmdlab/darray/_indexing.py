@@ -246,7 +246,39 @@ def _local_slice(r, j0, j1, start):
 # -- reading ------------------------------------------------------------------------------------
 
 
+def _outer(D, key):
+    """``([(axis, 1-D indices), ...], key)`` when ``key`` is numpy's ``np.ix_`` of index
+    vectors on adjacent axes, with slices (or ``...``) on the others (MATLAB's
+    ``D(rows, cols)`` is ``D[np.ix_(rows, cols)]``), the key returned one entry per axis
+    with slices in the vectors' place; else None."""
+    if not isinstance(key, tuple) or any(isinstance(k, CodistributedArray) or k is None
+                                         for k in key):
+        return None
+    if sum(k is Ellipsis for k in key) == 1:
+        at = next(i for i, k in enumerate(key) if k is Ellipsis)
+        key = key[:at] + (slice(None),) * (D.ndim - len(key) + 1) + key[at + 1:]
+    if len(key) > D.ndim or any(k is Ellipsis for k in key):
+        return None
+    key = key + (slice(None),) * (D.ndim - len(key))
+    spots = [i for i, k in enumerate(key) if not isinstance(k, slice)]
+    m = len(spots)
+    if m < 2 or spots != list(range(spots[0], spots[0] + m)):
+        return None
+    arrays = [_host(key[i]) for i in spots]
+    if any(a.ndim != m or a.dtype.kind not in "iu" or any(
+            n != 1 for d, n in enumerate(a.shape) if d != j) for j, a in enumerate(arrays)):
+        return None
+    plain = tuple(slice(None) if i in spots else k for i, k in enumerate(key))
+    return [(spots[0] + j, a.reshape(-1)) for j, a in enumerate(arrays)], plain
+
+
 def getitem(D, key):
+    outer = _outer(D, key)
+    if outer is not None:  # one index array at a time, each along its own axis
+        picks, plain = outer
+        for axis, picked in picks:  # (a pick along the split axis may gather)
+            D = D[(slice(None),) * axis + (picked,)]
+        return D[plain]
     call = _call(D, key)
     scope = D._check_scope(call)
     kind, sels = _normalize(call, D, key)
@@ -393,6 +425,10 @@ def _mask_for(call, D, mask):
 
 
 def setitem(D, key, value):
+    outer = _outer(D, key)
+    if outer is not None:  # MATLAB's D(rows, cols) = v: a write per index of the first
+        _set_outer(D, key, outer, value)
+        return None
     call = _call(D, key, " = ...")
     scope = D._check_scope(call)
     kind, sels = _normalize(call, D, key)
@@ -438,6 +474,30 @@ def setitem(D, key, value):
         part = _restricted(value, shape, at, slice(j0, j1))
         _write(family, D.local, _local_key(sels, axis, _local_slice(r, j0, j1, start)),
                _converted(family, part, D.local))
+
+
+def _set_outer(D, key, outer, value):
+    """``D[np.ix_(rows, cols)] = value``: one write per row index, of the columns (each a
+    write with one index vector, no communication for a replicated value)."""
+    call = _call(D, key, " = ...")
+    D._check_scope(call)
+    (axis, picked), *rest = outer[0]
+    if len(rest) != 1:
+        raise error(SpmdIndexError, call, f"a write through np.ix_ takes two index vectors "
+                    f"here (got {len(rest) + 1}); write in steps")
+    other, cols = rest[0]
+    if isinstance(value, CodistributedArray):
+        value._check_scope(call)
+        value = value.gather()
+    shape = np.broadcast_to(np.empty((), np.uint8), D.shape)[key].shape
+    value = _fitted(call, value, shape)
+    at = axis - (len(shape) - np.ndim(value))  # the rows' axis in the value, if it has it
+    for j, i in enumerate(picked):
+        sub = list(outer[1])
+        sub[axis], sub[other] = int(i), cols
+        part = value if at < 0 else \
+            value[(slice(None),) * at + (j if value.shape[at] != 1 else 0,)]
+        setitem(D, tuple(sub), part)
 
 
 def _fitted(call, value, shape):

@@ -20,6 +20,7 @@ from ..collectives import gather
 from ..errors import SpmdError, SpmdIndexError, SpmdTypeError, SpmdValueError
 from ._array import CodistributedArray
 from ._codistributor import Codistributor, error, offsets
+from . import _extrema
 from ._numpy import (_axes, _family_call, _kind, _name, _on_host, _replicated_result,
                      _unsupported,
                      elementwise, implements, reduction, scan, split)
@@ -347,12 +348,19 @@ def _along_slice(ndim, axis, s):
 @implements(np.diff)
 def _diff(a, n=1, axis=-1, prepend=np._NoValue, append=np._NoValue):
     call = "numpy.diff"
-    _unsupported(call, prepend=prepend, append=append)
     axis = _one_axis(call, a, axis)
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)):
         raise error(SpmdTypeError, call, f"'n' must be an int (got {n!r})")
     if n < 0:
         raise error(SpmdValueError, call, f"order must be non-negative but got {n}")
+    if n and (prepend is not np._NoValue or append is not np._NoValue):
+        # numpy's: a number is one slice along the axis; joined as np.concatenate joins
+        edge = a.shape[:axis] + (1,) + a.shape[axis + 1:]
+        ends = [e if _codist(e) or np.ndim(e) else np.full(edge, e, np.asarray(e).dtype)
+                for e in (prepend, append)]
+        parts = ([ends[0]] if prepend is not np._NoValue else []) + [a] + \
+            ([ends[1]] if append is not np._NoValue else [])
+        a = concatenate(call, parts, axis)
     boolean = LOCAL[a.family].dtype(a.local).kind == "b"
     for _ in range(n):
         if a.shape[axis] == 0:
@@ -1228,6 +1236,28 @@ def _nan_extremum(name):
 
 implements(np.nanmax)(_nan_extremum("max"))
 implements(np.nanmin)(_nan_extremum("min"))
+
+
+def _nan_arg(name):
+    def fn(a, axis=None, out=None, *, keepdims=np._NoValue):
+        """numpy's ``nanargmax``/``nanargmin`` (MATLAB's ``[M, I] = max(D, [], dim)``,
+        which omits NaN): numpy's way, the arg of the array with NaN as -inf (+inf), and
+        ValueError on every worker for a slice of NaN alone."""
+        call = f"numpy.nanarg{name}"
+        _unsupported(call, out=out)
+        a._check_scope(call)
+        if LOCAL[a.family].dtype(a.local).kind not in "fc":
+            return _extrema.arg(call, name, a, axis, None, keepdims)
+        empty = reduction(call, "all", np.isnan(a), axis, None, False)
+        if bool(np.any(empty) if isinstance(empty, CodistributedArray) else empty):
+            raise error(SpmdValueError, call, "All-NaN slice encountered")
+        fill = -np.inf if name == "max" else np.inf
+        return _extrema.arg(call, name, _nan_filled(a, fill), axis, None, keepdims)
+    return fn
+
+
+implements(np.nanargmax)(_nan_arg("max"))
+implements(np.nanargmin)(_nan_arg("min"))
 
 
 # -- linear systems (gathered) -------------------------------------------------------------------
