@@ -25,7 +25,7 @@ Python's and numpy's rules):
 - codistributed arrays (``codistributed``, ``codistributor1d``, ``getLocalPart``,
   ``globalIndices``, ``gather``, ``redistribute``, ``drange``, ``distributed``) take
   1-based dimensions, distribute along the last non-singleton dimension by default, and
-  ``zeros``, ``ones``, ``eye``, ``rand`` and ``randn`` are MATLAB's (``zeros(3)`` is 3x3;
+  ``zeros``, ``ones``, ``eye``, ``rand``, ``randn`` and ``randi`` are MATLAB's (``zeros(3)`` is 3x3;
   ``zeros(n, "codistributed")`` is codistributed); sizes drop trailing singletons past
   the second (``ones(2, 3, 1)`` is 2x3) and ``size``, ``ndims``, ``numel`` and the
   column-major ``reshape`` are MATLAB's; ``max`` and ``min`` are MATLAB's too, imported
@@ -46,7 +46,7 @@ from ._backends import classify
 from .darray._matlab import (codistributed, codistributor, codistributor1d, distributed,
                              drange, eye, gather, getCodistributor, getLocalPart,
                              globalIndices, iscodistributed, isdistributed, ndims, numel,
-                             ones, rand, randn, redistribute, reshape, size, zeros)
+                             ones, rand, randi, randn, redistribute, reshape, size, zeros)
 from .errors import SpmdError, SpmdMismatchError, SpmdValueError
 
 __all__ = [
@@ -56,7 +56,7 @@ __all__ = [
     "labProbe", "labProbeStatus", "labReceive", "labReceiveStatus", "labSend",
     "labSendReceive", "labindex", "mldivide", "mpiprofile", "ndims", "numel", "numlabs",
     "ones",
-    "parpool", "rand", "randn", "redistribute", "reshape", "size", "spmdBarrier",
+    "parpool", "rand", "randi", "randn", "redistribute", "reshape", "size", "spmdBarrier",
     "spmdBroadcast", "spmdCat", "spmdIndex", "spmdPlus",
     "spmd", "spmdProbe", "spmdProbeStatus", "spmdReceive", "spmdReceiveStatus",
     "spmdReduce", "spmdSend", "spmdSendReceive", "spmdSize", "zeros",

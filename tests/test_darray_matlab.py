@@ -9,8 +9,8 @@ from spmdlab import (SpmdError, SpmdIndexError, SpmdMismatchError, SpmdTypeError
 from spmdlab.matlab import (Composite, codistributed, codistributor, codistributor1d,
                             distributed, drange, eye, gather, getCodistributor,
                             getLocalPart, globalIndices, gplus, iscodistributed,
-                            isdistributed, ndims, numel, ones, rand, randn, redistribute,
-                            reshape, size, spmdIndex, spmdSize, zeros)
+                            isdistributed, ndims, numel, ones, rand, randi, randn,
+                            redistribute, reshape, size, spmdIndex, spmdSize, zeros)
 from spmdlab.matlab import max as mmax, min as mmin
 
 from conftest import host, torch
@@ -671,6 +671,33 @@ def test_like_gives_the_class_of_any_prototype_and_random_classes_are_floats():
         with pytest.raises(SpmdValueError, match=rf"\(worker {k} of {N}\): rand.? makes "
                            r"single or double values \(got the class"):
             make()
+
+
+def test_randi_as_matlab_makes_it():
+    # randi(imax, n), randi([imin imax], m, n, class), randi(r, n, "codistributed"),
+    # codistributed.randi, distributed.randi: doubles unless a class is named
+    N, k = spmdSize(), spmdIndex()
+    np.random.seed(k)
+    x = randi(10, 1, 5)
+    assert x.shape == (1, 5) and x.dtype == np.float64 and 1 <= x.min() <= x.max() <= 10
+    y = randi([-3, 3], 4, "int8")
+    assert y.shape == (4, 4) and y.dtype == np.int8 and -3 <= y.min() <= y.max() <= 3
+    D = randi(6, 3, 2 * N + 1, "codistributed")
+    assert isinstance(D, codistributed) and D.shape == (3, 2 * N + 1) and D.axis == 1
+    G = host(D.gather())
+    assert G.dtype == np.float64 and 1 <= G.min() <= G.max() <= 6 and (G == G.round()).all()
+    E = codistributed.randi([5, 7], N + 2, codistributor1d(1), "int32")
+    assert E.axis == 0 and E.dtype == np.int32 and 5 <= int(E.min()) <= int(E.max()) <= 7
+    assert distributed.randi(4, 2, 6).shape == (2, 6)
+    if torch is not None:
+        t = randi(9, 3, "like", torch.zeros(1, dtype=torch.float32))
+        assert isinstance(t, torch.Tensor) and t.dtype == torch.float32
+    for args, what in (((0, 3), "end must be at least"), (([5, 2], 3), "at least"),
+                       ((2.5, 3), "integer imax"), (([1, 2, 3], 2), "integer imax"),
+                       ((300, 2, "uint8"), "does not fit"), ((3, 2, "logical"), "logical"),
+                       ((3, 2, "codistributed", "logical"), "logical")):
+        with pytest.raises(SpmdValueError, match=rf"randi \(worker {k} of {N}\): .*{what}"):
+            randi(*args)
 
 
 def test_for_drange_reads_the_local_part_as_matlab_does():

@@ -31,7 +31,7 @@ def test_matlab_names():
                 "labReceiveStatus", "labProbeStatus", "codistributed", "codistributor",
                 "codistributor1d", "distributed", "drange", "eye", "gather",
                 "getCodistributor", "getLocalPart", "globalIndices", "iscodistributed",
-                "isdistributed", "ones", "rand", "randn", "redistribute", "spmd", "zeros",
+                "isdistributed", "ones", "rand", "randi", "randn", "redistribute", "spmd", "zeros",
                 "parpool", "gcp", "delete", "size", "ndims", "numel", "reshape", "mldivide"}
     assert set(spmdlab.matlab.__all__) == expected
     for name in expected:

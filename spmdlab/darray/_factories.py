@@ -458,6 +458,25 @@ def randn(shape: Any, dtype: Any = None, *, codistributor: Optional[Codistributo
                  lambda ops, c, d, lk: _random("randn")(ops, c, d, lk, rng))
 
 
+def random_integers(low: int, high: int, shape: Any, dtype: Any = None, *,
+                    codistributor: Optional[Codistributor] = None,
+                    axis: Optional[int] = None, like: Like = None,
+                    seed: Optional[int] = None, cls: Any = CodistributedArray,
+                    call: str = "randi") -> CodistributedArray:
+    """Uniform random integers from ``low`` to ``high``, both included (MATLAB's
+    ``randi([low high], ...)``), in ``dtype`` (float64 by default, as MATLAB's): each
+    worker draws its own block, as ``rand``."""
+    rng = _generator(seed)
+
+    def fill(ops, codist, dtype, like):
+        values = rng.integers(low, high, codist.local_shape(), endpoint=True) \
+            if hasattr(rng, "integers") else \
+            rng.randint(low, high + 1, codist.local_shape(), dtype=np.int64)
+        values = np.asarray(values).astype(dtype, copy=False)
+        return values if ops is LOCAL["numpy"] else ops.like(values, like)
+    return _made(cls, call, shape, codistributor, axis, like, dtype, fill)
+
+
 def eye(n: int, m: Optional[int] = None, k: int = 0, dtype: Any = None, *,
         codistributor: Optional[Codistributor] = None, axis: Optional[int] = None,
         like: Like = None) -> CodistributedArray:

@@ -380,6 +380,27 @@ class codistributed(CodistributedArray):
         return _construct(cls, "rand", args)
 
     @classmethod
+    def randi(cls, r: Any, *args: Any) -> "codistributed":
+        """``codistributed.randi(r, ...)``: random integers from 1 to ``r``, or from
+        ``r[0]`` to ``r[1]``, in double unless a class is named; as
+        ``codistributed.rand``.
+
+        Examples
+        --------
+        >>> R = codistributed.randi(6, 3, 4)
+        >>> R.shape, bool(((R >= 1) & (R <= 6)).all())
+        ((3, 4), True)
+
+        MATLAB
+        ------
+        ``codistributed.randi(imax, n)``, ``randi([lo hi], m, n, "codistributed")``
+        """
+        client = _world.client()
+        if client is not None and cls is distributed:  # made by the pool's workers
+            return client.construct(_randi_as, cls, r, args)
+        return _randi_as(cls, r, args)
+
+    @classmethod
     def randn(cls, *args: Any) -> "codistributed":
         """``codistributed.randn(...)``: standard normal, as ``codistributed.rand``.
 
@@ -1190,6 +1211,68 @@ def _builtin(name, plain):
     return _named(fn, name)
 
 
+def _randi_range(call, r):
+    """MATLAB's ``imax`` (1 to imax) or ``[imin imax]``: the two ends, checked."""
+    ends = np.ravel(np.asarray(r)) if not isinstance(r, str) else None
+    if ends is None or ends.size not in (1, 2) or ends.dtype.kind not in "iuf" or \
+            not np.all(np.isfinite(ends)) or np.any(ends != np.round(ends)):
+        raise error(SpmdValueError, call, f"the range must be an integer imax or a pair "
+                    f"[imin, imax] of integers (got {r!r})")
+    low, high = (1, int(ends[0])) if ends.size == 1 else (int(ends[0]), int(ends[1]))
+    if high < low:
+        raise error(SpmdValueError, call, f"the range's end must be at least its start "
+                    f"(got {low} to {high})")
+    return low, high
+
+
+def _randi_as(cls, r, args):
+    call = f"{cls.__name__}.randi" if cls is not None else "randi"
+    low, high = _randi_range(call, r)
+    shape, dtype, codist, like, wanted = _parse(call, args)
+    if dtype is not None and np.dtype(dtype).kind == "b":
+        raise error(SpmdValueError, call, "randi makes numbers, not logical values")
+    if dtype is not None and np.dtype(dtype).kind in "iu":
+        info = np.iinfo(dtype)
+        if low < info.min or high > info.max:
+            raise error(SpmdValueError, call, f"the range {low} to {high} does not fit in "
+                        f"the class {np.dtype(dtype).name}")
+    if cls is None and not wanted:  # a plain array, of 'like's family if given
+        return _plain_like(lambda shape, dtype: np.random.randint(
+            low, high + 1, shape, dtype=np.int64).astype(dtype))(shape, dtype, like)
+    if cls is None:
+        cls = distributed if any(isinstance(a, str) and a.lower() == "distributed"
+                                 for a in args) else codistributed
+        client = _world.client()
+        if client is not None and cls is distributed:
+            return client.construct(_randi_as, cls, r, args)
+    target = _to_codistributor(call, codist, shape)
+    made = _factories.random_integers(
+        low, high, target.shape, dtype if dtype is not None or like is not None
+        else np.float64, codistributor=target,
+        like=like.local if isinstance(like, CodistributedArray) else like, call=call)
+    return cls._make(made.local, made.codistributor, made._scope)
+
+
+def randi(r: Any, *args: Any) -> Any:
+    """``randi(imax, n)``, ``randi(imax, m, n)``, ``randi([imin imax], sz)``, with a class
+    name: MATLAB's uniform random integers (double unless a class is named), from
+    numpy's generator; with a codistributor or ``"codistributed"`` a codistributed
+    array, as ``codistributed.randi``; with ``"distributed"`` a distributed one.
+
+    Examples
+    --------
+    >>> x = randi(10, 1, 5)
+    >>> x.shape, x.dtype.name, bool(((x >= 1) & (x <= 10)).all())
+    ((1, 5), 'float64', True)
+
+    MATLAB
+    ------
+    ``randi(imax, n)``, ``randi([imin imax], m, n, "int32")``, ``randi(r, n,
+    "codistributed")``
+    """
+    return _randi_as(None, r, args)
+
+
 def _builtin_on_workers(cls, name, args):
     """(On a pool's worker) MATLAB's ``zeros(..., "distributed")`` and friends."""
     return globals()[name](*args)
@@ -1315,5 +1398,5 @@ def codistributor(kind: str = "1d", dim: Any = 0, part: Any = (), gsize: Any = N
 
 MATLAB_NAMES = ["codistributed", "codistributor", "codistributor1d", "distributed", "drange",
                 "eye", "gather", "getCodistributor", "getLocalPart", "globalIndices",
-                "iscodistributed", "isdistributed", "ndims", "numel", "ones", "rand", "randn",
-                "redistribute", "reshape", "size", "zeros"]
+                "iscodistributed", "isdistributed", "ndims", "numel", "ones", "rand", "randi",
+                "randn", "redistribute", "reshape", "size", "zeros"]
