@@ -25,10 +25,11 @@ Python's and numpy's rules):
 - codistributed arrays (``codistributed``, ``codistributor1d``, ``getLocalPart``,
   ``globalIndices``, ``gather``, ``redistribute``, ``drange``, ``distributed``) take
   1-based dimensions, distribute along the last non-singleton dimension by default, and
-  ``zeros``, ``ones``, ``eye``, ``rand``, ``randn`` and ``randi`` are MATLAB's (``zeros(3)`` is 3x3;
-  ``zeros(n, "codistributed")`` is codistributed); sizes drop trailing singletons past
-  the second (``ones(2, 3, 1)`` is 2x3) and ``size``, ``ndims``, ``numel`` and the
-  column-major ``reshape`` are MATLAB's; ``max`` and ``min`` are MATLAB's too, imported
+  ``zeros``, ``ones``, ``eye``, ``rand``, ``randn`` and ``randi`` are MATLAB's
+  (``zeros(3)`` is 3x3; ``zeros(n, "codistributed")`` is codistributed); sizes drop
+  trailing singletons past the second (``ones(2, 3, 1)`` is 2x3) and ``size``,
+  ``ndims``, ``numel``, ``length``, ``isempty`` and the column-major ``reshape`` are
+  MATLAB's; ``max`` and ``min`` are MATLAB's too, imported
   by name (``from spmdlab.matlab import max, min``; ``import *`` keeps Python's).
   Subscripts stay numpy's (0-based).
 """
@@ -45,14 +46,16 @@ from . import _checks, collectives, composite, p2p, region
 from ._backends import classify
 from .darray._matlab import (codistributed, codistributor, codistributor1d, distributed,
                              drange, eye, gather, getCodistributor, getLocalPart,
-                             globalIndices, iscodistributed, isdistributed, ndims, numel,
+                             globalIndices, iscodistributed, isdistributed, isempty,
+                             length, ndims, numel,
                              ones, rand, randi, randn, redistribute, reshape, size, zeros)
 from .errors import SpmdError, SpmdMismatchError, SpmdValueError
 
 __all__ = [
     "Composite", "codistributed", "codistributor", "codistributor1d", "distributed",
     "delete", "drange", "eye", "gather", "gcat", "gcp", "getCodistributor", "getLocalPart", "globalIndices",
-    "gop", "gplus", "iscodistributed", "isdistributed", "labBarrier", "labBroadcast",
+    "gop", "gplus", "iscodistributed", "isdistributed", "isempty", "labBarrier",
+    "labBroadcast", "length",
     "labProbe", "labProbeStatus", "labReceive", "labReceiveStatus", "labSend",
     "labSendReceive", "labindex", "mldivide", "mpiprofile", "ndims", "numel", "numlabs",
     "ones",

@@ -9,7 +9,8 @@ from spmdlab import (SpmdError, SpmdIndexError, SpmdMismatchError, SpmdTypeError
 from spmdlab.matlab import (Composite, codistributed, codistributor, codistributor1d,
                             distributed, drange, eye, gather, getCodistributor,
                             getLocalPart, globalIndices, gplus, iscodistributed,
-                            isdistributed, ndims, numel, ones, rand, randi, randn,
+                            isdistributed, isempty, length, ndims, numel, ones, rand,
+                            randi, randn,
                             redistribute, reshape, size, spmdIndex, spmdSize, zeros)
 from spmdlab.matlab import max as mmax, min as mmin
 
@@ -671,6 +672,16 @@ def test_like_gives_the_class_of_any_prototype_and_random_classes_are_floats():
         with pytest.raises(SpmdValueError, match=rf"\(worker {k} of {N}\): rand.? makes "
                            r"single or double values \(got the class"):
             make()
+
+
+def test_length_and_isempty_read_matlab_sizes():
+    # length(D) is MATLAB's largest dimension (a row vector's n, not numpy's len 1)
+    N = spmdSize()
+    assert length(zeros(3, 2 * N + 1, "codistributed")) == 2 * N + 1
+    assert length(codistributed.colon(1, N + 3)) == N + 3
+    assert length(zeros(0, 4, "codistributed")) == 0 and length(np.arange(5)) == 5
+    assert length(7.0) == 1
+    assert isempty(zeros(0, 3, "codistributed")) and isempty([]) and not isempty(ones(2))
 
 
 def test_randi_as_matlab_makes_it():

@@ -32,7 +32,8 @@ def test_matlab_names():
                 "codistributor1d", "distributed", "drange", "eye", "gather",
                 "getCodistributor", "getLocalPart", "globalIndices", "iscodistributed",
                 "isdistributed", "ones", "rand", "randi", "randn", "redistribute", "spmd", "zeros",
-                "parpool", "gcp", "delete", "size", "ndims", "numel", "reshape", "mldivide"}
+                "parpool", "gcp", "delete", "size", "ndims", "numel", "reshape", "mldivide",
+                "length", "isempty"}
     assert set(spmdlab.matlab.__all__) == expected
     for name in expected:
         assert callable(getattr(spmdlab.matlab, name))

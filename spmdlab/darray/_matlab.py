@@ -926,6 +926,40 @@ def numel(A: Any) -> int:
     return int(math.prod(size(A)))
 
 
+def length(A: Any) -> int:
+    """``n = length(A)``: MATLAB's length, the largest dimension of ``A`` (0 when it is
+    empty; codistributed or not, MATLAB's sizes: a row vector ``(1, n)`` has length n).
+    Not collective.
+
+    Examples
+    --------
+    >>> length(zeros(3, 7, "codistributed")), length(zeros(0, 4))
+    (7, 0)
+
+    MATLAB
+    ------
+    ``n = length(A)``
+    """
+    dims = size(A)
+    return 0 if 0 in dims else int(max(dims))
+
+
+def isempty(A: Any) -> bool:
+    """``tf = isempty(A)``: whether ``A`` has no elements (codistributed or not). Not
+    collective.
+
+    Examples
+    --------
+    >>> isempty(zeros(0, 3, "codistributed")), isempty(ones(2))
+    (True, False)
+
+    MATLAB
+    ------
+    ``tf = isempty(A)``
+    """
+    return numel(A) == 0
+
+
 def reshape(A: Any, *sizes: Any) -> Any:
     """``B = reshape(A, m, n, ...)`` and ``reshape(A, [m n ...])``: the elements of ``A``
     in MATLAB's (column-major) order, in an array of that size (one size may be ``[]``,
@@ -1398,5 +1432,5 @@ def codistributor(kind: str = "1d", dim: Any = 0, part: Any = (), gsize: Any = N
 
 MATLAB_NAMES = ["codistributed", "codistributor", "codistributor1d", "distributed", "drange",
                 "eye", "gather", "getCodistributor", "getLocalPart", "globalIndices",
-                "iscodistributed", "isdistributed", "ndims", "numel", "ones", "rand", "randi",
-                "randn", "redistribute", "reshape", "size", "zeros"]
+                "iscodistributed", "isdistributed", "isempty", "length", "ndims", "numel",
+                "ones", "rand", "randi", "randn", "redistribute", "reshape", "size", "zeros"]
