@@ -49,10 +49,12 @@ from .darray._matlab import (codistributed, codistributor, codistributor1d, dist
                              globalIndices, iscodistributed, isdistributed, isempty,
                              length, ndims, numel,
                              ones, rand, randi, randn, redistribute, reshape, size, zeros)
+from .darray._stencil import conv2, filter2
 from .errors import SpmdError, SpmdMismatchError, SpmdValueError
 
 __all__ = [
-    "Composite", "codistributed", "codistributor", "codistributor1d", "distributed",
+    "Composite", "codistributed", "codistributor", "codistributor1d", "conv2", "distributed",
+    "filter2",
     "delete", "drange", "eye", "gather", "gcat", "gcp", "getCodistributor", "getLocalPart", "globalIndices",
     "gop", "gplus", "iscodistributed", "isdistributed", "isempty", "labBarrier",
     "labBroadcast", "length",

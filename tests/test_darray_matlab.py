@@ -674,6 +674,54 @@ def test_like_gives_the_class_of_any_prototype_and_random_classes_are_floats():
             make()
 
 
+def _direct_conv2(A, B, shape):
+    """MATLAB's definition, element by element: C(j, k) = sum A(p, q) B(j-p+1, k-q+1)."""
+    ma, na = A.shape
+    mb, nb = B.shape
+    C = np.zeros((ma + mb - 1, na + nb - 1))
+    for j in range(C.shape[0]):
+        for k in range(C.shape[1]):
+            C[j, k] = sum(A[j - p, k - q] * B[p, q] for p in range(mb) for q in range(nb)
+                          if 0 <= j - p < ma and 0 <= k - q < na)
+    if shape == "same":
+        return C[mb // 2:mb // 2 + ma, nb // 2:nb // 2 + na]
+    if shape == "valid":
+        return C[mb - 1:ma, nb - 1:na][:max(ma - mb + 1, 0), :max(na - nb + 1, 0)]
+    return C
+
+
+def test_conv2_and_filter2_where_the_matrix_lies(backend):
+    # C = conv2(D, K, "same") of a codistributed D: each worker's halo from its
+    # neighbours, then one process's bits, split as D; the last worker holding all, too
+    from spmdlab.matlab import conv2, filter2
+
+    N, k = spmdSize(), spmdIndex()
+    rng = np.random.default_rng(4)
+    laplace = np.array([[0.0, 1.0, 0.0], [1.0, -4.0, 1.0], [0.0, 1.0, 0.0]])
+    for shape in ((N + 4, 6), (4, 2 * N + 3), (2, 3)):
+        A = rng.standard_normal(shape)
+        for K in (laplace, rng.standard_normal((2, 4)), np.ones((4, 1)) / 4):
+            for mode in ("full", "same", "valid"):
+                plain = conv2(A, K, mode)
+                assert np.allclose(plain, _direct_conv2(A, K, mode))
+                assert plain.shape == _direct_conv2(A, K, mode).shape
+                for dim in (1, 2):
+                    late = [0] * (N - 1) + [shape[dim - 1]]
+                    for codist in (codistributor1d(dim), codistributor1d(dim, late)):
+                        D = codistributed(backend.make(A), codist)
+                        C = conv2(D, K, mode)
+                        assert isinstance(C, codistributed) and C.axis == dim - 1
+                        assert np.array_equal(host(C.gather()), plain), (shape, mode, dim)
+                        if mode == "same":
+                            assert C.partition == D.partition
+        D = codistributed(backend.make(A))
+        assert np.array_equal(host(filter2(laplace[:2], D).gather()), filter2(laplace[:2], A))
+    with pytest.raises(SpmdValueError, match=rf"conv2 \(worker {k} of {N}\): 'shape'"):
+        conv2(codistributed(backend.make(A)), laplace, "middle")
+    assert conv2(np.eye(2, dtype=np.float32), np.ones((1, 1), np.float32)).dtype == np.float32
+    assert conv2(np.eye(2, dtype=np.int8), [[1, 1]]).dtype == np.float64
+
+
 def test_length_and_isempty_read_matlab_sizes():
     # length(D) is MATLAB's largest dimension (a row vector's n, not numpy's len 1)
     N = spmdSize()

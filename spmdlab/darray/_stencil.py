@@ -1,0 +1,179 @@
+"""MATLAB's ``conv2`` and ``filter2`` of plain and codistributed matrices.
+
+The sum for each output element runs over the kernel's elements in one fixed order (row
+by row), adding only the terms whose input element lies inside the matrix, as a direct
+convolution does. A codistributed matrix is convolved where it lies: each worker first
+receives the rows (or columns) its share of the output needs from its neighbours (one
+all-to-all of overlapping blocks: its own block and a halo as deep as the kernel), then
+adds the same terms in the same order as one process would, so the result has the
+plain computation's bits at every layout. The output is split along the input's axis.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .._backends import LOCAL, classify
+from ..errors import SpmdTypeError, SpmdValueError
+from . import _exchange
+from ._array import CodistributedArray
+from ._codistributor import Codistributor, error, offsets
+
+_SHAPES = ("full", "same", "valid")
+
+
+def _window(n, m, shape):
+    """(first full-convolution index, length) of the output along an axis of ``n``
+    input and ``m`` kernel elements."""
+    if shape == "full":
+        return 0, n + m - 1 if n and m else 0
+    if shape == "same":
+        return m // 2, n
+    return m - 1, max(n - m + 1, 0)
+
+
+def _convolved(x, rows, cols, kernel, out_rows, out_cols, dtype):
+    """The full convolution's rows ``out_rows`` and columns ``out_cols`` (ranges) of a
+    matrix of which ``x`` holds rows ``rows`` and columns ``cols`` (every input element
+    these outputs need)."""
+    out = np.zeros((len(out_rows), len(out_cols)), dtype)
+    mb, nb = kernel.shape
+    for p in range(mb):
+        f0, f1 = max(out_rows.start, rows.start + p), min(out_rows.stop, rows.stop + p)
+        if f1 <= f0:
+            continue
+        for q in range(nb):
+            g0, g1 = max(out_cols.start, cols.start + q), min(out_cols.stop, cols.stop + q)
+            if g1 <= g0:
+                continue
+            out[f0 - out_rows.start:f1 - out_rows.start,
+                g0 - out_cols.start:g1 - out_cols.start] += kernel[p, q] * x[
+                    f0 - p - rows.start:f1 - p - rows.start,
+                    g0 - q - cols.start:g1 - q - cols.start]
+    return out
+
+
+def _result(*dtypes):
+    """The floats' precision (numpy's promotion among them); doubles for integers and
+    logicals alone."""
+    floats = [d for d in dtypes if d.kind == "f"]
+    return np.result_type(*floats) if floats else np.dtype(np.float64)
+
+
+def _matrix(call, name, value):
+    if isinstance(value, CodistributedArray):
+        return value
+    leaf = classify(value) if not isinstance(value, (list, tuple)) else None
+    array = np.asarray(leaf.host() if leaf is not None else value)
+    if array.ndim > 2 or array.dtype.kind not in "biuf":
+        raise error(SpmdTypeError, call, f"'{name}' must be a real vector or matrix (got "
+                    f"{array.dtype} of shape {array.shape})")
+    return np.atleast_2d(array) if array.ndim < 2 else array
+
+
+def conv2(A: Any, B: Any, shape: str = "full") -> Any:
+    """``C = conv2(A, B)``, ``conv2(A, B, "same")``, ``conv2(A, B, "valid")``: MATLAB's
+    2-D convolution of a matrix ``A`` (plain or codistributed) with a kernel ``B``
+    (plain; a codistributed one is gathered). ``"same"``: the central part, ``A``'s
+    size; ``"valid"``: the part computed without zero padding. Floats stay in their
+    precision (numpy's promotion between them), integers and logicals become doubles. A codistributed ``A`` gives a
+    codistributed result split along the same axis (its partition for ``"same"``):
+    each worker receives the halo rows (or columns) it needs from its neighbours,
+    once, then computes its share with the bits of one process's ``conv2``.
+
+    Examples
+    --------
+    >>> conv2(np.eye(3), np.ones((2, 2)))
+    array([[1., 1., 0., 0.],
+           [1., 2., 1., 0.],
+           [0., 1., 2., 1.],
+           [0., 0., 1., 1.]])
+
+    MATLAB
+    ------
+    ``C = conv2(A, B)``, ``conv2(A, B, shape)``
+    """
+    call = "conv2"
+    if not isinstance(shape, str) or shape.lower() not in _SHAPES:
+        raise error(SpmdValueError, call, f"'shape' must be 'full', 'same' or 'valid' "
+                    f"(got {shape!r})")
+    shape = shape.lower()
+    if isinstance(B, CodistributedArray):
+        B._check_scope(call)
+        B = B.gather()
+    kernel = _matrix(call, "B", B)
+    if not isinstance(A, CodistributedArray):
+        a = _matrix(call, "A", A)
+        dtype = _result(a.dtype, kernel.dtype)
+        (r0, m), (c0, n) = (_window(a.shape[0], kernel.shape[0], shape),
+                            _window(a.shape[1], kernel.shape[1], shape))
+        out = _convolved(a, range(a.shape[0]), range(a.shape[1]), kernel,
+                         range(r0, r0 + m), range(c0, c0 + n), dtype)
+        leaf = classify(A) if not isinstance(A, (list, tuple)) else None
+        return out if leaf is None or leaf.family == "numpy" else \
+            LOCAL[leaf.family].like(out, A)
+    return _distributed(call, A, kernel, shape)
+
+
+def _distributed(call, D, kernel, shape):
+    scope = D._check_scope(call)
+    if D.ndim != 2:
+        raise error(SpmdValueError, call, f"'A' must be a matrix (got a codistributed "
+                    f"array of shape {D.shape})")
+    family = LOCAL[D.family]
+    kind = np.dtype(family.dtype(D.local))
+    if kind.kind not in "biuf":
+        raise error(SpmdTypeError, call, f"'A' must be real (got {kind})")
+    dtype = _result(kind, kernel.dtype)
+    axis, other = D.axis, 1 - D.axis
+    windows = [_window(D.shape[d], kernel.shape[d], shape) for d in (0, 1)]
+    out_shape = (windows[0][1], windows[1][1])
+    first, length = windows[axis]
+    partition = D.partition if shape == "same" else None
+    target = Codistributor(axis, partition).complete(out_shape)
+    m = kernel.shape[axis]
+    n = D.shape[axis]
+    # the input each worker's outputs need, along the split axis: a halo either side
+    needs = []
+    for o, c in zip(offsets(target.partition), target.partition):
+        lo, hi = (o + first - (m - 1), o + first + c) if c else (0, 0)
+        lo, hi = max(lo, 0), min(hi, n)
+        needs.append((lo, hi) if hi > lo else (0, 0))
+    src = _exchange.codist_blocks(D.codistributor)
+    dst = _exchange.blocks(axis, needs, D.shape)
+    host = np.asarray(family.host(_exchange.exchange(scope, call, D.local, D.shape, src,
+                                                     dst, D.family)))
+    mine = needs[scope.rank]
+    start = offsets(target.partition)[scope.rank]
+    count = target.partition[scope.rank]
+    spans = [None, None]
+    spans[axis] = range(mine[0], mine[1])
+    spans[other] = range(D.shape[other])
+    outs = [None, None]
+    outs[axis] = range(first + start, first + start + count)
+    outs[other] = range(windows[other][0], windows[other][0] + windows[other][1])
+    local = _convolved(host, spans[0], spans[1], kernel, outs[0], outs[1], dtype)
+    return D._new(family.like(local, D.local), target)
+
+
+def filter2(h: Any, X: Any, shape: str = "same") -> Any:
+    """``Y = filter2(h, X)``: MATLAB's 2-D correlation of ``X`` with the filter ``h``,
+    ``conv2(X, rot90(h, 2), shape)``; ``"same"`` by default.
+
+    Examples
+    --------
+    >>> filter2(np.array([[1.0, 2.0]]), np.array([[1.0, 1.0, 1.0]]))
+    array([[3., 3., 1.]])
+
+    MATLAB
+    ------
+    ``Y = filter2(h, X)``, ``filter2(h, X, shape)``
+    """
+    if isinstance(h, CodistributedArray):
+        h._check_scope("filter2")
+        h = h.gather()
+    kernel = _matrix("filter2", "h", h)
+    return conv2(X, kernel[::-1, ::-1].copy(), shape)
+
