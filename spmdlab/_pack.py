@@ -97,15 +97,48 @@ _digests: dict = {}
 
 
 def digest(sig):
-    """A deterministic signed 64-bit digest of a signature tuple (same on every worker)."""
+    """A deterministic signed 64-bit digest of a signature tuple (same on every worker).
+
+    Signatures that compare equal get the same digest whatever their numbers' types
+    (``1``, ``np.int64(1)``, ``1.0``: see ``_canonical``): the cache finds one by
+    another, so a digest made from their different texts would depend on which one
+    this worker met first (a worker number as a numpy int after a call with an int
+    gave another key than on a worker that had not made that call)."""
     value = _digests.get(sig)
     if value is None:
-        raw = hashlib.blake2b(repr(sig).encode(), digest_size=8).digest()
+        raw = hashlib.blake2b(repr(_canonical(sig)).encode(), digest_size=8).digest()
         value = int.from_bytes(raw, "little", signed=True)
         if len(_digests) > 4096:
             _digests.clear()
         _digests[sig] = value
     return value
+
+
+def _canonical(sig):
+    """``sig`` with every number as the plain Python number it equals (an int where it
+    is one), every string, tuple and list as a plain one (a ``np.str_``, a named tuple)
+    and every set's members in order, so that equal signatures have the same text."""
+    kind = type(sig)
+    if kind is str or sig is None:
+        return sig
+    if isinstance(sig, (tuple, list)):
+        return (list if isinstance(sig, list) else tuple)(_canonical(v) for v in sig)
+    if isinstance(sig, (str, bytes)):
+        return str(sig) if isinstance(sig, str) else bytes(sig)
+    if isinstance(sig, (set, frozenset)):  # (their order follows the per-process hashes)
+        return ("frozenset", tuple(sorted(repr(_canonical(v)) for v in sig)))
+    if isinstance(sig, (complex, np.complexfloating)):
+        if sig.imag:
+            return complex(sig)
+        sig = sig.real  # (1+0j == 1)
+    if isinstance(sig, (bool, int, float, np.number, np.bool_)):
+        try:
+            if sig == int(sig):  # (NaN and infinities raise)
+                return int(sig)
+        except (ValueError, OverflowError):
+            pass
+        return float(sig)
+    return sig
 
 
 def dtype_name(dtype):

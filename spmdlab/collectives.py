@@ -528,7 +528,8 @@ def _gather(call, scope, x, treedef, leaves, destination, what, fcn=None):
             buf = _pack.encode(x, f"{call} ({scope.who()})")
         except SpmdTypeError as exc:
             error = exc
-    key = digest((call, what, destination))
+    # (a bad destination, a list or an array, may be unhashable: an error agrees as None)
+    key = digest((call, what, destination if error is None else None))
     ex, _, _ = agree(scope, call, key, nbytes=0 if buf is None else len(buf),
                      error=error,
                      describe=lambda: describe_call(

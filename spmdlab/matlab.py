@@ -150,11 +150,12 @@ _CATS = {"vertcat": 1, "horzcat": 2}
 def _function(fcn: Any) -> Any:
     if isinstance(fcn, str):
         name = fcn.strip().lstrip("@")
-        if name not in _FUNCTIONS:
-            raise SpmdValueError(
-                f"spmdReduce: unknown MATLAB function name {fcn!r}; use one of "
+        if name not in _FUNCTIONS:  # (raised on every worker: the others may have a known one)
+            _checks.fail_together("spmdReduce", SpmdValueError(
+                f"spmdReduce (worker {spmdIndex()} of {spmdSize()}): unknown MATLAB function "
+                f"name {fcn!r}; use one of "
                 f"{', '.join(sorted(list(_FUNCTIONS) + list(_CATS) + ['cat']))} (with or "
-                f"without '@') or pass a Python function")
+                f"without '@') or pass a Python function"))
         return _FUNCTIONS[name]
     return fcn
 

@@ -42,7 +42,8 @@ def _check(call, scope, name, worker, *, none_ok):
 
 
 def _destinations(call, scope, destination):
-    many = isinstance(destination, (list, tuple, range, np.ndarray))
+    many = isinstance(destination, (list, tuple, range)) or \
+        (isinstance(destination, np.ndarray) and destination.ndim > 0)  # (0-d: one number)
     targets = list(destination) if many else [destination]
     if not targets:
         raise SpmdValueError(f"{call} ({scope.who()}): 'destination' is an empty list")

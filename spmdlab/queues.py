@@ -496,7 +496,7 @@ class _Queue:
         chan = _hub.channel(scope)  # its first use duplicates a communicator: collective
         self._chan = chan
         self._tag = _tag
-        self.owner = owner
+        self.owner = int(owner)  # (a numpy int too: is_owner is a bool, the owner an int)
         self._items: collections.deque = collections.deque()
         self._cond = threading.Condition(threading.RLock())
         self._pollers = 0  # threads waiting in poll: only then is arrival notified

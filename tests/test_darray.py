@@ -1037,3 +1037,25 @@ def test_conj_of_real_values_keeps_their_dtype(backend):
         E = D.conj()
         assert value(E).dtype == G.conj().dtype and np.array_equal(value(E), G)
         assert E.local is not D.local
+
+
+@pytest.mark.parametrize("case", ["gather list", "gather 0-d", "from_local object",
+                                  "from_local codistributor"])
+def test_a_bad_argument_on_one_worker_of_a_darray_call_fails_everywhere(case):
+    # checked (or hashed) before the call's exchange on the worker that passed it alone
+    k, n = spmd_index(), spmd_size()
+    D = da.distribute(np.arange(4.0 * n).reshape(n, 4))
+    one = k == n
+    if case.startswith("gather"):
+        bad = [1] if case == "gather list" else np.array(1)
+        with pytest.raises(SpmdTypeError, match=r"CodistributedArray.gather .*'destination' "
+                                                r"must be a worker number"):
+            D.gather(bad if one else 1)
+    elif case == "from_local object":
+        with pytest.raises(SpmdTypeError, match=r"from_local .*not objects"):
+            da.from_local(object() if one else np.ones(2))
+    else:
+        with pytest.raises(SpmdTypeError, match=r"from_local .*'codistributor' must be a "
+                                                r"Codistributor \(got 'x'"):
+            da.from_local(np.ones(2), "x" if one else None)
+    assert D.gather().shape == (n, 4)

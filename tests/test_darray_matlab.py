@@ -801,3 +801,30 @@ def test_a_codistributed_logical_index_of_one_dimension():
         B = A.copy()
         B[A[:, 0] > 2, 1] = 0
         assert np.array_equal(gather(D), B)
+
+
+@pytest.mark.parametrize("case", ["gather lab", "build codist", "build part", "scatter lab"])
+def test_a_bad_argument_on_one_worker_of_a_collective_call_fails_everywhere(case):
+    # these were checked before the call's exchange, on the worker that passed them
+    # alone: it raised while the others waited in the exchange (until its next call)
+    k, n = spmdIndex(), spmdSize()
+    D = codistributed(np.arange(4.0 * n).reshape(4, n))
+    codist = getCodistributor(D)
+    one = k == n  # the last worker passes the bad value
+    if case == "gather lab":
+        with pytest.raises(SpmdTypeError, match=rf"gather \(worker {k} of.*'lab' must be an "
+                                                r"integer \(got 2\.5\)"):
+            gather(D, 2.5 if one else 1)
+    elif case == "build codist":
+        with pytest.raises(SpmdTypeError, match=r"codistributed.build .*'codist' must be a "
+                                                r"codistributor1d \(got 'x'"):
+            codistributed.build(getLocalPart(D), "x" if one else codist)
+    elif case == "build part":
+        with pytest.raises(SpmdTypeError, match=r"codistributed.build .*must be a numpy "
+                                                r"array.*not objects"):
+            codistributed.build(object() if one else getLocalPart(D), codist)
+    else:
+        with pytest.raises(SpmdTypeError, match=rf"codistributed \(worker {k} of.*'lab' must "
+                                                r"be a worker number.*got 2\.5"):
+            codistributed(np.arange(4.0), 2.5 if one else 1)
+    assert gather(D, 1.0).shape == ((4, n) if k == 1 else (0, 0))

@@ -363,3 +363,69 @@ def test_a_collective_one_worker_added_is_named_with_its_line():
     assert f"worker 2: spmd_barrier() at {here}:{_line_of('# site: extra')}" in msg
     assert f"spmd_plus(float64 scalar py-float) at {here}:{_line_of('# site: lone plus')}" in msg
 
+
+
+@needs2
+def test_a_worker_number_as_a_numpy_int_keys_the_call_as_the_int_does():
+    # the digest cache finds ("spmd_broadcast", np.int64(1)) by ("spmd_broadcast", 1):
+    # a worker whose first look-up was the other type used to get another key, so every
+    # later broadcast from worker 1 failed as a mismatch of equal calls
+    k = spmd_index()
+    with pytest.raises(SpmdTypeError, match="'source'.*got nan"):
+        spmd_broadcast(float("nan") if k == 1 else 1, k)
+    assert spmd_broadcast(np.int64(1), k) == 1
+    assert spmd_broadcast(1, k) == 1
+    assert spmd_broadcast(np.int64(2), k) == 2
+    # and a destination given as a numpy int on one worker, an int on the others
+    total = spmd_plus(np.ones(2), destination=np.int64(1) if k == 1 else 1)
+    assert total.tolist() == [spmd_size()] * 2 if k == 1 else total is None
+    joined = spmd_cat(np.ones(2), destination=np.int64(2) if k == 2 else 2)
+    assert joined.shape == (2 * spmd_size(),) if k == 2 else joined is None
+
+
+@needs2
+@pytest.mark.parametrize("destination", [[1], np.array(1), np.array([1])])
+def test_an_unhashable_destination_on_one_worker_fails_everywhere(destination):
+    # spmd_reduce with a function of the user's gathers the values: its key hashed the
+    # destination before the error was agreed on, so worker 1 raised TypeError alone
+    mine = destination if spmd_index() == 1 else None
+    with pytest.raises(SpmdTypeError, match=r"spmd_reduce .*'destination' must be a "
+                                            r"worker number"):
+        spmd_reduce(lambda a, b: a + b, np.ones(2), mine)
+
+
+def test_a_zero_dimensional_array_as_a_destination_is_refused_clearly():
+    with pytest.raises(SpmdTypeError, match=r"spmd_send \(worker .*'destination' must be "
+                                            r"a worker number .*got array\(1\)"):
+        spmd_send(1, np.array(1))
+    spmd_send(7, np.array([spmd_index()]))  # a 1-D array is a list of workers
+    assert spmd_receive(spmd_index()) == 7
+
+
+@needs2
+def test_an_unknown_matlab_function_name_on_one_worker_fails_everywhere():
+    from spmdlab.matlab import gop, spmdReduce
+    k = spmd_index()
+    with pytest.raises(SpmdValueError, match=r"spmdReduce \(worker 1 of .*unknown MATLAB "
+                                             r"function name 'plux'"):
+        spmdReduce("plux" if k == 1 else "plus", np.ones(2))
+    with pytest.raises(SpmdValueError, match=rf"gop \(worker {k} of .*'frob'"):
+        gop("frob", 1.0)
+
+
+def test_equal_signatures_have_one_digest_whichever_comes_first():
+    import collections
+
+    from spmdlab import _pack
+
+    pair = collections.namedtuple("pair", "a b")
+    for first, second in [(("c", 1), ("c", np.int64(1))), (("c", 2.0), ("c", 2)),
+                          (("c", True), ("c", 1)), (("c", 1 + 0j), ("c", 1)),
+                          (("c", np.str_("x")), ("c", "x")), ((pair(1, 2),), ((1, 2),)),
+                          (("c", frozenset("ab")), ("c", frozenset("ba")))]:
+        _pack._digests.clear()
+        one = _pack.digest(first)
+        _pack._digests.clear()
+        assert _pack.digest(second) == one, (first, second)
+        assert _pack.digest(first) == one  # (found by the other in the cache)
+    assert _pack.digest(("c", 1)) != _pack.digest(("c", 1.5)) != _pack.digest(("c", "1"))

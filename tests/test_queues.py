@@ -549,3 +549,14 @@ def test_numpy_scalars_of_one_type_and_other_dtypes_arrive_as_sent():
         for x in values:
             same = [g for g in got if g.dtype == x.dtype and g == x]
             assert len(same) == spmd_size(), (x, got)
+
+
+def test_an_owner_given_as_a_numpy_int_is_kept_as_an_int():
+    q = PollableDataQueue(owner=np.int64(spmd_size()))
+    assert type(q.owner) is int and type(q.is_owner) is bool
+    assert q.is_owner == (spmd_index() == spmd_size())
+    q.send(spmd_index())
+    if q.is_owner:
+        got = sorted(q.poll(30.0) for _ in range(spmd_size()))
+        assert got == list(range(1, spmd_size() + 1))
+    spmd_barrier()

@@ -171,7 +171,8 @@ class CodistributedArray(np.lib.mixins.NDArrayOperatorsMixin):
         call = f"{type(self).__name__}.gather"
         scope = self._check_scope(call)
         err = check_worker(call, scope, "destination", destination)
-        agree(scope, call, self._key(call, destination), error=err,
+        # (a bad destination, a list or an array, may be unhashable: an error agrees as None)
+        agree(scope, call, self._key(call, None if err else destination), error=err,
               describe=lambda: self._describe(call, destination=destination))
         return _exchange.gather(scope, call, self._local, self.shape, self.axis,
                                 self.partition, destination, self.family)

@@ -204,17 +204,23 @@ def from_local(local: Any, codistributor: Optional[Codistributor] = None, *,
 def from_local_as(cls, local, codistributor=None, axis=None, check=True, call="from_local"):
     """``from_local`` making an array of class ``cls`` (errors name ``call``)."""
     scope = _world.current()
-    local = as_local(call, local)
-    if codistributor is not None and axis is not None:
-        raise error(SpmdTypeError, call, "give a codistributor or an axis, not both")
     negative = None  # a negative axis counts from the end of the parts' dimensions
-    if codistributor is None:
-        if isinstance(axis, (int, np.integer)) and not isinstance(axis, bool) and axis < 0:
-            negative, axis = int(axis), None
-        codistributor = Codistributor(0 if axis is None else axis)
-    if not isinstance(codistributor, Codistributor):
-        raise error(SpmdTypeError, call, f"'codistributor' must be a Codistributor (got "
-                    f"{codistributor!r} that is a {type(codistributor).__name__})")
+    try:
+        local = as_local(call, local)
+        if codistributor is not None and axis is not None:
+            raise error(SpmdTypeError, call, "give a codistributor or an axis, not both")
+        if codistributor is None:
+            if isinstance(axis, (int, np.integer)) and not isinstance(axis, bool) and \
+                    axis < 0:
+                negative, axis = int(axis), None
+            codistributor = Codistributor(0 if axis is None else axis)
+        if not isinstance(codistributor, Codistributor):
+            raise error(SpmdTypeError, call, f"'codistributor' must be a Codistributor "
+                        f"(got {codistributor!r} that is a {type(codistributor).__name__})")
+    except SpmdError as exc:
+        if check:  # collective: the other workers, waiting in its exchange, raise too
+            agree(scope, call, 0, error=exc)
+        raise
     family = local_family(local)
     dtype = LOCAL[family].dtype(local)
     shape = tuple(local.shape)

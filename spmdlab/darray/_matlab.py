@@ -255,23 +255,27 @@ class codistributed(CodistributedArray):
 
     def __new__(cls, X: Any, *args: Any) -> "codistributed":
         call = cls.__name__
-        lab, codist = None, None
+        lab, codist, scatter = None, None, False
         for a in args:
             if _is_flag(a):
                 continue
             if isinstance(a, codistributor1d):
                 codist = a
-            elif lab is None and codist is None:
-                lab = _number(call, "lab", a)
+            elif not scatter and codist is None:
+                scatter = True
+                try:
+                    lab = _number(call, "lab", a)
+                except SpmdTypeError:  # refused in the scatter, with the other workers
+                    lab = a
             else:
                 raise error(SpmdTypeError, call, f"unexpected argument {a!r}; use "
                             f"{call}(X), {call}(X, codist), {call}(X, lab) or "
                             f"{call}(X, lab, codist)")
-        if isinstance(X, CodistributedArray) and lab is None:
+        if isinstance(X, CodistributedArray) and not scatter:
             # MATLAB's codistributed(C1, codist) is redistribute(C1, codist)
             moved = redistribute(X, codist)
             return cls._make(moved.local, moved.codistributor, moved._scope)
-        if lab is not None:
+        if scatter:
             return _scatter_matlab(cls, call, X, lab, codist)
         X = _as_array(call, X)
         target = _to_codistributor(call, codist, X.shape)
@@ -312,25 +316,31 @@ class codistributed(CodistributedArray):
         """
         call = "codistributed.build"
         check = not any(_is_flag(f) for f in flags)
-        L = _factories.as_local(call, L)
-        if not isinstance(codist, codistributor1d):
-            raise error(SpmdTypeError, call, f"'codist' must be a codistributor1d (got "
-                        f"{codist!r} that is a {type(codist).__name__})")
-        if codist._gsize is not None:
-            target = codist._codistributor(codist._gsize, call)
-            if L.ndim != len(target.shape) and L.size == math.prod(target.local_shape()):
-                L = L.reshape(target.local_shape())  # a 1-D part of a 1-by-n row, say
-            return _factories.from_local_as(cls, L, target, check=check, call=call)
-        if not codist._dim:
-            raise error(SpmdValueError, call, "the codistributor must be complete (give "
-                        "codistributor1d(dim, part, gsize)), or name at least its "
-                        "dimension")
-        # MATLAB's shape of the part: a scalar is 1-by-1, a 1-D part a 1-by-k row, and
-        # the dimension named past the part's last is a singleton (joined along it)
-        L = L.reshape(_shaped_for(codist._dim, L.shape))
-        axis = _axis_of(codist._dim, L.shape)
-        return _factories.from_local_as(cls, L, Codistributor(axis, codist._part),
-                                        check=check, call=call)
+        try:
+            L = _factories.as_local(call, L)
+            if not isinstance(codist, codistributor1d):
+                raise error(SpmdTypeError, call, f"'codist' must be a codistributor1d (got "
+                            f"{codist!r} that is a {type(codist).__name__})")
+            if codist._gsize is not None:
+                target = codist._codistributor(codist._gsize, call)
+                if L.ndim != len(target.shape) and \
+                        L.size == math.prod(target.local_shape()):
+                    L = L.reshape(target.local_shape())  # a 1-D part of a 1-by-n row, say
+            elif not codist._dim:
+                raise error(SpmdValueError, call, "the codistributor must be complete "
+                            "(give codistributor1d(dim, part, gsize)), or name at least "
+                            "its dimension")
+            else:
+                # MATLAB's shape of the part: a scalar is 1-by-1, a 1-D part a 1-by-k
+                # row, and the dimension named past the part's last is a singleton
+                # (joined along it)
+                L = L.reshape(_shaped_for(codist._dim, L.shape))
+                target = Codistributor(_axis_of(codist._dim, L.shape), codist._part)
+        except SpmdError as exc:
+            if check:  # collective: the other workers, waiting in its exchange, raise too
+                agree(_world.current(), call, 0, error=exc)
+            raise
+        return _factories.from_local_as(cls, L, target, check=check, call=call)
 
     @classmethod
     def zeros(cls, *args: Any) -> "codistributed":
@@ -1139,7 +1149,13 @@ def gather(*args: Any) -> Any:
     values = list(args)
     if len(values) >= 2 and not isinstance(values[-1], (CodistributedArray, Composite)) \
             and np.ndim(values[-1]) == 0 and isinstance(values[-1], (int, float, np.number)):
-        lab = _number("gather", "lab", values.pop())
+        try:
+            lab = _number("gather", "lab", values.pop())
+        except SpmdError as exc:  # of an array, collective: the others, waiting in it,
+            if _world.client() is None and \
+                    any(isinstance(v, (CodistributedArray, Composite)) for v in values):
+                agree(_world.current(), "gather", 0, error=exc)  # raise too
+            raise
     client = _world.client()
     if client is not None:  # the client of a pool: its distributed arrays come back
         out = tuple(client.gather(v) for v in values)
