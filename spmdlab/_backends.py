@@ -355,6 +355,12 @@ class _NumpyLocal:
         return result.dtype if kind == "f" or kind == "c" and name == "cumsum" else None
 
     @staticmethod
+    def scan_rounded(a, dtype):
+        """``a`` (a scan's running values, carried wider) rounded to the scan's
+        ``dtype``."""
+        return a.astype(dtype)
+
+    @staticmethod
     def cat(parts, axis):
         return np.concatenate(parts, axis=axis)
 
@@ -464,6 +470,8 @@ class _TorchLocal:
         torch = _torch()
         if isinstance(dtype, torch.dtype):  # D.astype(torch.float32)
             return dtype
+        if np.dtype(dtype) == BF16_HOST:  # (the numpy stand-in of a bfloat16 tensor's)
+            return torch.bfloat16
         return torch.from_numpy(np.empty(0, dtype=np.dtype(dtype))).dtype
 
     @classmethod
@@ -572,12 +580,24 @@ class _TorchLocal:
         if result.is_cuda or name in _EXTREME_SCANS:
             return None
         torch = _torch()
-        kinds = {torch.float16: np.float32, torch.float32: np.float64,
-                 torch.float64: np.float64}
+        kinds = {torch.float16: np.float32, torch.bfloat16: np.float32,
+                 torch.float32: np.float64, torch.float64: np.float64}
         if name == "cumsum":
             kinds.update({torch.complex64: np.complex128, torch.complex128: np.complex128})
         kind = kinds.get(result.dtype)
         return None if kind is None else np.dtype(kind)
+
+    @staticmethod
+    def scan_rounded(a, dtype):
+        """``a`` (a scan's running values, carried wider) rounded to the scan's ``dtype``
+        as torch's CPU scans round each output: c10's conversion, which makes every
+        NaN the positive quiet one for bfloat16 (``Tensor.to`` keeps the sign)."""
+        torch = _torch()
+        result = a.to(dtype)
+        if dtype == torch.bfloat16:
+            result = torch.where(torch.isnan(result), torch.full(
+                (), float("nan"), dtype=dtype, device=result.device), result)
+        return result
 
     @staticmethod
     def cat(parts, axis):

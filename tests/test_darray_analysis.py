@@ -116,6 +116,88 @@ def test_scans_have_one_process_bits(backend):
                      np.cumsum(G, axis=0, dtype=np.float64))
 
 
+def test_scans_with_dtype_and_of_bfloat16_have_torch_bits():
+    # torch converts the elements to dtype= before it scans them (a float64 tensor's
+    # cumsum(dtype=float32) rounds each one first), carries bfloat16 in float32 and
+    # rounds a NaN to bfloat16's positive one; bfloat16 blocks that are empty passed on
+    # no identity (their workers raised while the others waited)
+    torch = pytest.importorskip("torch")
+    n = spmd_size()
+    rng = np.random.default_rng(5)
+    A = torch.from_numpy(rng.standard_normal(3 * n + 4) * 100 + 1 / 3)
+    A[2], A[3] = float("inf"), -float("inf")
+    for T, dtype in ((A, torch.float32), (A, torch.float16), (A.float(), torch.float16),
+                     (A, torch.bfloat16), (A.bfloat16(), None), (A.bfloat16(), torch.float32)):
+        late = [0] * (n - 1) + [T.shape[0]]
+        for codist in (Codistributor(0), Codistributor(0, late)):
+            D = distribute(T, codist)
+            for name in ("cumsum", "cumprod"):
+                extra = {} if dtype is None else {"dtype": dtype}
+                got = getattr(np, name)(D, **extra).gather()
+                expected = getattr(torch, name)(T, 0, **extra)
+                assert got.dtype == expected.dtype
+                assert torch.equal(got.view(torch.int16) if got.dtype == torch.bfloat16
+                                   else got.view(torch.uint8),
+                                   expected.view(torch.int16)
+                                   if expected.dtype == torch.bfloat16
+                                   else expected.view(torch.uint8)), (T.dtype, dtype, name)
+            got = np.maximum.accumulate(D).gather()  # (cummax: exact, no carry)
+            assert torch.equal(got, torch.cummax(T, 0).values), (T.dtype, codist)
+
+
+def test_cummax_cummin_continue_the_scan(backend):
+    # MATLAB's cummax(D, dim)/cummin: each worker continues the scan from the previous
+    # workers' extreme, so 0.0 and -0.0 and NaNs come out as one process's scan has them
+    # (np.maximum of the blocks' results picks other zeros and, on torch, other NaNs);
+    # an empty block's identity is left out (-inf+0j beats -inf-1j in numpy's order)
+    if backend.name not in ("numpy", "torch"):
+        pytest.skip("compared with numpy's and torch's CPU scans")
+    n = spmd_size()
+    rng = np.random.default_rng(3)
+    G = rng.choice([0.0, -0.0, 1.0, -1.0], (2 * n + 2, 3))
+    G[n, 0] = G[1, 2] = np.nan
+    H = rng.standard_normal((2, 9 * n))  # (rows of 9: torch.maximum's vector loop)
+    H[:, 0] = np.nan
+    for G, axis in ((G, 0), (G, 1), (H, 1)):
+        late = [0] * (n - 1) + [G.shape[axis]]
+        halves = [G.shape[axis] // 2] + [0] * (n - 2) + [G.shape[axis] - G.shape[axis] // 2]
+        for codist in (Codistributor(axis), Codistributor(axis, late),
+                       Codistributor(axis, halves if n > 1 else None)):
+            D = distribute(backend.make(G), codist)
+            for ufunc, name in ((np.maximum, "cummax"), (np.minimum, "cummin")):
+                got = value(ufunc.accumulate(D, axis=axis))
+                if backend.name == "numpy":
+                    expected = ufunc.accumulate(G, axis=axis)
+                else:
+                    import torch
+                    expected = getattr(torch, name)(torch.from_numpy(G), axis).values.numpy()
+                assert np.array_equal(got.view(np.uint8), expected.view(np.uint8)), \
+                    (codist, name, got, expected)
+    if backend.name == "numpy":
+        C = np.array([-np.inf - 1j, -np.inf - 2j, 1 + 0j] * n)
+        P = np.array([complex(2, -0.0), complex(-0.0, 3), complex(1, -1)] * n)
+        for codist in (Codistributor(0), Codistributor(0, [0] * (n - 1) + [3 * n])):
+            same(np.maximum.accumulate(distribute(C, codist)), np.maximum.accumulate(C))
+            D = distribute(P, codist)
+            if codist.partition is not None:  # one worker holds them all: its bits
+                got = value(np.cumprod(D))
+                assert np.array_equal(got.view(np.uint8), np.cumprod(P).view(np.uint8))
+
+
+def test_scans_refuse_bad_arguments_on_every_worker():
+    n, k = spmd_size(), spmd_index()
+    D = distribute(np.ones((n + 1, 3)))
+    with pytest.raises(SpmdTypeError, match=rf"numpy.cumsum \(worker {k} of {n}\): 'axis' "
+                       r"must be one int \(got \(0, 1\)\)"):
+        np.cumsum(D, axis=(0, 1))
+    with pytest.raises(SpmdTypeError, match=rf"numpy.cumprod \(worker {k} of {n}\): .*'xx'"):
+        np.cumprod(D, axis=0, dtype="xx")
+    with pytest.raises(SpmdValueError, match=rf"numpy.maximum.accumulate \(worker {k} of "
+                       rf"{n}\): accumulate does not allow multiple axes"):
+        np.maximum.accumulate(D, axis=None)
+    same(np.maximum.accumulate(D[:, 0], axis=None), np.ones(n + 1))  # (a vector: numpy's)
+
+
 def test_histograms_and_counts(backend):
     n = spmd_size()
     for A, D in arrays(backend):

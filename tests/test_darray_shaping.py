@@ -4,11 +4,13 @@ cat/horzcat/vertcat, repmat, flip/fliplr/flipud, circshift, diag, triu/tril, fin
 median, ...), against numpy on the whole array, split along each axis, at any worker
 count (uneven partitions; more workers than rows or columns)."""
 
+import warnings
+
 import numpy as np
 import pytest
 
-from spmdlab import (CodistributedArray, Codistributor, SpmdTypeError, SpmdValueError,
-                     distribute, spmd_size)
+from spmdlab import (CodistributedArray, Codistributor, SpmdIndexError, SpmdTypeError,
+                     SpmdValueError, distribute, spmd_size)
 from spmdlab.matlab import codistributed, codistributor1d
 
 from conftest import host
@@ -97,6 +99,27 @@ def test_statistics_over_several_axes(backend):
         with pytest.raises(SpmdValueError, match=r"numpy.median \(worker \d+ of \d+\): "
                            r"repeated axis"):
             np.median(D, axis=(1, 1))
+
+
+def test_statistics_over_several_axes_of_an_empty_array(backend):
+    # a worker that holds none of the axis kept gets an empty block (numpy's median over
+    # several axes of a (0, 0, 2) block refused to reshape it: on that worker only,
+    # while the others went on); numpy's refusal of the percentile of no values is named
+    n = spmd_size()
+    E = np.zeros((0, max(n - 1, 1), 2))
+    for axis in range(3):
+        D = distribute(backend.make(E), axis=axis)
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            for keepdims in (False, True):
+                same(np.median(D, axis=(0, 2), keepdims=keepdims),
+                     np.median(E, axis=(0, 2), keepdims=keepdims))
+                same(np.nanmedian(D, axis=(2, 0), keepdims=keepdims),
+                     np.nanmedian(E, axis=(0, 2), keepdims=keepdims))
+        for axes in ((0, 2), 0):
+            with pytest.raises(SpmdIndexError, match=r"numpy.percentile \(worker \d+ of "
+                               r"\d+\): index -1 is out of bounds"):
+                np.percentile(D, 50, axis=axes)
 
 
 def test_diff_flip_roll(backend):
@@ -353,6 +376,27 @@ def test_rot90_nan_to_num_digitize_polyval_unwrap_take_cummax(backend):
         same(np.take(D, [2, 0]), np.take(A, [2, 0]))
         with pytest.raises(SpmdValueError, match=r"numpy.rot90 \(worker \d+ of \d+\): 'axes'"):
             np.rot90(D, 1, axes=(0, 0))
+
+
+def test_take_casts_its_indices_as_numpy_does(backend):
+    # numpy's take casts the indices to integers: True is 1 (not a mask, even of the
+    # array's shape), [] takes nothing, and indices of several dimensions shape the result
+    n = spmd_size()
+    A = np.arange(2.0 * (n + 1)).reshape(2, n + 1) * 1.5
+    for axis in (0, 1):
+        D = distribute(backend.make(A), axis=axis)
+        for indices in (np.array([True, False]), [], [[1, 0], [-1, 1]], np.array([[0]]),
+                        [1.0, 0.5], [False, True]):
+            same(np.take(D, indices, axis=0), np.take(A, indices, axis=0))
+            same(np.take(D, indices, axis=1), np.take(A, indices, axis=1))
+            same(np.take(D, indices), np.take(A, indices))
+        same(np.take(row(D), np.ones(n + 1, bool)), np.take(A[0], np.ones(n + 1, bool)))
+        with pytest.raises(SpmdTypeError, match=r"numpy.take \(worker \d+ of \d+\): the "
+                           r"indices must be integers"):
+            np.take(D, np.array([1.0]))
+    with pytest.raises(SpmdTypeError, match=r"numpy.polyval \(worker \d+ of \d+\): the "
+                       r"coefficients must be a sequence"):
+        np.polyval(3.0, D)
 
 
 def test_unique_with_indices_inverse_and_counts(backend):

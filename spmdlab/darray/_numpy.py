@@ -203,7 +203,11 @@ def array_ufunc(self, ufunc, method, inputs, kwargs):
         return reduction(call, _UFUNC_REDUCTIONS[ufunc], inputs[0], axis, **options)
     if method == "accumulate" and ufunc in _UFUNC_SCANS and len(inputs) == 1:
         options = dict(kwargs)
-        return scan(call, _UFUNC_SCANS[ufunc], inputs[0], options.pop("axis", 0), **options)
+        axis = options.pop("axis", 0)
+        if axis is None and inputs[0].ndim != 1:  # (numpy's refusal)
+            raise error(SpmdValueError, call, f"accumulate does not allow multiple axes "
+                        f"(axis=None of an array of {inputs[0].ndim} dimensions)")
+        return scan(call, _UFUNC_SCANS[ufunc], inputs[0], axis, **options)
     raise error(SpmdTypeError, call, f"not available for a codistributed array")
 
 
@@ -746,21 +750,29 @@ def scan(call, name, a, axis=None, dtype=None, out=None):
     scope = a._check_scope(call)
     if axis is None:  # numpy's: of the flattened array (C order)
         a, axis = (a if a.ndim == 1 else a.ravel()), 0
-    (axis,) = _axes(call, a, axis)
+    axes = _axes(call, a, axis)
+    if len(axes) != 1:
+        raise error(SpmdTypeError, call, f"'axis' must be one int (got {axis!r})")
+    (axis,) = axes
     family = LOCAL[a.family]
     at = lambda k: (slice(None),) * axis + (slice(k, k + 1),)  # noqa: E731
+    # (the library's refusal of a dtype named as the call and worker's, on every worker)
+    scanned = lambda x: _applied(call, lambda fam, args, kw: fam.scan(  # noqa: E731
+        name, args[0], axis, dtype), family, (x,), {})
     if axis == a.axis:
-        probe = family.scan(name, a.local[(slice(None),) * axis + (slice(0, 0),)], axis,
-                            dtype)
+        probe = scanned(a.local[(slice(None),) * axis + (slice(0, 0),)])
         carry = family.scan_carry(probe, name)
         if carry is not None:
             agree(scope, call, a._key(call, name, str(dtype)),
                   describe=lambda: a._describe(call, axis=axis))
-            result = np.asarray(family.host(probe)).dtype
-            local = _chained(call, scope, a, name, axis, carry)
-            return a._new(family.like(local.astype(result, copy=False), a.local),
-                          a.codistributor)
-    local = family.scan(name, a.local, axis, dtype)
+            local = a.local  # (converted to the scan's dtype first: dtype= rounds them)
+            if family.dtype(local) != family.dtype(probe):
+                local = family.astype(local, probe.dtype)
+            local = family.like(_chained(call, scope, a, local, name, axis, carry), a.local)
+            if family.dtype(local) != family.dtype(probe):  # (rounded as the scan rounds)
+                local = family.scan_rounded(local, probe.dtype)
+            return a._new(local, a.codistributor)
+    local = scanned(a.local)
     if axis != a.axis:
         return a._new(local, a.codistributor)
     ufunc = {"cumsum": np.add, "cumprod": np.multiply, "cummax": np.maximum,
@@ -772,9 +784,20 @@ def scan(call, name, a, axis=None, dtype=None, out=None):
         last = family.full(kept, _scan_identity(name, family.dtype(local)),
                            family.dtype(local), local)
     totals = _cat_arrays(call, scope, classify(last), axis, None)
-    if scope.index > 1:
-        prefix = totals[at(0)]
-        for k in range(1, scope.index - 1):  # in worker order
+    # the previous workers that hold elements, in worker order (an empty block's identity
+    # is left out: a complex one is not neutral, 1 * (1-0j) is 1+0j and -inf+0j is the
+    # maximum of -inf-1j)
+    before = [k for k in range(scope.index - 1) if a.partition[k]]
+    if before and name in ("cummax", "cummin"):  # the scan continued from the running
+        # extreme (the fold of the totals, as the scan folds them): the scan's own choice
+        # between 0.0 and -0.0 and its NaN (np.maximum and torch.maximum choose others)
+        rest = lambda x: x[(slice(None),) * axis + (slice(1, None),)]  # noqa: E731
+        prefix = family.scan(name, family.cat([totals[at(k)] for k in before], axis),
+                             axis)[at(len(before) - 1)]
+        local = rest(family.scan(name, family.cat([prefix, local], axis), axis))
+    elif before:
+        prefix = totals[at(before[0])]
+        for k in before[1:]:
             prefix = family.apply(ufunc, "__call__", (prefix, totals[at(k)]), {})
         local = family.apply(ufunc, "__call__", (local, prefix), {})
     return a._new(local, a.codistributor)
@@ -793,14 +816,16 @@ def _scan_identity(name, dtype):
     return np.inf if big else -np.inf
 
 
-def _chained(call, scope, a, name, axis, carry):
+def _chained(call, scope, a, local, name, axis, carry):
     """The scan along the split axis with the bits of one process's (numpy's, or torch's
     on the CPU): the workers take turns, each continuing from the running value of the
     worker before it (one broadcast of a slice per worker that holds elements), carried
-    in ``carry``, the dtype the family's scan carries it in. The turns cost about one
-    worker's scan of the whole axis: the price of the same bits at every layout."""
+    in ``carry``, the dtype the family's scan carries it in (``local``: ``a``'s local
+    part in the scan's dtype). The turns cost about one worker's scan of the whole
+    axis: the price of the same bits at every layout."""
     family = LOCAL[a.family]
-    x = np.asarray(family.host(a.local)).astype(carry)
+    # (converted by the family: a bfloat16 tensor has no numpy dtype to convert from)
+    x = np.asarray(family.host(family.astype(local, carry)))
     kept = x.shape[:axis] + (1,) + x.shape[axis + 1:]
     turns = [k for k, n in enumerate(a.partition) if n]
     # the running value of the workers before this one (torch starts from 0 or 1)

@@ -43,15 +43,16 @@ def _host_call(a, local, fn, call=None):
 
 
 def _refused(call, fn, *args):
-    """``fn(*args)``, numpy's refusal of an option (a sort kind, a q out of range) named
-    as the call and worker's: every worker has the same options and dtype, so every
-    worker refuses alike."""
+    """``fn(*args)``, numpy's refusal of an option (a sort kind, a q out of range, the
+    percentile of no values) named as the call and worker's: every worker has the same
+    options and dtype, so every worker refuses alike."""
     try:
         return fn(*args)
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, IndexError) as exc:
         if call is None or isinstance(exc, SpmdError):
             raise
-        kind = SpmdTypeError if isinstance(exc, TypeError) else SpmdValueError
+        kind = SpmdTypeError if isinstance(exc, TypeError) else \
+            SpmdIndexError if isinstance(exc, IndexError) else SpmdValueError
         raise error(kind, call, str(exc)) from exc
 
 
@@ -142,9 +143,13 @@ def _statistic(call, a, axis, keepdims, fn):
     whole = a.size > 0
 
     def block(x, d):
-        if whole and not x.size:  # an empty block: empty, of the others' dtype (numpy's
-            # nanquantile 'nearest' keeps ints yet gives float64 for no values, and its
-            # nan-functions of several q drop the q axis of an empty array)
+        kept_empty = any(not m for e, m in enumerate(x.shape) if e not in axes)
+        if not x.size and (whole or kept_empty):
+            # an empty block: empty, of the others' dtype (numpy's nanquantile 'nearest'
+            # keeps ints yet gives float64 for no values, and its nan-functions of
+            # several q drop the q axis of an empty array); of an empty array, the block
+            # of a worker that holds none of the other axes is empty too (numpy's median
+            # over several axes of it refuses to reshape, where the others' is NaN)
             probe = np.zeros(tuple(m if e in axes else 1 for e, m in enumerate(x.shape)),
                              x.dtype)
             like = np.asarray(fn(probe, d, True))
@@ -973,8 +978,12 @@ def _polyval(p, x):
     if not _codist(x):  # (codistributed coefficients, replicated points)
         return np.polyval(np.asarray(p), _on_host(x))
     x._check_scope(call)
+    p = np.asarray(_on_host(p))
+    if p.ndim == 0:  # (numpy's refusal: it iterates over the coefficients)
+        raise error(SpmdTypeError, call, f"the coefficients must be a sequence, not a "
+                    f"number (got {p.item()!r})")
     y = np.zeros_like(x)
-    for c in np.atleast_1d(_on_host(p)):
+    for c in p:
         y = y * x + c
     return y
 
@@ -1000,10 +1009,26 @@ def _take(a, indices, axis=None, out=None, mode="raise"):
     if _codist(indices):
         indices._check_scope(call)
         indices = LOCAL[indices.family].host(indices.gather())
+    # numpy's take casts the indices to integers: True is 1 (not a mask), [] takes
+    # nothing, a list's numbers are truncated; an array of floats is refused
+    try:
+        indices = np.array(indices, dtype=np.intp) if isinstance(indices, (list, tuple)) \
+            else np.asarray(indices)
+    except (TypeError, ValueError) as exc:
+        raise error(SpmdTypeError, call, f"the indices must be integers ({exc})") from None
+    if indices.dtype.kind == "b":
+        indices = indices.astype(np.intp)
+    elif indices.dtype.kind not in "iu":
+        raise error(SpmdTypeError, call, f"the indices must be integers (got an array of "
+                    f"{indices.dtype})")
     if axis is None:
-        return (a if a.ndim == 1 else a.ravel())[indices]
+        a, axis = (a if a.ndim == 1 else a.ravel()), 0
     axis = _one_axis(call, a, axis)
-    return a[_along_slice(a.ndim, axis, indices)]
+    if indices.ndim <= 1:
+        return a[_along_slice(a.ndim, axis, indices if indices.ndim else int(indices))]
+    # (an array of indices of several dimensions: taken flat, then shaped as numpy's)
+    taken = a[_along_slice(a.ndim, axis, indices.reshape(-1))]
+    return np.reshape(taken, a.shape[:axis] + indices.shape + a.shape[axis + 1:])
 
 
 @implements(np.fix)
