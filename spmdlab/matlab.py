@@ -48,7 +48,8 @@ from .darray._matlab import (codistributed, codistributor, codistributor1d, dist
                              drange, eye, gather, getCodistributor, getLocalPart,
                              globalIndices, iscodistributed, isdistributed, isempty,
                              length, ndims, numel,
-                             ones, rand, randi, randn, redistribute, reshape, size, zeros)
+                             ones, rand, randi, randn, redistribute, reshape, size,
+                             sortrows, zeros)
 from .darray._stencil import conv2, filter2
 from .errors import SpmdError, SpmdMismatchError, SpmdValueError
 
@@ -61,7 +62,7 @@ __all__ = [
     "labProbe", "labProbeStatus", "labReceive", "labReceiveStatus", "labSend",
     "labSendReceive", "labindex", "mldivide", "mpiprofile", "ndims", "numel", "numlabs",
     "ones",
-    "parpool", "rand", "randi", "randn", "redistribute", "reshape", "size", "spmdBarrier",
+    "parpool", "rand", "randi", "randn", "redistribute", "sortrows", "reshape", "size", "spmdBarrier",
     "spmdBroadcast", "spmdCat", "spmdIndex", "spmdPlus",
     "spmd", "spmdProbe", "spmdProbeStatus", "spmdReceive", "spmdReceiveStatus",
     "spmdReduce", "spmdSend", "spmdSendReceive", "spmdSize", "zeros",

@@ -10,7 +10,7 @@ from spmdlab.matlab import (Composite, codistributed, codistributor, codistribut
                             distributed, drange, eye, gather, getCodistributor,
                             getLocalPart, globalIndices, gplus, iscodistributed,
                             isdistributed, isempty, length, ndims, numel, ones, rand,
-                            randi, randn,
+                            randi, randn, sortrows,
                             redistribute, reshape, size, spmdIndex, spmdSize, zeros)
 from spmdlab.matlab import max as mmax, min as mmin
 
@@ -720,6 +720,39 @@ def test_conv2_and_filter2_where_the_matrix_lies(backend):
         conv2(codistributed(backend.make(A)), laplace, "middle")
     assert conv2(np.eye(2, dtype=np.float32), np.ones((1, 1), np.float32)).dtype == np.float32
     assert conv2(np.eye(2, dtype=np.int8), [[1, 1]]).dtype == np.float64
+
+
+def test_sortrows_as_matlab(backend):
+    # [B, I] = sortrows(D, [-1 2]): stable, NaN last ascending and first descending;
+    # B split as D was, I a codistributed column of 1-based rows
+    A = np.array([[3, 1, 2], [1, 5, 0], [3, 0, 9], [np.nan, 2, 1], [1, 5, -1], [3, 1, 0.5]])
+
+    def rows_in_order(columns):  # Python's stable sorts, last key first
+        order = list(range(len(A)))
+        for c in reversed(columns):
+            x = A[:, abs(c) - 1]
+            order.sort(key=lambda i: (np.isnan(x[i]) == (c > 0), 0.0 if np.isnan(x[i])
+                                      else x[i] * np.sign(c)))
+        return order
+
+    for args, columns in (((), [1, 2, 3]), ((2,), [2]), (([-1, 2],), [-1, 2]),
+                          (("descend",), [-1, -2, -3]), (([1, -3],), [1, -3])):
+        order = rows_in_order(columns)
+        B, I = sortrows(A, *args, nargout=2)
+        assert np.array_equal(B, A[order], equal_nan=True), args
+        assert np.array_equal(I.ravel(), np.array(order) + 1)
+        for dim in (1, 2):
+            D = codistributed(backend.make(A), codistributor1d(dim))
+            DB, DI = sortrows(D, *args, nargout=2)
+            assert isinstance(DB, codistributed) and DB.codistributor == D.codistributor
+            assert np.array_equal(host(DB.gather()), A[order], equal_nan=True), (args, dim)
+            assert np.array_equal(host(DI.gather()).ravel(), np.array(order) + 1)
+    small = np.array([[-128, 1], [127, 0], [0, 3]], dtype=np.int8)
+    assert np.array_equal(sortrows(small, -1), small[[1, 2, 0]])  # no overflow
+    k, N = spmdIndex(), spmdSize()
+    for bad in (0, 4, 1.5, "up"):
+        with pytest.raises(SpmdValueError, match=rf"sortrows \(worker {k} of {N}\): "):
+            sortrows(codistributed(backend.make(A)), bad)
 
 
 def test_length_and_isempty_read_matlab_sizes():

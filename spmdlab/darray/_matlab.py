@@ -936,6 +936,92 @@ def numel(A: Any) -> int:
     return int(math.prod(size(A)))
 
 
+def sortrows(A: Any, *args: Any, nargout: int = 1) -> Any:
+    """``B = sortrows(A)``, ``sortrows(A, column)``, ``sortrows(A, "descend")``: MATLAB's
+    rows of a matrix in order of their first column, ties by the next (or by the
+    1-based ``column`` numbers given; a negative one descending), stable, NaN last
+    ascending and first descending; ``[B, I] = sortrows(...)`` is ``nargout=2``, ``I``
+    the 1-based rows (``B = A(I, :)``). A codistributed ``A`` is gathered, sorted on
+    every worker and split again as it was (no further communication); ``I`` is then a
+    codistributed column.
+
+    Examples
+    --------
+    >>> sortrows(np.array([[3.0, 1.0], [1.0, 2.0], [3.0, 0.0]]))
+    array([[1., 2.],
+           [3., 0.],
+           [3., 1.]])
+
+    MATLAB
+    ------
+    ``B = sortrows(A)``, ``[B, I] = sortrows(A, column)``, ``sortrows(A, "descend")``
+    """
+    call = "sortrows"
+    if nargout not in (1, 2):
+        raise error(SpmdValueError, call, f"'nargout' must be 1 or 2 (got {nargout!r})")
+    D = A if isinstance(A, CodistributedArray) else None
+    if D is not None:
+        D._check_scope(call)
+    whole = np.asarray(LOCAL[D.family].host(D.gather())) if D is not None else \
+        np.asarray(LOCAL[_factories.local_family(A) or "numpy"].host(A)
+                   if _factories.local_family(A) else A)
+    if whole.ndim == 1:
+        whole = whole.reshape(-1, 1)
+    if whole.ndim != 2 or whole.dtype.kind not in "biuf":
+        raise error(SpmdValueError, call, f"'A' must be a real matrix (got {whole.dtype} of "
+                    f"shape {whole.shape})")
+    columns = _sort_columns(call, whole.shape[1], args)
+    keys = []
+    for c in reversed(columns):  # np.lexsort: the last key is the first compared
+        x = whole[:, abs(c) - 1]
+        if c > 0:
+            keys.append(x)
+        elif x.dtype.kind == "f":
+            keys.extend([-x, ~np.isnan(x)])  # descending, NaN first
+        else:
+            keys.append(~x)  # (reverses ints, unsigned ints and bools without overflow)
+    order = np.lexsort(keys) if keys and len(whole) else np.arange(len(whole))
+    sorted_rows = whole[order]
+    index = (order + 1).astype(np.float64).reshape(-1, 1)
+    if D is None:
+        family = _factories.local_family(A)
+        B = sorted_rows if family in (None, "numpy") else LOCAL[family].like(sorted_rows, A)
+        return (B, index) if nargout == 2 else B
+    from ._numpy import split
+
+    family = LOCAL[D.family]
+    mine = sorted_rows.reshape(D.shape)[D.global_slice()]
+    B = D._new(family.copy(family.like(np.ascontiguousarray(mine), D.local)),
+               D.codistributor)
+    if nargout == 1:
+        return B
+    return B, split(D, family.like(index, D.local), index.shape)
+
+
+def _sort_columns(call, ncols, args):
+    """The signed 1-based columns ``sortrows`` compares, in order."""
+    direction, columns = 1, None
+    for a in args:
+        if isinstance(a, str):
+            if a.lower() not in ("ascend", "descend"):
+                raise error(SpmdValueError, call, f"the direction must be 'ascend' or "
+                            f"'descend' (got {a!r})")
+            direction = 1 if a.lower() == "ascend" else -1
+        elif columns is None:
+            values = np.ravel(np.asarray(a))
+            if values.size == 0 or values.dtype.kind not in "iuf" or \
+                    np.any(values != np.round(values)) or np.any(values == 0) or \
+                    np.any(np.abs(values) > ncols):
+                raise error(SpmdValueError, call, f"'column' must be nonzero column "
+                            f"numbers from 1 to {ncols}, negative for descending (got {a!r})")
+            columns = [int(v) for v in values]
+        else:
+            raise error(SpmdValueError, call, f"unexpected argument {a!r}")
+    if columns is None:
+        columns = list(range(1, ncols + 1))
+    return [direction * c for c in columns]
+
+
 def length(A: Any) -> int:
     """``n = length(A)``: MATLAB's length, the largest dimension of ``A`` (0 when it is
     empty; codistributed or not, MATLAB's sizes: a row vector ``(1, n)`` has length n).
@@ -1449,4 +1535,5 @@ def codistributor(kind: str = "1d", dim: Any = 0, part: Any = (), gsize: Any = N
 MATLAB_NAMES = ["codistributed", "codistributor", "codistributor1d", "distributed", "drange",
                 "eye", "gather", "getCodistributor", "getLocalPart", "globalIndices",
                 "iscodistributed", "isdistributed", "isempty", "length", "ndims", "numel",
-                "ones", "rand", "randi", "randn", "redistribute", "reshape", "size", "zeros"]
+                "ones", "rand", "randi", "randn", "redistribute", "reshape", "size", "sortrows",
+                "zeros"]
