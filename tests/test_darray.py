@@ -352,6 +352,18 @@ def test_subscripts_write_where_the_elements_live(backend):
         assert np.array_equal(value(D), H)
 
 
+def test_a_write_through_np_ix_out_of_bounds_is_an_index_error_of_the_call():
+    # D(rows, cols) = v with a row past the end: SpmdIndexError naming the call, as reads
+    # give (it was numpy's bare IndexError from the selection's shape)
+    n, k = spmd_size(), spmd_index()
+    D = distribute(whole((2 * n + 1, n + 2)), axis=0)
+    for key in (np.ix_([0, 2 * n + 1], [1]), np.ix_([0], [1, -(n + 3)])):
+        with pytest.raises(SpmdIndexError, match=rf"\] = \.\.\. \(worker {k} of {n}\): "
+                                                 rf"index -?\d+ is out of bounds"):
+            D[key] = 1.0
+    assert np.array_equal(value(D), whole((2 * n + 1, n + 2)))
+
+
 def test_subscripts_by_index_vectors_on_two_axes(backend):
     # MATLAB's D(rows, cols) and D(rows, cols) = v are numpy's D[np.ix_(rows, cols)]
     n = spmd_size()

@@ -755,6 +755,60 @@ def test_sortrows_as_matlab(backend):
             sortrows(codistributed(backend.make(A)), bad)
 
 
+def test_conv2_of_an_empty_kernel_integers_and_scalars_is_matlabs():
+    # 'valid' with an empty kernel has MATLAB's size, max(ma - max(0, mb - 1), 0) (it had
+    # a row too many); integers become doubles before they multiply (int8 100 * 100 was
+    # 16); a scalar A is a 1-by-1 matrix (it raised KeyError)
+    from spmdlab.matlab import conv2
+
+    N = spmdSize()
+    A = np.arange(1.0, 4 * N + 5).reshape(4, N + 1)
+    for K in (np.zeros((0, 2)), np.zeros((2, 0)), np.zeros((0, 0))):
+        want = np.zeros((4 - max(K.shape[0] - 1, 0), N + 1 - max(K.shape[1] - 1, 0)))
+        assert np.array_equal(conv2(A, K, "valid"), want)
+        for dim in (1, 2):
+            C = conv2(codistributed(A, codistributor1d(dim)), K, "valid")
+            assert np.array_equal(gather(C), want)
+    big = np.full((3, 2 * N), 100, np.int8)
+    assert np.array_equal(conv2(big, big[:1, :1]), np.full((3, 2 * N), 10000.0))
+    assert np.array_equal(gather(conv2(codistributed(big), big[:1, :1], "same")),
+                          np.full((3, 2 * N), 10000.0))
+    assert np.array_equal(conv2(np.full((1, 1), 200, np.uint8), [[2]]), [[400.0]])
+    assert np.array_equal(conv2(3.0, np.ones((2, 2))), np.full((2, 2), 3.0))
+
+
+def test_conv2_with_another_kernel_or_shape_on_one_worker_raises_everywhere():
+    # the kernel and shape must be alike on every worker: the halos exchanged follow
+    # from them (a kernel of another size on one worker hung; another shape gave arrays
+    # of different sizes; a bad one raised on one worker while the others waited)
+    from spmdlab.matlab import conv2, filter2
+
+    N, k = spmdSize(), spmdIndex()
+    D = codistributed(np.arange(4.0 * N + 8).reshape(4, N + 2))
+    if N > 1:
+        with pytest.raises(SpmdMismatchError, match=r"conv2 .*differ in: kernel"):
+            conv2(D, np.ones((2, 2)) if k == 1 else np.ones((3, 3)))
+        with pytest.raises(SpmdMismatchError, match=r"conv2 .*differ in: shape"):
+            conv2(D, np.ones((2, 2)), "same" if k == 1 else "full")
+        with pytest.raises(SpmdMismatchError, match=r"conv2 .*differ in: kernel"):
+            conv2(D, np.full((2, 2), 1.0 if k == 1 else 2.0))  # values of its own
+    with pytest.raises(SpmdTypeError, match=r"conv2 \(worker \d+ of \d+\).*'B' must be"):
+        conv2(D, np.ones((2, 2)) if k != N else np.ones((2, 2, 2)))
+    with pytest.raises(SpmdValueError, match=r"filter2 \(worker \d+ of \d+\).*'shape'"):
+        filter2(np.ones((2, 2)), D, "same" if k != N else "middle")
+    assert np.array_equal(gather(conv2(D, np.ones((2, 2)))), conv2(gather(D), np.ones((2, 2))))
+
+
+def test_randi_refuses_a_range_past_int64_on_every_worker():
+    # randi(1e20) raised numpy's bare "high is out of bounds for int64"
+    with pytest.raises(SpmdValueError, match=r"randi \(worker \d+ of \d+\): the range 1 "
+                                             r"to 100000000000000000000 must lie within"):
+        randi(1e20, 1, 2)
+    with pytest.raises(SpmdValueError, match=r"codistributed.randi .*must lie within"):
+        codistributed.randi(1e20, 2)
+    assert randi([2 ** 63 - 2, 2 ** 63 - 1], 1, 3, "int64").min() >= 2 ** 63 - 2
+
+
 def test_length_and_isempty_read_matlab_sizes():
     # length(D) is MATLAB's largest dimension (a row vector's n, not numpy's len 1)
     N = spmdSize()

@@ -486,6 +486,11 @@ def _set_outer(D, key, outer, value):
         raise error(SpmdIndexError, call, f"a write through np.ix_ takes two index vectors "
                     f"here (got {len(rest) + 1}); write in steps")
     other, cols = rest[0]
+    for d, picks in ((axis, picked), (other, cols)):  # numpy's IndexError, as the reads'
+        bad = (picks < -D.shape[d]) | (picks >= D.shape[d])
+        if bad.any():
+            raise error(SpmdIndexError, call, f"index {int(picks[bad][0])} is out of bounds "
+                        f"for axis {d} with size {D.shape[d]}")
     if isinstance(value, CodistributedArray):
         value._check_scope(call)
         value = value.gather()

@@ -1358,6 +1358,9 @@ def _randi_range(call, r):
     if high < low:
         raise error(SpmdValueError, call, f"the range's end must be at least its start "
                     f"(got {low} to {high})")
+    if low < -2 ** 63 or high >= 2 ** 63:  # (numpy's generator draws int64)
+        raise error(SpmdValueError, call, f"the range {low} to {high} must lie within "
+                    f"int64's, -2^63 to 2^63 - 1")
     return low, high
 
 

@@ -11,12 +11,14 @@ plain computation's bits at every layout. The output is split along the input's 
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 import numpy as np
 
+from .._agree import agree
 from .._backends import LOCAL, classify
-from ..errors import SpmdTypeError, SpmdValueError
+from ..errors import SpmdError, SpmdTypeError, SpmdValueError
 from . import _exchange
 from ._array import CodistributedArray
 from ._codistributor import Codistributor, error, offsets
@@ -31,14 +33,16 @@ def _window(n, m, shape):
         return 0, n + m - 1 if n and m else 0
     if shape == "same":
         return m // 2, n
-    return m - 1, max(n - m + 1, 0)
+    return max(m - 1, 0), max(n - max(m - 1, 0), 0)  # MATLAB's size for an empty kernel
 
 
 def _convolved(x, rows, cols, kernel, out_rows, out_cols, dtype):
     """The full convolution's rows ``out_rows`` and columns ``out_cols`` (ranges) of a
     matrix of which ``x`` holds rows ``rows`` and columns ``cols`` (every input element
-    these outputs need)."""
+    these outputs need). Integers and logicals are converted first, as MATLAB does (an
+    int8 product would wrap)."""
     out = np.zeros((len(out_rows), len(out_cols)), dtype)
+    x, kernel = x.astype(dtype, copy=False), kernel.astype(dtype, copy=False)
     mb, nb = kernel.shape
     for p in range(mb):
         f0, f1 = max(out_rows.start, rows.start + p), min(out_rows.stop, rows.stop + p)
@@ -78,7 +82,8 @@ def conv2(A: Any, B: Any, shape: str = "full") -> Any:
     2-D convolution of a matrix ``A`` (plain or codistributed) with a kernel ``B``
     (plain; a codistributed one is gathered). ``"same"``: the central part, ``A``'s
     size; ``"valid"``: the part computed without zero padding. Floats stay in their
-    precision (numpy's promotion between them), integers and logicals become doubles. A codistributed ``A`` gives a
+    precision (numpy's promotion between them), integers and logicals become doubles
+    (before they are multiplied, as MATLAB converts them). A codistributed ``A`` gives a
     codistributed result split along the same axis (its partition for ``"same"``):
     each worker receives the halo rows (or columns) it needs from its neighbours,
     once, then computes its share with the bits of one process's ``conv2``.
@@ -95,37 +100,61 @@ def conv2(A: Any, B: Any, shape: str = "full") -> Any:
     ------
     ``C = conv2(A, B)``, ``conv2(A, B, shape)``
     """
-    call = "conv2"
-    if not isinstance(shape, str) or shape.lower() not in _SHAPES:
-        raise error(SpmdValueError, call, f"'shape' must be 'full', 'same' or 'valid' "
-                    f"(got {shape!r})")
-    shape = shape.lower()
+    return _conv2("conv2", "B", A, B, shape)
+
+
+def _conv2(call, name, A, B, shape, flip=False):
+    """``conv2`` for ``call``: the kernel ``B`` (the argument ``name``) is rotated by 180
+    degrees first when ``flip`` (``filter2``'s correlation)."""
     if isinstance(B, CodistributedArray):
         B._check_scope(call)
         B = B.gather()
-    kernel = _matrix(call, "B", B)
+    try:
+        if not isinstance(shape, str) or shape.lower() not in _SHAPES:
+            raise error(SpmdValueError, call, f"'shape' must be 'full', 'same' or 'valid' "
+                        f"(got {shape!r})")
+        shape = shape.lower()
+        kernel = _matrix(call, name, B)
+    except SpmdError as exc:
+        if isinstance(A, CodistributedArray):  # collective: the others, waiting in its
+            agree(A._check_scope(call), call, 0, error=exc)  # exchange, raise too
+        raise
+    if flip:
+        kernel = kernel[::-1, ::-1].copy()
     if not isinstance(A, CodistributedArray):
-        a = _matrix(call, "A", A)
+        a = _matrix(call, "A" if call == "conv2" else "X", A)
         dtype = _result(a.dtype, kernel.dtype)
         (r0, m), (c0, n) = (_window(a.shape[0], kernel.shape[0], shape),
                             _window(a.shape[1], kernel.shape[1], shape))
         out = _convolved(a, range(a.shape[0]), range(a.shape[1]), kernel,
                          range(r0, r0 + m), range(c0, c0 + n), dtype)
         leaf = classify(A) if not isinstance(A, (list, tuple)) else None
-        return out if leaf is None or leaf.family == "numpy" else \
-            LOCAL[leaf.family].like(out, A)
+        # (a scalar, Python's or numpy's, gives a numpy matrix, as a list does)
+        return out if leaf is None or leaf.family not in LOCAL or leaf.family == "numpy" \
+            else LOCAL[leaf.family].like(out, A)
     return _distributed(call, A, kernel, shape)
 
 
 def _distributed(call, D, kernel, shape):
     scope = D._check_scope(call)
-    if D.ndim != 2:
-        raise error(SpmdValueError, call, f"'A' must be a matrix (got a codistributed "
-                    f"array of shape {D.shape})")
+    name = "A" if call == "conv2" else "X"
     family = LOCAL[D.family]
     kind = np.dtype(family.dtype(D.local))
-    if kind.kind not in "biuf":
-        raise error(SpmdTypeError, call, f"'A' must be real (got {kind})")
+    err = None
+    if D.ndim != 2:
+        err = error(SpmdValueError, call, f"'{name}' must be a matrix (got a codistributed "
+                    f"array of shape {D.shape})")
+    elif kind.kind not in "biuf":
+        err = error(SpmdTypeError, call, f"'{name}' must be real (got {kind})")
+    # every worker's kernel and shape alike (else the halos they exchange would not match,
+    # or each worker would convolve its part with another kernel)
+    values = hashlib.blake2b(np.ascontiguousarray(kernel).tobytes(),
+                             digest_size=8).hexdigest()
+    agree(scope, call, D._key(call, shape, kernel.shape, kernel.dtype.str, values),
+          error=err,
+          describe=lambda: D._describe(call, shape=shape, kernel=f"{kernel.dtype} "
+                                       f"{kernel.shape} " + " ".join(np.array2string(
+                                           kernel, threshold=9, precision=6).split())))
     dtype = _result(kind, kernel.dtype)
     axis, other = D.axis, 1 - D.axis
     windows = [_window(D.shape[d], kernel.shape[d], shape) for d in (0, 1)]
@@ -171,9 +200,5 @@ def filter2(h: Any, X: Any, shape: str = "same") -> Any:
     ------
     ``Y = filter2(h, X)``, ``filter2(h, X, shape)``
     """
-    if isinstance(h, CodistributedArray):
-        h._check_scope("filter2")
-        h = h.gather()
-    kernel = _matrix("filter2", "h", h)
-    return conv2(X, kernel[::-1, ::-1].copy(), shape)
+    return _conv2("filter2", "h", X, h, shape, flip=True)
 
