@@ -51,6 +51,31 @@ BACKENDS = [
 ]
 
 
+@pytest.fixture(autouse=True)
+def _listeners_end_with_their_test(monkeypatch):
+    """Each test's DataQueue listeners are removed when it ends. A listener keeps its
+    queue for the rest of the process (as MATLAB's afterEach does), and a worker with
+    one counts as able to send, so it never concludes a deadlock: a deadlock test run
+    after a queue test in the same process would wait for its timeout instead."""
+    try:
+        from spmdlab import DataQueue
+    except ImportError:  # (a test of an environment without spmdlab's dependencies)
+        yield
+        return
+    made = []
+    original = DataQueue.after_each
+
+    def recording(self, fn):
+        handle = original(self, fn)
+        made.append(handle)
+        return handle
+    monkeypatch.setattr(DataQueue, "after_each", recording)
+    monkeypatch.setattr(DataQueue, "afterEach", recording)
+    yield
+    for handle in made:
+        handle.remove()
+
+
 @pytest.fixture(params=BACKENDS, ids=repr)
 def backend(request):
     b = request.param
