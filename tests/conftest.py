@@ -1,5 +1,6 @@
 """Shared test helpers: array backends looped over, and jobs run under mpiexec."""
 
+import functools
 import os
 import shutil
 import subprocess
@@ -65,6 +66,7 @@ def _listeners_end_with_their_test(monkeypatch):
     made = []
     original = DataQueue.after_each
 
+    @functools.wraps(original)  # (its signature and annotations: test_typing reads them)
     def recording(self, fn):
         handle = original(self, fn)
         made.append(handle)
