@@ -92,7 +92,8 @@ def main():
     velocity = None
     stopped = False
     for epoch in range(1, epochs + 1):
-        mbq.shuffle()
+        mbq.shuffle(seed=1000 * epoch + k)  # MATLAB's shuffle(mbq): its generator starts
+        # from one seed in every session, so runs repeat; a worker's own order
         total, iterations = 0.0, 0  # the epoch's loss: the mean over its mini-batches
         # MATLAB: while spmdReduce(@and, hasdata(mbq))
         while spmd_reduce(operator.and_, mbq.has_data()):

@@ -125,7 +125,8 @@ def main():
     iteration = 0
     stopped = False
     for epoch in range(1, epochs + 1):
-        mbq.shuffle()
+        mbq.shuffle(seed=1000 * epoch + k)  # MATLAB's shuffle(mbq): its generator starts
+        # from one seed in every session, so runs repeat; a worker's own order
         while continue_epoch():
             iteration += 1
             x, y = mbq.next()
