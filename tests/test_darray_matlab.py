@@ -753,6 +753,13 @@ def test_sortrows_as_matlab(backend):
     for bad in (0, 4, 1.5, "up"):
         with pytest.raises(SpmdValueError, match=rf"sortrows \(worker {k} of {N}\): "):
             sortrows(codistributed(backend.make(A)), bad)
+    D = codistributed(backend.make(A))
+    with pytest.raises(SpmdValueError, match=rf"sortrows \(worker {k} of {N}\): "):
+        sortrows(D, 2 if k != N else 0)  # a bad column on one worker: every worker raises
+    if N > 1:  # each worker would sort by its own columns
+        with pytest.raises(SpmdMismatchError, match=r"sortrows .*differ in: columns"):
+            sortrows(D, 1 if k == 1 else 2)
+    assert np.array_equal(host(sortrows(D).gather()), sortrows(A), equal_nan=True)
 
 
 def test_conv2_of_an_empty_kernel_integers_and_scalars_is_matlabs():

@@ -957,20 +957,32 @@ def sortrows(A: Any, *args: Any, nargout: int = 1) -> Any:
     ``B = sortrows(A)``, ``[B, I] = sortrows(A, column)``, ``sortrows(A, "descend")``
     """
     call = "sortrows"
-    if nargout not in (1, 2):
-        raise error(SpmdValueError, call, f"'nargout' must be 1 or 2 (got {nargout!r})")
     D = A if isinstance(A, CodistributedArray) else None
-    if D is not None:
-        D._check_scope(call)
-    whole = np.asarray(LOCAL[D.family].host(D.gather())) if D is not None else \
-        np.asarray(LOCAL[_factories.local_family(A) or "numpy"].host(A)
-                   if _factories.local_family(A) else A)
+    family_name = D.family if D is not None else _factories.local_family(A)
+    whole: Any = None if D is not None else np.asarray(
+        LOCAL[family_name].host(A) if family_name else A)
+    shape = D.shape if D is not None else whole.shape
+    dtype = np.dtype(LOCAL[D.family].dtype(D.local)) if D is not None else whole.dtype
+    err: Optional[SpmdError] = None
+    columns: Any = None
+    try:
+        if nargout not in (1, 2):
+            raise error(SpmdValueError, call, f"'nargout' must be 1 or 2 (got {nargout!r})")
+        if len(shape) > 2 or dtype.kind not in "biuf":
+            raise error(SpmdValueError, call, f"'A' must be a real matrix (got {dtype} of "
+                        f"shape {shape})")
+        columns = _sort_columns(call, shape[1] if len(shape) == 2 else 1, args)
+    except SpmdError as exc:
+        if D is None:
+            raise
+        err = exc
+    if D is not None:  # every worker sorts by the same columns, or every worker raises
+        agree(D._check_scope(call), call,
+              D._key(call, None if err else tuple(columns), nargout), error=err,
+              describe=lambda: D._describe(call, columns=str(columns), nargout=nargout))
+        whole = np.asarray(LOCAL[D.family].host(D.gather()))
     if whole.ndim == 1:
         whole = whole.reshape(-1, 1)
-    if whole.ndim != 2 or whole.dtype.kind not in "biuf":
-        raise error(SpmdValueError, call, f"'A' must be a real matrix (got {whole.dtype} of "
-                    f"shape {whole.shape})")
-    columns = _sort_columns(call, whole.shape[1], args)
     keys = []
     for c in reversed(columns):  # np.lexsort: the last key is the first compared
         x = whole[:, abs(c) - 1]
@@ -984,8 +996,8 @@ def sortrows(A: Any, *args: Any, nargout: int = 1) -> Any:
     sorted_rows = whole[order]
     index = (order + 1).astype(np.float64).reshape(-1, 1)
     if D is None:
-        family = _factories.local_family(A)
-        B = sorted_rows if family in (None, "numpy") else LOCAL[family].like(sorted_rows, A)
+        B = sorted_rows if family_name in (None, "numpy") else \
+            LOCAL[family_name].like(sorted_rows, A)
         return (B, index) if nargout == 2 else B
     from ._numpy import split
 

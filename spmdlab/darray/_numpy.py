@@ -781,8 +781,8 @@ def scan(call, name, a, axis=None, dtype=None, out=None):
         last = local[at(local.shape[axis] - 1)]
     else:
         kept = local.shape[:axis] + (1,) + local.shape[axis + 1:]
-        last = family.full(kept, _scan_identity(name, family.dtype(local)),
-                           family.dtype(local), local)
+        # (a placeholder: the blocks of workers that hold no elements are left out below)
+        last = family.full(kept, 0, family.dtype(local), local)
     totals = _cat_arrays(call, scope, classify(last), axis, None)
     # the previous workers that hold elements, in worker order (an empty block's identity
     # is left out: a complex one is not neutral, 1 * (1-0j) is 1+0j and -inf+0j is the
@@ -801,19 +801,6 @@ def scan(call, name, a, axis=None, dtype=None, out=None):
             prefix = family.apply(ufunc, "__call__", (prefix, totals[at(k)]), {})
         local = family.apply(ufunc, "__call__", (local, prefix), {})
     return a._new(local, a.codistributor)
-
-
-def _scan_identity(name, dtype):
-    """The value an empty block passes on in a scan: one that changes nothing."""
-    if name in ("cumsum", "cumprod"):
-        return 0 if name == "cumsum" else 1
-    big = name == "cummin"
-    if dtype.kind == "b":
-        return big
-    if dtype.kind in "iu":
-        info = np.iinfo(dtype)
-        return info.max if big else info.min
-    return np.inf if big else -np.inf
 
 
 def _chained(call, scope, a, local, name, axis, carry):

@@ -67,8 +67,7 @@ def _result(*dtypes):
 
 
 def _matrix(call, name, value):
-    if isinstance(value, CodistributedArray):
-        return value
+    """``value`` (a plain array, list or number) as a host numpy matrix, checked."""
     leaf = classify(value) if not isinstance(value, (list, tuple)) else None
     array = np.asarray(leaf.host() if leaf is not None else value)
     if array.ndim > 2 or array.dtype.kind not in "biuf":
@@ -121,8 +120,9 @@ def _conv2(call, name, A, B, shape, flip=False):
         raise
     if flip:
         kernel = kernel[::-1, ::-1].copy()
+    matrix = "A" if call == "conv2" else "X"  # (the matrix argument's name in MATLAB's)
     if not isinstance(A, CodistributedArray):
-        a = _matrix(call, "A" if call == "conv2" else "X", A)
+        a = _matrix(call, matrix, A)
         dtype = _result(a.dtype, kernel.dtype)
         (r0, m), (c0, n) = (_window(a.shape[0], kernel.shape[0], shape),
                             _window(a.shape[1], kernel.shape[1], shape))
@@ -132,12 +132,11 @@ def _conv2(call, name, A, B, shape, flip=False):
         # (a scalar, Python's or numpy's, gives a numpy matrix, as a list does)
         return out if leaf is None or leaf.family not in LOCAL or leaf.family == "numpy" \
             else LOCAL[leaf.family].like(out, A)
-    return _distributed(call, A, kernel, shape)
+    return _distributed(call, matrix, A, kernel, shape)
 
 
-def _distributed(call, D, kernel, shape):
+def _distributed(call, name, D, kernel, shape):
     scope = D._check_scope(call)
-    name = "A" if call == "conv2" else "X"
     family = LOCAL[D.family]
     kind = np.dtype(family.dtype(D.local))
     err = None
@@ -159,7 +158,7 @@ def _distributed(call, D, kernel, shape):
     axis, other = D.axis, 1 - D.axis
     windows = [_window(D.shape[d], kernel.shape[d], shape) for d in (0, 1)]
     out_shape = (windows[0][1], windows[1][1])
-    first, length = windows[axis]
+    first = windows[axis][0]
     partition = D.partition if shape == "same" else None
     target = Codistributor(axis, partition).complete(out_shape)
     m = kernel.shape[axis]
