@@ -108,6 +108,16 @@ def known_op(fcn, treedef, leaves):
     return None
 
 
+def known_name(fcn):
+    """The name a mismatch shows for ``fcn`` where spmdlab folds it itself (``sum`` for
+    ``operator.add``), whatever the values; None for other functions."""
+    try:
+        candidates = KNOWN.get(fcn)
+    except TypeError:  # unhashable callable
+        return None
+    return None if candidates is None else candidates[0].name
+
+
 def _has_sequences(treedef):
     if treedef is None:
         return False

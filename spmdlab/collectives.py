@@ -181,9 +181,13 @@ def spmd_reduce(fcn: Callable[[Any, Any], Any], x: T,
     name = getattr(fcn, "__qualname__", type(fcn).__qualname__)
     # (with a destination only its function folds: what the others read is no matter)
     code = _function_code(fcn, captured=destination is None)
+    # a function spmdlab folds itself on other values is shown as that path shows it: a
+    # worker whose value took that path (1 where this one passed True) then differs
+    # from this one in its value's class, not in the function
+    known = _reduce.known_name(fcn)
     values = _gather("spmd_reduce", scope, x, treedef, leaves, destination,
                      ("reduce", name) + code[1:],
-                     fcn=name if not code else f"{name} at {code[0]}")
+                     fcn=known or (name if not code else f"{name} at {code[0]}"))
     acc, error = None, None
     if values is not None:
         # (not on lists and tuples, where max and min keep Python's meaning and type)
@@ -518,6 +522,13 @@ def gather(call, x):
     return _gather(call, scope, x, treedef, leaves, None, ("gather",))
 
 
+def _fields(treedef, leaves, what, fcn):
+    """What a mismatch of a gather compares: the call's kind; for a reduction (``fcn``,
+    compared apart) its value's class, as the reductions spmdlab folds itself compare
+    it (a worker on that path beside one on this path differs from it in its value)."""
+    return {"kind": repr(what)} if fcn is None else _pack.value_fields(treedef, leaves)
+
+
 def _gather(call, scope, x, treedef, leaves, destination, what, fcn=None):
     """Every worker's value, in worker order, on every worker (or on ``destination``);
     ``fcn``: the reduction function a mismatch names."""
@@ -533,7 +544,8 @@ def _gather(call, scope, x, treedef, leaves, destination, what, fcn=None):
     ex, _, _ = agree(scope, call, key, nbytes=0 if buf is None else len(buf),
                      error=error,
                      describe=lambda: describe_call(
-                         call, _pack.describe(treedef, leaves), {"kind": repr(what)},
+                         call, _pack.describe(treedef, leaves), _fields(treedef, leaves, what,
+                                                                       fcn),
                          destination=destination, **({} if fcn is None else {"fcn": fcn})))
     sizes = ex.sizes()
     recv = _gatherv(call, scope, buf, sizes, destination)

@@ -234,6 +234,17 @@ def test_mismatch_names_differing_reduction_functions():
 
 
 @needs2
+def test_mismatch_of_one_function_on_values_of_two_classes_names_the_values():
+    # operator.add of True (Python's own fold) beside 1 (folded by spmdlab): the same
+    # function, so the message names the values' classes, not "different functions"
+    import operator
+    with pytest.raises(SpmdMismatchError, match=r"values that cannot be combined "
+                       r"\(they differ in: type, dtype\)") as info:
+        spmd_reduce(operator.add, True if spmd_index() == 1 else 1)
+    assert str(info.value).count("fcn='sum'") == 2, str(info.value)
+
+
+@needs2
 def test_mismatch_names_differing_lambdas():
     # two lambdas (both '<lambda>') would each fold with its own: their code tells
     # them apart, and the message says where each is; the same lambda still works
