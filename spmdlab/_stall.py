@@ -91,7 +91,8 @@ def _where():
 
 def _needs(state):
     """What a wait needs, for the deadlock check: ``recv:RANKS:TAG`` (a message from one
-    of these world ranks), ``coll:RANKS:N`` (the other workers of this scope in its
+    of these world ranks), ``item:RANKS:*`` (an item of a queue, sent by one of them: a
+    ``poll`` without end), ``coll:RANKS:N`` (the other workers of this scope in its
     collective number N), or ``-`` (anything else: a send, data on its way, and any
     wait while another thread of the program runs, which might send)."""
     kind = state[3] if len(state) > 3 else None
@@ -101,7 +102,7 @@ def _needs(state):
     if kind is COLLECTIVE:
         ex = state[1]._exchange
         return f"coll:{_ranks_text(state[1].world_ranks)}:{ex.calls if ex else 0}"
-    return f"recv:{_ranks_text(kind[1])}:{'*' if kind[2] is None else kind[2]}"
+    return f"{kind[0]}:{_ranks_text(kind[1])}:{'*' if kind[2] is None else kind[2]}"
 
 
 def _may_send(thread):
@@ -347,6 +348,9 @@ def _wanted(answer):
     return _ranks(parts[5].split(":")[1])
 
 
+_FROM_ONE = ("recv", "item")  # waits that any one of their workers can end
+
+
 def _stuck(answers):
     """The workers of a deadlock among ``answers``: the largest set in which each waits
     for a message from workers of the set only, or in a collective that a worker of the
@@ -372,7 +376,7 @@ def _stuck(answers):
         changed = False
         for rank in list(stuck):
             kind, ranks, text = needs[rank]
-            if kind == "recv":
+            if kind in _FROM_ONE:
                 free = any(r not in stuck for r in ranks)
             else:  # a collective: stuck while one of its workers waits elsewhere
                 scope_ranks, n = text.split(":")[1], int(text.split(":")[2])
@@ -403,6 +407,8 @@ def _account(scope, stuck, answers):
         if kind == "recv":
             tag_text = "any tag" if tag[0] == "*" else f"tag {tag[0]}"
             what = f"for a message from {names(who, 'or')} ({tag_text})"
+        elif kind == "item":
+            what = f"for an item from {names(who, 'or')}"
         else:
             what = f"for {names(who, 'and')} to join it"
         me = " (this one)" if rank == _world.RANK else ""

@@ -42,12 +42,12 @@ from typing import Any, Callable, Generic, Iterator, List, Optional, Type, TypeV
 import numpy as np
 from ._mpi import MPI
 
-from . import _count, _ending, _env, _pack, _wait, _world
+from . import _count, _ending, _env, _pack, _stall, _wait, _world
 from ._agree import agree
 from ._pack import digest
 from ._checks import check_worker
-from .errors import (SpmdError, SpmdPeerError, SpmdTimeoutError, SpmdTypeError,
-                     SpmdValueError)
+from .errors import (SpmdDeadlockError, SpmdError, SpmdPeerError, SpmdTimeoutError,
+                     SpmdTypeError, SpmdValueError)
 
 __all__ = ["DataQueue", "PollableDataQueue", "QueueSet"]
 
@@ -875,7 +875,9 @@ class PollableDataQueue(_Queue):
 
         On workers other than the owner it returns ``default`` at once. ``timeout`` may
         be ``math.inf`` (wait until an item comes); SpmdValueError for one that is not a
-        number of seconds (NaN, None, a bool).
+        number of seconds (NaN, None, a bool). A wait without end that no worker can end
+        raises: SpmdPeerError once every other worker has finished, SpmdDeadlockError
+        while every worker that could send waits itself (as a receive's deadlock).
         """
         timeout = _seconds(self, "poll", timeout, none_ok=False)
         if not self.is_owner:
@@ -907,19 +909,56 @@ class PollableDataQueue(_Queue):
         _hub.expecting = time.monotonic()  # the receiver thread looks often for a while
         _hub.wake.set()
         gone_since = None
-        with self._cond:
-            self._pollers += 1
-            try:
-                while not items:
-                    left = deadline - time.monotonic()
-                    if left <= 0:
-                        return default
-                    self._cond.wait(min(left, _WAIT_CHUNK))
-                    if timeout is None and not items:
-                        gone_since = self._no_sender_left(gone_since)
-            finally:
-                self._pollers -= 1
-            return items.popleft()
+        state = self._endless_wait() if timeout is None else None
+        if state is not None:
+            _stall.waiting_in = state
+        try:
+            while True:
+                with self._cond:
+                    self._pollers += 1
+                    try:
+                        while not items:
+                            left = deadline - time.monotonic()
+                            if left <= 0:
+                                return default
+                            self._cond.wait(min(left, _WAIT_CHUNK))
+                            if timeout is None and not items:
+                                gone_since = self._no_sender_left(gone_since)
+                                if state is not None:
+                                    break  # (the deadlock check, outside the lock)
+                        if items:
+                            return items.popleft()
+                    finally:
+                        self._pollers -= 1
+                self._check_deadlock(state)
+        finally:
+            if state is not None:
+                _stall.waiting_in = None
+
+    def _endless_wait(self):
+        """For a ``poll`` without end in the program thread: its wait as the deadlock
+        check and the stall report read it (``_stall.waiting_in``: an item from any
+        other worker of the queue's scope); None where no check is made (another thread,
+        a pool's worker, whose client may send; no other worker; the check turned off)."""
+        others = tuple(r for r in self._scope.world_ranks if r != _world.RANK)
+        if not (others and _env.DEADLOCK_CHECK) or _world.QUEUE_REFERENCE is not None or \
+                threading.get_ident() != _stall.PROGRAM:
+            return None
+        return (f"{self._kind}.poll", self._scope, time.monotonic(),
+                ("item", others, None))
+
+    def _check_deadlock(self, state):
+        """Raise SpmdDeadlockError when no item can ever come: every worker that could
+        send one waits itself, for this worker or for each other (``_stall.deadlock``,
+        which looks after SPMDLAB_DEADLOCK_CHECK seconds and concludes on two looks)."""
+        items = self._items
+        text = _stall.deadlock(state, lambda: bool(items))
+        if text is not None and not items:
+            raise SpmdDeadlockError(
+                f"{self._who('poll')}: deadlock: no item can ever come, every worker that "
+                f"could send one waits itself: {text} (seen twice, "
+                f"{time.monotonic() - state[2]:.0f} s into the wait; "
+                f"SPMDLAB_DEADLOCK_CHECK=0 turns the check off)")
 
     def _no_sender_left(self, since):
         """For a poll without end: raise SpmdPeerError once every other worker of the

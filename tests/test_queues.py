@@ -560,3 +560,60 @@ def test_an_owner_given_as_a_numpy_int_is_kept_as_an_int():
         got = sorted(q.poll(30.0) for _ in range(spmd_size()))
         assert got == list(range(1, spmd_size() + 1))
     spmd_barrier()
+
+
+def test_polls_without_end_that_wait_for_each_other_raise_a_deadlock_on_every_worker():
+    # every worker waits for an item of its own queue and nobody sends: poll(math.inf)
+    # would wait for ever (the deadlock check looks 1 s into the wait)
+    if spmd_size() == 1:
+        pytest.skip("a poll with no other worker raises once the program is alone")
+    import math
+    from spmdlab import SpmdDeadlockError
+    queues = PollableDataQueue.per_worker()
+    with pytest.raises(SpmdDeadlockError) as info:
+        queues.mine.poll(math.inf)
+    text = str(info.value)
+    assert f"PollableDataQueue.poll (worker {spmd_index()} of {spmd_size()}): deadlock: " \
+           f"no item can ever come" in text, text
+    assert f"worker {spmd_index()} (this one) waits in PollableDataQueue.poll at " in text
+    assert "test_queues.py:" in text, text
+    assert "for an item from worker" in text, text
+    spmd_barrier()
+    queues[spmd_index() % spmd_size() + 1].send("after")  # the queues still work
+    assert queues.mine.poll(math.inf) == "after"
+    spmd_barrier()
+
+
+def test_a_poll_without_end_beside_a_receive_that_waits_for_it_is_a_deadlock():
+    if spmd_size() == 1:
+        pytest.skip("needs a second worker")
+    import math
+    from spmdlab import SpmdDeadlockError
+    queues = PollableDataQueue.per_worker()
+    if spmd_index() == 1:
+        with pytest.raises(SpmdDeadlockError, match=r"waits in spmd_receive at .* for a "
+                                                    r"message from worker 1 \(tag 12\)"):
+            queues.mine.poll(math.inf)
+        spmd_send("unblocked", list(range(2, spmd_size() + 1)), tag=12)
+    else:  # (the receives see the deadlock too, unless worker 1 saw it first and sent)
+        try:
+            got = spmd_receive(1, tag=12)
+        except SpmdDeadlockError as exc:
+            assert "waits in PollableDataQueue.poll at" in str(exc), str(exc)
+            got = spmd_receive(1, tag=12)
+        assert got == "unblocked"
+    spmd_barrier()
+
+
+def test_a_poll_without_end_for_a_worker_that_computes_is_no_deadlock():
+    # worker 2 computes for 3 s (worker 1 looks 1 and 2 s into its wait), then sends
+    if spmd_size() == 1:
+        pytest.skip("needs a second worker")
+    import math
+    queues = PollableDataQueue.per_worker()
+    if spmd_index() == 2:
+        time.sleep(3.0)
+        queues[1].send("late")
+    elif spmd_index() == 1:
+        assert queues.mine.poll(math.inf) == "late"
+    spmd_barrier()
