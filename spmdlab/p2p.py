@@ -473,7 +473,7 @@ def _by_rendezvous(plain, scope, destination):
 def _message(x, plain, call, scope):
     """The one message that holds ``x`` (``plain``: its ``_plain`` form, or None)."""
     if plain is not None:  # (a small one's header is looked up once, a large one's too)
-        return plain[0].nbytes < _pack._SMALL and _pack.kept_array_message(*plain) or \
+        return plain[0].nbytes <= _pack._SMALL and _pack.kept_array_message(*plain) or \
             _pack.array_message(*plain)
     return _pack.encode(x, lambda: f"{call} ({scope.who()})")
 
@@ -485,7 +485,7 @@ _OVERSUBSCRIBED_RENDEZVOUS = 1 << 18
 # A point-to-point message larger than this goes as two: a head that an inbox of this
 # size takes, then the message (arrays larger than 64 KiB leave by rendezvous instead,
 # unless more workers than cores make one message cheaper; see _by_rendezvous)
-_INBOX = _pack._SMALL + 4096
+_INBOX = _pack._SMALL + _pack.HEADROOM
 # A transfer this large, once posted, is waited for inside MPI (``_wait.wait_body``): at
 # 1x2 a 4 MiB ring exchange took 620-700 us so against 780-820 us when each look at it
 # was a turn of a Python loop; a 64 KiB one was slower so (26-31 against 18-23 us)

@@ -413,6 +413,20 @@ def test_numpy_scalars_of_one_type_and_other_dtypes_arrive_as_sent():
             assert type(got) is type(x) and got.dtype == x.dtype and got == x
 
 
+def test_arrays_of_dtypes_numpy_exports_no_buffer_of_arrive_as_sent_at_every_size():
+    # a datetime or structured array sent twice (the second time by the kept header's
+    # way, which joins the array's own memory from 8 KiB: numpy exports no buffer of a
+    # datetime's), at sizes either side of 8 KiB and of one inbox's 64 KiB
+    for dtype in ("M8[D]", "m8[s]", [("x", "i4"), ("y", "f8")], ">f8"):
+        for n in (3, 1000, 1100, 8190, 8192, 8200):
+            x = np.arange(n).astype(dtype)
+            for _ in range(2):
+                spmd_send(x, right(), tag=8)
+                got = spmd_receive(left(), tag=8)
+                assert got.dtype == x.dtype and got.shape == x.shape and (got == x).all()
+    spmd_barrier()
+
+
 def test_large_arrays_of_dtypes_mpi_has_no_type_for_arrive_as_sent():
     # a byte-swapped, datetime or structured array large enough to leave from its own
     # memory (MPI's buffer interface refuses their formats)
