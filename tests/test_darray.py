@@ -391,6 +391,15 @@ def test_subscripts_by_index_vectors_on_two_axes(backend):
         H3[key] = np.arange(12.0).reshape(3, 2, 2)
         D3[key] = backend.make(np.arange(12.0).reshape(3, 2, 2))
         assert np.array_equal(value(D3), H3)
+        # three vectors (MATLAB's D(i, j, k) = v), with values that broadcast
+        for key, v in ((np.ix_([2, 0], [n, 0], [3, 1, 0]), np.arange(12.0).reshape(2, 2, 3)),
+                       (np.ix_([1], [0, n], [2]), -5.0),
+                       (np.ix_([0, 2], [1], [0, 3]), np.array([[8.0, 9.0]])),
+                       (np.ix_([0, 1, 2], [n], [1]), np.array([[[1.0]], [[2.0]], [[3.0]]])),
+                       (np.ix_([], [0], [1, 2]), 4.0)):
+            D3[key] = backend.make(v) if np.ndim(v) else v
+            H3[key] = v
+            assert np.array_equal(value(D3), H3), (axis, key)
 
 
 def test_written_values_that_do_not_fit_fail_on_every_worker(backend):

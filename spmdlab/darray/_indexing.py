@@ -17,6 +17,7 @@ the distribution axis needs thought:
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 
 import numpy as np
@@ -477,32 +478,34 @@ def setitem(D, key, value):
 
 
 def _set_outer(D, key, outer, value):
-    """``D[np.ix_(rows, cols)] = value``: one write per row index, of the columns (each a
-    write with one index vector, no communication for a replicated value)."""
+    """``D[np.ix_(rows, cols, ...)] = value``: one write for each index of every vector but
+    the last, of the last one's elements (each a write with one index vector, no
+    communication for a replicated value)."""
     call = _call(D, key, " = ...")
     D._check_scope(call)
-    (axis, picked), *rest = outer[0]
-    if len(rest) != 1:
-        raise error(SpmdIndexError, call, f"a write through np.ix_ takes two index vectors "
-                    f"here (got {len(rest) + 1}); write in steps")
-    other, cols = rest[0]
-    for d, picks in ((axis, picked), (other, cols)):  # numpy's IndexError, as the reads'
-        bad = (picks < -D.shape[d]) | (picks >= D.shape[d])
+    picks, plain = outer
+    for d, indices in picks:  # numpy's IndexError, as the reads'
+        bad = (indices < -D.shape[d]) | (indices >= D.shape[d])
         if bad.any():
-            raise error(SpmdIndexError, call, f"index {int(picks[bad][0])} is out of bounds "
-                        f"for axis {d} with size {D.shape[d]}")
+            raise error(SpmdIndexError, call, f"index {int(indices[bad][0])} is out of "
+                        f"bounds for axis {d} with size {D.shape[d]}")
     if isinstance(value, CodistributedArray):
         value._check_scope(call)
         value = value.gather()
     shape = np.broadcast_to(np.empty((), np.uint8), D.shape)[key].shape
     value = _fitted(call, value, shape)
-    at = axis - (len(shape) - np.ndim(value))  # the rows' axis in the value, if it has it
-    for j, i in enumerate(picked):
-        sub = list(outer[1])
-        sub[axis], sub[other] = int(i), cols
-        part = value if at < 0 else \
-            value[(slice(None),) * at + (j if value.shape[at] != 1 else 0,)]
-        setitem(D, tuple(sub), part)
+    # the vectors keep their axes in the selection (they are adjacent); the value's axes
+    # are the selection's last ones
+    lead = len(shape) - np.ndim(value)
+    *fixed, (last, indices) = picks
+    for combo in itertools.product(*(range(len(v)) for _, v in fixed)):
+        sub, part = list(plain), [slice(None)] * np.ndim(value)
+        for (d, v), j in zip(fixed, combo):
+            sub[d] = int(v[j])
+            if d >= lead:  # (a value without this axis is the same for every index)
+                part[d - lead] = j if value.shape[d - lead] != 1 else 0
+        sub[last] = indices
+        setitem(D, tuple(sub), value[tuple(part)] if np.ndim(value) else value)
 
 
 def _fitted(call, value, shape):
