@@ -1080,3 +1080,66 @@ def test_a_bad_argument_on_one_worker_of_a_darray_call_fails_everywhere(case):
                                                 r"Codistributor \(got 'x'"):
             da.from_local(np.ones(2), "x" if one else None)
     assert D.gather().shape == (n, 4)
+
+
+@pytest.mark.skipif(torch is None, reason="torch")
+def test_torch_results_of_a_dtype_numpy_has_none_for_fail_where_they_are_made():
+    # 1j + D of float16 parts is torch's complex32, which no collective can move: the
+    # gather that followed raised a bare KeyError; refused where it is made, everywhere
+    D = da.distribute(torch.ones(2 * spmd_size() + 1, dtype=torch.float16))
+    for make in (lambda: 1j + D, lambda: D * torch.ones(1, dtype=torch.complex32),
+                 lambda: np.where(D > 0, D, 1j), lambda: D.astype(torch.complex32),
+                 lambda: D.astype(torch.float8_e4m3fn)):
+        with pytest.raises(SpmdTypeError, match=r"\(worker \d+ of \d+\): the result's local "
+                                                r"parts would be Tensors of (complex32|"
+                                                r"float8_e4m3fn), which numpy has no dtype"):
+            make()
+    assert value(D + 1j * np.ones(1, np.complex64)).dtype == np.complex64
+
+
+def test_complex_products_along_the_split_axis_leave_out_workers_that_hold_nothing(backend):
+    # an empty block's product, 1+0j, is not neutral: (1+0j) * (inf+nanj) is nan+nanj,
+    # where numpy's product of the one element is inf+nanj
+    n = spmd_size()
+    G = np.array([[complex(np.inf, 0), 2 - 1j], [1 + 1j, complex(0, np.inf)]], np.complex64)
+    for axis in (0, 1):
+        for k in range(n):  # one worker holds the axis: numpy's product, bit for bit
+            part = (0,) * k + (2,) + (0,) * (n - k - 1)
+            D = distribute(backend.make(G), Codistributor(axis, part))
+            with np.errstate(invalid="ignore"):
+                for ax in (None, axis):
+                    for keepdims in (False, True):
+                        got = value(np.prod(D, axis=ax, keepdims=keepdims))
+                        want = np.prod(G, axis=ax, keepdims=keepdims)
+                        assert got.dtype == want.dtype and got.shape == want.shape
+                        np.testing.assert_array_equal(got, want)
+
+
+def test_powers_of_numpy_parts_are_numpys_operator():
+    # numpy's A ** 2 is np.square (bools give int8, np.power's int64; complex values
+    # have square's bits), A ** 0.5 of floats np.sqrt and A ** -1 np.reciprocal
+    n = spmd_size()
+    rng = np.random.default_rng(3)
+    z = (rng.standard_normal(4 * n + 3) + 1j * rng.standard_normal(4 * n + 3)) * 3
+    for G in (np.arange(2 * n + 1) % 2 == 0, np.arange(2 * n + 1, dtype=np.int8),
+              z.astype(np.complex64), z, z.real.astype(np.float16)):
+        D = distribute(G)
+        for k in (2, 0.5, -1, 3, 2.0):
+            if G.dtype.kind in "biu" and k == -1:
+                continue
+            with np.errstate(all="ignore"):
+                got, want = value(D ** k), G ** k
+            assert got.dtype == want.dtype and got.tobytes() == want.tobytes(), (G.dtype, k)
+
+
+def test_an_empty_list_subscript_picks_nothing_as_numpys():
+    # np.asarray([]) is float64: D[[]] and D[:, []] were refused as a float subscript
+    G = whole((spmd_size() + 1, 4))
+    for axis in (0, 1):
+        D = distribute(G, axis=axis)
+        for key in ([], ([], slice(None)), (slice(None), []), (1, [])):
+            got, want = value(D[key]), G[key]
+            assert got.shape == want.shape and got.dtype == want.dtype
+            E, F = D.copy(), G.copy()
+            E[key], F[key] = 7, 7
+            assert np.array_equal(value(E), F)

@@ -922,3 +922,25 @@ def test_a_bad_argument_on_one_worker_of_a_collective_call_fails_everywhere(case
                                                 r"be a worker number.*got 2\.5"):
             codistributed(np.arange(4.0), 2.5 if one else 1)
     assert gather(D, 1.0).shape == ((4, n) if k == 1 else (0, 0))
+
+
+@pytest.mark.skipif(torch is None, reason="torch")
+def test_max_and_min_of_torch_values_keep_the_family_and_matlabs_class():
+    # max(T, single(2)) of a plain tensor raised AttributeError ('is_cuda'); of torch
+    # parts it was double (the numpy scalar became a Python number); max(T, [], "all")
+    # of a plain tensor gave a numpy index, and numpy arrays when empty
+    G = np.array([[1.0, 5.0, -2.0], [4.0, -1.0, 3.0]])
+    T = torch.from_numpy(G.copy())
+    for fn, want in ((mmax, np.maximum(G, 2)), (mmin, np.minimum(G, 2))):
+        for X in (T, codistributed(T)):
+            got = gather(fn(X, np.float32(2)))
+            assert isinstance(got, torch.Tensor) and got.dtype == torch.float32
+            assert np.array_equal(got.numpy(), want)
+        M, I = fn(T, [], "all", nargout=2)
+        MD, ID = fn(codistributed(T), [], "all", nargout=2)
+        for x, y in ((M, MD), (I, ID)):
+            assert isinstance(x, torch.Tensor) and x.dtype == y.dtype and x.shape == ()
+            assert x.item() == y.item()
+        M, I = fn(torch.zeros(0, 3), [], "all", nargout=2)
+        assert isinstance(M, torch.Tensor) and M.shape == (0, 0)
+        assert M.dtype == torch.float32 and I.dtype == torch.int64

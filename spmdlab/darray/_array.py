@@ -295,6 +295,21 @@ class CodistributedArray(np.lib.mixins.NDArrayOperatorsMixin):
 
         return array_function(self, func, types, args, kwargs)
 
+    def __pow__(self, other: Any) -> Any:
+        # numpy's ndarray ** takes a fast path for three Python numbers: ** 2 is
+        # np.square (bool ** 2 is int8, np.power's int64; complex values have square's
+        # bits), ** 0.5 of floats np.sqrt, ** -1 of floats np.reciprocal; numpy parts
+        # give A ** k's result
+        if self.family == "numpy":
+            kind = self.dtype.kind
+            if type(other) is int and other == 2 and kind in "biufc":
+                return np.square(self)
+            if kind in "fc" and (type(other) is float and other == 0.5):
+                return np.sqrt(self)
+            if kind in "fc" and type(other) is int and other == -1:
+                return np.reciprocal(self)
+        return np.power(self, other)
+
     def __getitem__(self, key: Any) -> Any:
         from ._indexing import getitem
 
@@ -399,7 +414,7 @@ class CodistributedArray(np.lib.mixins.NDArrayOperatorsMixin):
             raise error(SpmdTypeError, f"{type(self).__name__}.astype", f"cannot convert "
                         f"{self.family} parts of {_dtype_name(self.dtype)} to {dtype!r}: "
                         f"{exc}") from exc
-        return self._new(local, self._codist)
+        return self._new(part(f"{type(self).__name__}.astype", local), self._codist)
 
     def sum(self, axis: Any = None, dtype: Any = None, keepdims: bool = False) -> Any:
         return np.sum(self, axis=axis, dtype=dtype, keepdims=keepdims)
@@ -515,6 +530,20 @@ def _codist_key(codist):
 @functools.lru_cache(maxsize=None)
 def _dtype_name(dtype):
     return str(dtype).replace("torch.", "")
+
+
+def part(call, local):
+    """``local``, a result computed on this worker's local part, if it can be a local part;
+    else SpmdTypeError. torch makes tensors of dtypes numpy has none for (complex32 from
+    ``1j + D`` of float16 parts, float8 from ``astype``), which no collective can move:
+    refused here, where the result is made (the parts share their dtype, so every worker
+    refuses alike), not by a later ``gather`` or reduction."""
+    if type(local) is np.ndarray or local_family(local) is not None:
+        return local
+    raise error(SpmdTypeError, call, f"the result's local parts would be "
+                f"{type(local).__name__}s of {_dtype_name(getattr(local, 'dtype', '?'))}, "
+                f"which numpy has no dtype for, so they cannot be moved between workers; "
+                f"convert the operands first (say, to complex64 or float32)")
 
 
 def is_codistributed(x: Any) -> bool:

@@ -376,14 +376,14 @@ def _plain(name, A, dim, pick, nargout):
     like = A if family is not LOCAL["numpy"] else None
     wrap = (lambda x: x) if like is None else (lambda x: family.like(x, like))  # noqa
     if dim == "all":
-        if host.size == 0:
-            return (host.reshape(0, 0), np.zeros((0, 0), np.int64)) if nargout == 2 \
-                else host.reshape(0, 0)
+        if host.size == 0:  # (in A's family, as the codistributed array's)
+            M = wrap(host.reshape(0, 0))
+            return (M, wrap(np.zeros((0, 0), np.int64))) if nargout == 2 else M
         flat = host.reshape(-1, order="F")
         i = int(pick(flat, 0, name)[0])
-        M = wrap(np.asarray(flat[i]))
-        M = M[()] if isinstance(M, np.ndarray) else M
-        return (M, np.int64(i + 1)) if nargout == 2 else M
+        M, I = wrap(np.asarray(flat[i])), wrap(np.asarray(i + 1, dtype=np.int64))
+        M, I = [x[()] if isinstance(x, np.ndarray) else x for x in (M, I)]
+        return (M, I) if nargout == 2 else M
     msize = _matlab_size(host.shape)
     if dim is None:
         dim = next((d + 1 for d, n in enumerate(msize) if n != 1), 1)
@@ -461,15 +461,20 @@ def _pairwise(call, name, A, B, omitnan, method):
     from ._array import CodistributedArray
     from ._numpy import elementwise
 
+    # (an array of the family's own; a numpy scalar, np.float32(1), is a host value)
+    theirs = lambda x: hasattr(x, "shape") and not isinstance(  # noqa: E731
+        x, (np.ndarray, np.generic))
+
     def apply(family, args, kwargs):
-        like = next((x for x in args if hasattr(x, "shape") and not
-                     isinstance(x, np.ndarray)), None)
-        host = [np.asarray(family.host(x)) if hasattr(x, "shape") and not
-                isinstance(x, np.ndarray) else x for x in args]
+        like = next((x for x in args if theirs(x)), None)
+        host = [np.asarray(family.host(x)) if theirs(x) else x for x in args]
         result = np.asarray(_pair(name, omitnan, method, *host)).copy()
         return result if like is None else family.like(result, like)
 
     if isinstance(A, CodistributedArray) or isinstance(B, CodistributedArray):
+        # a numpy scalar as a 0-d array: its class is kept (a torch part's operand
+        # would be the Python number of it, a double: max(D, single(1)) is single)
+        A, B = [np.asarray(x) if isinstance(x, np.generic) else x for x in (A, B)]
         return elementwise(call, (A, B), {}, apply)
     family = _family_of(A if hasattr(A, "shape") else B)
     return apply(family, (A, B), {})

@@ -124,6 +124,8 @@ def _selector(call, d, k, n):
         array = _host(k)
     except Exception:
         array = None
+    if isinstance(k, (list, tuple)) and array is not None and array.size == 0:
+        array = array.astype(np.intp)  # (numpy's: an empty list picks nothing; not floats)
     if array is None or array.dtype.kind not in "iub" or array.ndim > 1:
         raise error(SpmdTypeError, call, f"only ints, slices, '...', 1-D int or bool "
                     f"arrays and a boolean mask of the array's shape are valid subscripts "

@@ -24,7 +24,7 @@ from .._agree import Description, agree
 from .._pack import digest
 from ..collectives import _cat_arrays, _plain_key
 from ..errors import SpmdError, SpmdTypeError, SpmdValueError
-from ._array import CodistributedArray
+from ._array import CodistributedArray, part
 from . import _extrema
 from ._codistributor import Codistributor, error
 
@@ -304,7 +304,7 @@ def _applied(call, apply, family, args, kwargs):
     casting rules: ``D += 1.5`` on integers) named as the call and worker's; the local
     parts share their dtype, so every worker refuses alike."""
     try:
-        return apply(family, args, kwargs)
+        result = apply(family, args, kwargs)
     except TypeError as exc:
         if isinstance(exc, SpmdTypeError):
             raise
@@ -313,6 +313,10 @@ def _applied(call, apply, family, args, kwargs):
         if family is not LOCAL["torch"] or isinstance(exc, SpmdError):
             raise
         raise error(SpmdTypeError, call, str(exc)) from exc
+    if family is LOCAL["torch"]:  # (a dtype numpy has none for: complex32, float8)
+        for local in result if isinstance(result, tuple) else (result,):
+            part(call, local)
+    return result
 
 
 def _same_distribution(call, inputs):
@@ -633,10 +637,32 @@ def reduction(call, name, a, axis=None, dtype=None, keepdims=False, out=None,
     if name in ("max", "min", "sum", "prod") and family.dtype(partial).kind == "b":
         # numpy's max or sum of bools (a sum with dtype=bool) is any, min or prod all
         op = LOR if name in ("max", "sum") else LAND
-    total = _reduce.reduce_op(call, partial, op, None)
+    if name == "prod" and family.dtype(partial).kind == "c" and 0 in a.partition:
+        total = _product_of_held(call, a, partial, family)
+    else:
+        total = _reduce.reduce_op(call, partial, op, None)
     if not keepdims:
         total = total.reshape(shape)
     return _replicated_result(a, total, shape)
+
+
+def _product_of_held(call, a, partial, family):
+    """The product of the workers' complex ``partial`` products (kept along ``a``'s
+    split axis) of the workers that hold elements, in worker order: an empty block's
+    product, 1+0j, is not neutral ((1+0j) * (inf+0j) is nan+nanj where numpy's product
+    of the one element is inf+nanj), so those are left out. Collective: one small
+    ``spmd_cat``; the same bits on every worker."""
+    scope = a._check_scope(call)
+    axis = a.axis
+    at = lambda k: (slice(None),) * axis + (slice(k, k + 1),)  # noqa: E731
+    totals = _cat_arrays(call, scope, classify(partial), axis, None)
+    held = [k for k, n in enumerate(a.partition) if n]
+    if not held:  # (no elements: every worker's product is the empty one)
+        return partial
+    total = totals[at(held[0])]
+    for k in held[1:]:
+        total = family.apply(np.multiply, "__call__", (total, totals[at(k)]), {})
+    return total
 
 
 def _identity(name, dtype):
