@@ -141,6 +141,9 @@ def _as_called(name: str) -> Callable[[F], F]:
                 if sep and head in _RENAMED:
                     exc.args = (name + sep + rest,) + exc.args[1:]
                 raise
+        # its code named ``name`` too: a message that names the outermost spmdlab
+        # frame's code (``_world._called``: a collective on a pool's client) names it
+        called.__code__ = called.__code__.replace(co_name=name)
         return called  # type: ignore[return-value]
     return decorate
 

@@ -526,6 +526,89 @@ def test_ctrl_c_while_a_large_value_is_sent_leaves_the_pool_working():
     assert "INTERRUPTED 3" in proc.stdout, proc.stdout + proc.stderr
 
 
+@pytest.mark.parametrize("layout", ["4", "2x2"])
+def test_a_block_stopped_in_a_large_collective_keeps_its_buffers(layout):
+    # stopped half-way through a large spmd_plus, a worker dropped the requests it was
+    # still on with their buffers (40 MB: memory of its own, unmapped when freed); at 2x2
+    # another worker then read a freed send's memory across the nodes and aborted
+    # ("process_vm_readv ... Bad address"): the pool ended in most runs
+    env, n = layout_env(layout)
+    proc = run_client(f"""
+        import os, signal, threading
+        import numpy as np
+        import spmdlab
+        from spmdlab import spmd_plus
+        pool = spmdlab.start_pool({n})
+
+        def sums():
+            x = np.ones(5_000_000)
+            while True:
+                y = spmd_plus(x)
+
+        interrupted = 0
+        for delay in (0.6, 0.9, 1.2, 1.5, 0.8, 1.1, 0.7, 1.3):
+            timer = threading.Timer(delay, os.kill, (os.getpid(), signal.SIGINT))
+            timer.start()
+            try:
+                pool.spmd(sums)
+            except KeyboardInterrupt:
+                interrupted += 1
+            timer.join()
+            assert pool.spmd(lambda: spmd_plus(1))[:] == [{n}] * {n}
+        print("INTERRUPTED", interrupted)
+        pool.delete()
+    """, env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "INTERRUPTED 8" in proc.stdout, proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize("layout", ["2", "2x2"])
+def test_a_stopped_blocks_distributed_arrays_stay_whole(layout):
+    # each worker stops a block at its own point: a loop that rebinds a codistributed
+    # array left each worker another version of it (the parts did not fit together, and
+    # the client's gather raised numpy's ValueError; or data of different steps, gathered
+    # as one array); a failed or stopped block's assignments of them are undone, and a
+    # gather of parts that do not fit together says so
+    env, n = layout_env(layout)
+    proc = run_client(f"""
+        import os, signal, threading
+        import numpy as np
+        import spmdlab
+        from spmdlab.matlab import gather
+        pool = spmdlab.start_pool({n})
+        X = np.arange(20.0).reshape(4, 5)
+        ns = {{"X": X}}
+        pool.run_cell("import spmdlab.darray as da\\nD = da.distribute(X)", ns)
+        try:  # the other workers transpose theirs (no communication), worker 1 never
+            pool.run_cell("if spmd_index() == 1:\\n    raise ValueError('no')\\nD = D.T", ns)
+        except spmdlab.SpmdError as exc:
+            print("FAILED", str(exc).splitlines()[0])
+        print("RESTORED", np.array_equal(gather(ns["D"]), X))
+        for delay in (0.5, 1.0):
+            timer = threading.Timer(delay, os.kill, (os.getpid(), signal.SIGINT))
+            timer.start()
+            try:
+                pool.run_cell("while True:\\n    D = D.redistribute(axis=1 - D.axis) * 1", ns)
+            except KeyboardInterrupt:
+                print("INTERRUPTED")
+            timer.join()
+            print("WHOLE", np.array_equal(gather(ns["D"]), X))
+        pool.run_cell("if spmd_index() == 1:\\n    D = D.T", ns)  # (the user's own doing)
+        try:
+            gather(ns["D"])
+        except spmdlab.SpmdValueError as exc:
+            print("APART", exc)
+        pool.delete()
+    """, env)
+    out = proc.stdout
+    assert proc.returncode == 0, out + proc.stderr
+    assert f"FAILED spmd: worker 1 of {n} failed: ValueError: no" in out, out
+    assert "RESTORED True" in out and out.count("INTERRUPTED") == 2, out
+    assert out.count("WHOLE True") == 2, out
+    assert "APART gather: the workers hold different arrays under this distributed " \
+        "array's name (worker 1: shape (5, 4), axis 1, partition" in out, out
+
+
 def test_ctrl_c_while_the_client_prints_a_backlog_keeps_the_pool():
     # the workers stopped at once, but their outcomes waited behind the output they had
     # written before, still being printed by a client that had fallen behind (a slow
@@ -851,6 +934,13 @@ def test_bad_calls_say_what_is_wrong():
         except spmdlab.SpmdTypeError as exc:
             print("SLICE", exc)
         print("PICKED", c[range(1, 2)], c[np.array([1])], c[[]], c[:])
+        # a MATLAB collective on the client named itself "called" (its wrapper's name)
+        from spmdlab.matlab import gop, spmdPlus, spmdReceive
+        for fn, args in ((spmdPlus, (1,)), (gop, ("plus", 1)), (spmdReceive, ())):
+            try:
+                fn(*args)
+            except spmdlab.SpmdError as exc:
+                print("CLIENT", exc)
         delete(gcp)  # MATLAB's delete(gcp), as written: it was "cannot delete a function"
         assert gcp("nocreate") is None
         delete(gcp)
@@ -871,6 +961,8 @@ def test_bad_calls_say_what_is_wrong():
     assert "SLICE Composite[1:2]: only c[:] slices a Composite; pick workers with a list " \
         "or range of worker numbers (1-based), such as c[range(2, 2)]" in out, out
     assert "PICKED [1] [1] [] [1]" in out, out
+    for name in ("spmdPlus", "gop", "spmdReceive"):
+        assert f"CLIENT {name} (the client): this process is a pool's client" in out, out
     assert "DELETED Composite[1]: the pool has been deleted" in out
 
 

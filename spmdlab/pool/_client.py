@@ -618,7 +618,7 @@ class Pool:
         outcomes = self._results.pop(block)
         unreadable = self._unreadable.pop(block, None)
         if any(o[0] != "done" for o in outcomes.values()):
-            self._refresh()
+            self._refresh(restore=True)
             failures = sorted((k, o[1]) for k, o in outcomes.items() if o[0] == "failed")
             if failures or failed is not None:
                 first = failed if failed is not None else failures[0][1]
@@ -651,10 +651,13 @@ class Pool:
                     if j not in results:
                         self._send(j, ("finished", block, k))
 
-    def _refresh(self):
-        """After a stopped block: new communicators on every worker."""
+    def _refresh(self, restore=False):
+        """After a stopped block: new communicators on every worker (``restore``: the
+        block was stopped or failed, and its assignments of codistributed arrays are
+        undone on every worker, see ``_worker.restore``)."""
         try:
-            self._request("spmd", range(1, self.size + 1), "refresh", within=STOP_GRACE)
+            self._request("spmd", range(1, self.size + 1), "refresh", restore,
+                          within=STOP_GRACE)
         except (SpmdError, TimeoutError):
             self._restart("the workers could not recover from a stopped block")
 
@@ -830,6 +833,14 @@ class Pool:
         import numpy as np
 
         parts = self._request("gather", range(1, self.size + 1), "part", handle._name)
+        views = {k: (parts[k][1], parts[k][3], parts[k][4]) for k in parts}
+        if len(set(views.values())) > 1:  # a block assigned it on some workers only
+            shown = "; ".join(f"worker {k}: shape {shape}, axis {axis}, partition "
+                              f"{list(partition)}"
+                              for k, (axis, shape, partition) in sorted(views.items()))
+            raise SpmdValueError(f"gather: the workers hold different arrays under this "
+                                 f"distributed array's name ({shown}): a block assigned it "
+                                 f"on some workers only; make it again on every worker")
         axis = parts[1][1]
         return np.concatenate([parts[k][0] for k in range(1, self.size + 1)], axis=axis)
 

@@ -27,6 +27,7 @@ import sys
 import threading
 import time
 import traceback
+import types
 
 from . import _shared, _wire
 
@@ -61,6 +62,9 @@ class _Worker:
         self.program = threading.get_ident()
         self.synced = {1: threading.Event(), 2: threading.Event()}
         self.sync_count = 0
+        # the bindings the last block's assigned names had before it, until the next
+        # block: put back for codistributed arrays if it was stopped or failed (refresh)
+        self.before = {}
 
     # -- output ----------------------------------------------------------------------------
 
@@ -204,6 +208,7 @@ class _Worker:
             message = self.commands.get()
             kind = message[0]
             if kind == "run":
+                self.before = {}
                 self.run(message[1], message[2])
             elif kind == "get":
                 self.reply(message[1], self.get, message[2])
@@ -213,7 +218,7 @@ class _Worker:
                 for name in message[1]:
                     self.ns.pop(name, None)
             elif kind == "refresh":
-                self.reply(message[1], self.refresh)
+                self.reply(message[1], self.refresh, *message[2:])
             elif kind == "distribute":
                 self.reply(message[1], self.distribute, *message[2:])
             elif kind == "part":
@@ -244,10 +249,34 @@ class _Worker:
     def set(self, name, value):
         self.ns[name] = value
 
-    def refresh(self):
+    def refresh(self, restore=False):
+        """New communicators after a stopped block (``restore``: it was stopped or
+        failed: its codistributed arrays are put back as they were first)."""
         from .. import _world
 
+        if restore:
+            self.restore()
         _world.refresh()
+
+    def restore(self):
+        """A stopped or failed block's assignments of codistributed arrays undone: each
+        worker stopped at its own point, so a loop that rebinds one (``D =
+        redistribute(D, ...)``, ``D = D * 2``) left each worker holding another version of
+        it (parts that did not fit together, or data of different steps, gathered as one
+        array); every worker takes back the binding it had before the block. Other values
+        are each worker's own (a Composite's elements) and stay as the block left them."""
+        from ..darray import CodistributedArray
+
+        before, self.before = self.before, {}
+        for name, old in before.items():
+            new = self.ns.get(name, _MISSING)
+            if new is old or not (isinstance(new, CodistributedArray) or
+                                  isinstance(old, CodistributedArray)):
+                continue
+            if old is _MISSING:
+                self.ns.pop(name, None)
+            else:
+                self.ns[name] = old
 
     def distribute(self, name, local, axis, partition, shape, matlab):
         """Make the codistributed array ``name`` from this worker's part (no
@@ -265,7 +294,8 @@ class _Worker:
 
     def part(self, name):
         array = self.ns[name]
-        return (array.local, array.axis, array.codistributor.global_indices())
+        return (array.local, array.axis, array.codistributor.global_indices(),
+                tuple(array.shape), tuple(array.partition))
 
     def run(self, block, spec):
         """Run a block; reply done (with the names it assigned that this worker holds),
@@ -306,6 +336,7 @@ class _Worker:
         """Run a block's code: its outcome."""
         from ..region import spmd
 
+        self.before = {name: self.ns.get(name, _MISSING) for name in spec["assigned"]}
         try:
             self.check_stop()
             for name, value in spec["vars"].items():
@@ -330,10 +361,99 @@ class _Worker:
                     self.ns[spec["result"]] = spec["fn"](*spec["args"], **spec["kwargs"])
             names = spec["assigned"] + ([spec["result"]] if spec.get("result") else [])
             return ("done", {name: _kind(self.ns, name) for name in names})
-        except (Stopped, KeyboardInterrupt):
+        except (Stopped, KeyboardInterrupt) as exc:
+            keep_requests(exc)
             return ("stopped", None)
         except BaseException as exc:  # noqa: B902 - SystemExit in a cell is an error too
+            keep_requests(exc)
             return ("failed", describe(exc, self.index, spec.get("filename")))
+
+
+def keep_requests(exc):
+    """Keep alive the MPI requests that the calls ``exc`` left behind (a block stopped
+    in a wait) are still active on, and so their buffers (an mpi4py request holds its
+    own): dropped with their frames, their buffers were freed while MPI still read and
+    wrote them (another worker reading a large send's memory across nodes aborted, as
+    "process_vm_readv ... Bad address", and took the pool down). Found in the locals of
+    spmdlab's frames in the traceback (a user's own are left alone), in their containers
+    and in spmdlab's objects among them; kept until they complete (looked at here, after
+    each stopped or failed block), never waited for."""
+    from .._mpi import MPI
+
+    _kept[:] = [r for r in _kept if not _completed(r)]  # (their buffers go)
+
+    seen = set()
+    found = []
+
+    def look(value, depth):
+        if id(value) in seen:
+            return
+        seen.add(id(value))
+        if isinstance(value, MPI.Request):
+            if value != MPI.REQUEST_NULL:
+                found.append(value)
+            return
+        if depth == 0:
+            return
+        try:  # (an object's own attribute lookup may raise: a lost scope's exchange)
+            items = _contents(value)
+        except Exception:
+            return
+        for item in items:
+            look(item, depth - 1)
+
+    chained = set()
+    try:
+        while exc is not None and id(exc) not in chained:
+            chained.add(id(exc))
+            tb = exc.__traceback__
+            while tb is not None:
+                if tb.tb_frame.f_globals.get("__name__", "").startswith("spmdlab."):
+                    for value in list(tb.tb_frame.f_locals.values()):
+                        look(value, 3)
+                tb = tb.tb_next
+            exc = exc.__cause__ or exc.__context__
+    except Exception:  # (never at the cost of the block's outcome)
+        pass
+    _kept.extend(found)
+
+
+def _contents(value):
+    """What ``keep_requests`` looks into: a container's items, a bound method's object
+    (a request's test, which a wait holds), an spmdlab object's own attributes (read
+    without its ``__getattr__``)."""
+    if isinstance(value, dict):
+        return list(value.values())
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return list(value)
+    if isinstance(value, (types.MethodType, types.BuiltinMethodType)):
+        return [value.__self__]
+    if not type(value).__module__.startswith("spmdlab."):
+        return []
+    found = []
+    try:
+        found.extend(object.__getattribute__(value, "__dict__").values())
+    except AttributeError:
+        pass
+    for cls in type(value).__mro__:
+        slots = vars(cls).get("__slots__", ())
+        for name in (slots,) if isinstance(slots, str) else slots:
+            try:
+                found.append(object.__getattribute__(value, name))
+            except AttributeError:
+                pass
+    return found
+
+
+_kept: list = []  # the requests stopped blocks left active (see keep_requests)
+_MISSING = object()  # (a name a block assigned that was not bound before it)
+
+
+def _completed(request):
+    try:
+        return request.Test()
+    except Exception:  # (an MPI error: it has ended all the same)
+        return True
 
 
 def _kind(ns, name):
