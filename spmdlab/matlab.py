@@ -143,7 +143,7 @@ def _as_called(name: str) -> Callable[[F], F]:
                 raise
         # its code named ``name`` too: a message that names the outermost spmdlab
         # frame's code (``_world._called``: a collective on a pool's client) names it
-        called.__code__ = called.__code__.replace(co_name=name)
+        called.__code__ = called.__code__.replace(co_name=name)  # type: ignore[attr-defined]
         return called  # type: ignore[return-value]
     return decorate
 
