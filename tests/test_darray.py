@@ -352,6 +352,22 @@ def test_subscripts_write_where_the_elements_live(backend):
         assert np.array_equal(value(D), H)
 
 
+def test_writes_through_index_arrays_cast_the_value_to_the_parts_dtype(backend):
+    # D([1 3], :) = [1 2 3]; D(:, [1 3]) = int32 ones; D(rows, cols) = v: numpy casts an
+    # integer value into a float array; torch's index writes took only their own dtype
+    # (a bare RuntimeError on the workers holding the rows)
+    n = spmd_size()
+    for axis in (0, 1):
+        D = distribute(backend.make(np.zeros((2 * n + 1, 3))), axis=axis)
+        H = np.zeros((2 * n + 1, 3))
+        for key, v in [(([0, 2], slice(None)), np.array([1, 2, 3])),
+                       ((slice(None), [0, 2]), np.ones((2 * n + 1, 2), np.int32)),
+                       (np.ix_([1, 2 * n], [2, 0]), np.array([[4, 5], [6, 7]]))]:
+            D[key] = backend.make(v)
+            H[key] = v
+        assert np.array_equal(value(D), H) and value(D).dtype == np.float64, axis
+
+
 def test_a_write_through_np_ix_out_of_bounds_is_an_index_error_of_the_call():
     # D(rows, cols) = v with a row past the end: SpmdIndexError naming the call, as reads
     # give (it was numpy's bare IndexError from the selection's shape)

@@ -883,6 +883,43 @@ def test_for_drange_reads_the_local_part_as_matlab_does():
     assert drange(1, 4) == list(drange(1, 4)) and len(drange(1, 3 * spmdSize())) == 3
 
 
+def test_for_drange_writes_and_slices_only_the_local_part():
+    # T = ones(n, 2, codistributor1d(1, [0 ... n], [n 2])); for i = drange(1:n), T(i, 1) = i;
+    # end: the loop's rows are not the array's, so a write lands on a worker that does not
+    # hold the element (it was dropped: the gathered T kept 1s); and s = sum(D(i, :)) of
+    # an array split by columns mixed the rows of the workers' different iterations
+    n, N, k = 2 * spmdSize(), spmdSize(), spmdIndex()
+    T = ones(n, 2, codistributor1d(1, [0] * (N - 1) + [n], [n, 2]))
+    A = np.arange(N * n).reshape(n, N).T  # N x n
+    C = codistributed(A)  # split by columns
+    if k < N:  # worker N holds every row: its own are its to write
+        with pytest.raises(SpmdIndexError, match=r"for-drange loop a subscript writes only "
+                           r"this worker's part .* held by worker"):
+            for i in drange(1, n):
+                T[i - 1, 0] = i
+    if N > 1:
+        with pytest.raises(SpmdIndexError, match=r"for-drange loop a subscript reads only "
+                           r"this worker's part .* held by worker"):
+            for i in drange(1, N):
+                float(np.sum(C[i - 1, :]))
+        with pytest.raises(SpmdIndexError, match=r"writes only this worker's part"):
+            for i in drange(1, N):
+                C[i - 1, :] = 0
+    # within the part: plain local reads and writes, no communication
+    T = ones(n, 2, codistributor1d(1))
+    for i in drange(1, n):
+        T[i - 1, :] = [i, -i]
+        T[i - 1:i, 1] = T[i - 1:i, 1] * 2  # a slice of this worker's rows: a plain array
+        assert not iscodistributed(T[i - 1:i, :])
+    expect = np.stack([np.arange(1.0, n + 1), -2 * np.arange(1.0, n + 1)], axis=1)
+    assert np.array_equal(gather(T), expect)
+    for j in drange(1, n):
+        assert np.array_equal(C[:, j - 1], A[:, j - 1])
+        assert np.array_equal(C[1:, [j - 1]], A[1:, [j - 1]])
+    for j in drange(1, N):  # one iteration each: np.diff's own slices of C are not the body's
+        assert np.array_equal(gather(np.diff(C, axis=1)), np.diff(A, axis=1))
+
+
 def test_a_codistributed_logical_index_of_one_dimension():
     # keep = D(:, 1) > 2; R = D(keep, :); D(keep, 2) = 0
     n = spmdSize() + 3

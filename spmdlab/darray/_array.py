@@ -286,14 +286,33 @@ class CodistributedArray(np.lib.mixins.NDArrayOperatorsMixin):
     # the numpy protocols and the rest of the array's behaviour: _numpy and _indexing
 
     def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
+        from ._indexing import LOOPS
         from ._numpy import array_ufunc
 
-        return array_ufunc(self, ufunc, method, inputs, kwargs)
+        loops = LOOPS[0]
+        if not loops:
+            return array_ufunc(self, ufunc, method, inputs, kwargs)
+        LOOPS[0] = 0  # the library's work on whole arrays: see array_function
+        try:
+            return array_ufunc(self, ufunc, method, inputs, kwargs)
+        finally:
+            LOOPS[0] = loops
 
     def __array_function__(self, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
+        from ._indexing import LOOPS
         from ._numpy import array_function
 
-        return array_function(self, func, types, args, kwargs)
+        loops = LOOPS[0]
+        if not loops:
+            return array_function(self, func, types, args, kwargs)
+        # inside a for-drange loop: the implementation's own subscripts (np.diff(D) takes
+        # slices of D) are work on the whole array, not the loop body's, so they are not
+        # held to this worker's part
+        LOOPS[0] = 0
+        try:
+            return array_function(self, func, types, args, kwargs)
+        finally:
+            LOOPS[0] = loops
 
     def __pow__(self, other: Any) -> Any:
         # numpy's ndarray ** takes a fast path for three Python numbers: ** 2 is

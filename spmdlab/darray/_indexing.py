@@ -189,8 +189,13 @@ def _read(family, local, key):
 def _write(family, local, key, value):
     """``local[key] = value``, for torch as ``_read``: the value flipped instead; a value
     that overlaps ``local`` (a slice of the same array: ``D[1:] = D[:-1]``) read whole
-    before it is written, as numpy does."""
+    before it is written, as numpy does. torch writes through an index array
+    (``D[[0, 2]] = v``, ``D[np.ix_(rows, cols)] = v``) only its own dtype, so a tensor
+    value is cast to it first, as numpy's assignments and torch's slice writes cast."""
     value = family.apart(value, local)
+    if family is LOCAL["torch"] and hasattr(value, "dtype") and hasattr(value, "to") \
+            and value.dtype != local.dtype:
+        value = value.to(local.dtype)
     key, flips = _ascending(family, local, key)
     if flips and np.ndim(value):
         shape = _result_shape(list(key), local.shape)
@@ -290,10 +295,10 @@ def getitem(D, key):
     axis = D.axis
     sel = sels[axis]
     start = D.codistributor.global_indices().start
+    if LOOPS[0]:  # in MATLAB's for-drange: the local part alone, no communication
+        return _read_in_loop(call, D, sels, start)
     if isinstance(sel, int):  # one worker holds it: it broadcasts what it reads
         owner = _owner(D.partition, sel)
-        if LOOPS[0]:  # in MATLAB's for-drange: the local part alone, no communication
-            return _read_in_loop(call, scope, D, sels, owner, start)
         value = _read(LOCAL[D.family], D.local, _local_key(sels, axis, sel - start)) \
             if owner == scope.index else None
         return broadcast(call, owner, value)
@@ -359,19 +364,44 @@ class DRange(Sequence):
         return f"drange({list(self._part)!r})"
 
 
-def _read_in_loop(call, scope, D, sels, owner, start):
-    """``D[key]``, an int on the distribution axis, inside a for-drange loop: read from
-    this worker's part (a copy, as a collective read gives), or SpmdIndexError."""
-    axis, sel = D.axis, sels[D.axis]
-    if owner != scope.index:
-        held = D.local.shape[axis]
-        mine = f"{start} to {start + held - 1}" if held else "none"
-        raise error(SpmdIndexError, call, f"inside a for-drange loop a subscript reads only "
-                    f"this worker's part (MATLAB's rule): index {sel} of axis {axis} is held "
-                    f"by worker {owner}, this worker holds {mine}; read it before the loop "
-                    f"(every worker together) or loop over this worker's indices")
-    value = _read(LOCAL[D.family], D.local, _local_key(sels, axis, sel - start))
+def _read_in_loop(call, D, sels, start):
+    """``D[key]`` inside a for-drange loop: read from this worker's part (a copy, as a
+    collective read gives), or SpmdIndexError."""
+    value = _read(LOCAL[D.family], D.local, _key_in_loop(call, D, sels, start, "read"))
     return value if isinstance(value, np.generic) else LOCAL[D.family].copy(value)
+
+
+def _key_in_loop(call, D, sels, start, verb):
+    """The local part's key for ``sels`` inside a for-drange loop, where (MATLAB's rule)
+    a subscript reaches only this worker's part: the workers run different iterations,
+    so a read or write of another worker's elements could not be matched (a slice's
+    collective result would mix the rows of different iterations, a write of elements
+    this worker does not hold would be dropped). SpmdIndexError where the selection on
+    the distribution axis reaches another worker's part."""
+    axis, sel = D.axis, sels[D.axis]
+    held = D.local.shape[axis]
+    if isinstance(sel, int):
+        picked = np.array([sel])
+    elif isinstance(sel, np.ndarray):
+        picked = sel
+    else:
+        r = range(*sel.indices(D.shape[axis]))
+        picked = np.array([r[0], r[-1]] if len(r) else [], dtype=np.int64)
+    outside = picked[(picked < start) | (picked >= start + held)]
+    if len(outside):
+        index = int(outside[0])
+        mine = f"{start} to {start + held - 1}" if held else "none"
+        what = "read it before the loop" if verb == "read" else "write it after the loop"
+        raise error(SpmdIndexError, call, f"inside a for-drange loop a subscript {verb}s only "
+                    f"this worker's part (MATLAB's rule): index {index} of axis {axis} is "
+                    f"held by worker {_owner(D.partition, index)}, this worker holds "
+                    f"{mine}; {what} (every worker together) or loop over this worker's "
+                    f"indices")
+    if isinstance(sel, slice):
+        sel = _local_slice(r, 0, len(r), start)
+    else:
+        sel = sel - start
+    return _local_key(sels, axis, sel)
 
 
 def _owner(partition, index):
@@ -441,6 +471,8 @@ def setitem(D, key, value):
     axis = D.axis
     sel = sels[axis]
     start = D.codistributor.global_indices().start
+    if LOOPS[0]:  # in MATLAB's for-drange: elements this worker holds, or SpmdIndexError
+        _key_in_loop(call, D, sels, start, "write")
     shape = _result_shape(sels, D.shape)
     if isinstance(value, CodistributedArray):
         value._check_scope(call)

@@ -1310,10 +1310,11 @@ def drange(*args: Any) -> Sequence[Any]:
     """``for i = drange(1:n)``: this worker's contiguous share of the MATLAB range, by
     the default partition. ``drange(a, b)`` is ``a:b`` (``b`` included),
     ``drange(a, d, b)`` is ``a:d:b``; a Python range, list or array is split as it is.
-    Not collective. As in MATLAB, the loop body reads codistributed arrays from this
+    Not collective. As in MATLAB, the loop body reaches codistributed arrays only in this
     worker's part: ``D[i - 1, j]`` (``D(i, j)``), with ``i`` on the distribution
-    dimension, reads the local part with no communication, and an index another worker
-    holds raises ``SpmdIndexError`` (a read outside such a loop is collective).
+    dimension, reads the local part with no communication (a slice there, a plain array
+    of this worker's elements), ``D[i - 1, j] = v`` writes it, and an index another
+    worker holds raises ``SpmdIndexError`` (a read outside such a loop is collective).
 
     Examples
     --------
