@@ -380,6 +380,64 @@ def test_a_write_through_np_ix_out_of_bounds_is_an_index_error_of_the_call():
     assert np.array_equal(value(D), whole((2 * n + 1, n + 2)))
 
 
+def test_np_ix_reads_check_and_agree_on_every_vector():
+    # D[np.ix_(rows, cols)] with a column past the end: the call's SpmdIndexError (it
+    # was numpy's bare IndexError), on every worker when one worker's vector is bad;
+    # other vectors on one worker: SpmdMismatchError (a pick along the axis that is not
+    # split is local: a worker's own rows came back mixed with the ones others picked)
+    n, k = spmd_size(), spmd_index()
+    G = whole((2 * n + 1, n + 2))
+    for axis in (0, 1):
+        D = distribute(G, axis=axis)
+        with pytest.raises(SpmdIndexError, match=rf"\(worker {k} of {n}\): index {n + 2} "
+                                                 rf"is out of bounds for axis 1"):
+            D[np.ix_([0, 1], [0, n + 2])]
+        with pytest.raises(SpmdIndexError, match=rf"\(worker {k} of {n}[,)].* index "
+                                                 rf"{2 * n + 1} is out of bounds"):
+            D[np.ix_([0, 2 * n + 1 if k == n else 1], [0])]
+        if n > 1:
+            for key in (np.ix_([0, k], [0, 1]), np.ix_([0, 1], [0, k])):
+                with pytest.raises(SpmdMismatchError, match=r"differ in"):
+                    D[key]
+        key = np.ix_([-1, 0, 2 * n], [n + 1, 0])
+        assert np.array_equal(value(D[key]), G[key])
+
+
+def test_a_bad_subscript_on_one_worker_of_a_collective_read_fails_on_every_worker():
+    # D[i, 0] and D[[0, i]] with i past the end on one worker: it raised there alone and
+    # the others waited in the read; now every worker raises that worker's error
+    n, k = spmd_size(), spmd_index()
+    D = distribute(whole((n + 1, 3)))
+    for key in ((n + 1 if k == n else 0, 0), [0, n + 1 if k == n else 1],
+                (0, 0, 0) if k == n else (0, 0)):
+        with pytest.raises(SpmdIndexError, match=rf"\(worker {k} of {n}[,)].*(index "
+                                                 rf"{n + 1} is out of bounds|too many)"):
+            D[key]
+    assert np.array_equal(value(D[0:2, 1]), whole((n + 1, 3))[0:2, 1])
+
+
+def test_a_collective_read_of_a_long_key_agrees_on_all_of_it():
+    # a call's name shows its key's first 37 characters: reads that differed past them
+    # (a long index array, a third axis's slice) gave a worker the others' selection,
+    # or put its picks where the others' go, silently
+    n, k = spmd_size(), spmd_index()
+    G = whole((n + 2, 4, 5))
+    D = distribute(G)
+    idx = np.arange(40) % (n + 2)
+    assert np.array_equal(value(D[idx]), G[idx])
+    assert np.array_equal(value(D[1, :, 0:2]), G[1, :, 0:2])
+    assert np.array_equal(value(D[::-1, :, 0:2]), G[::-1, :, 0:2])
+    if n > 1:
+        idx[-1] = k % (n + 2)
+        for key in (idx, (1, slice(None), slice(0, 1 + k)),
+                    (slice(None, None, -1), slice(None), slice(0, 1 + k))):
+            with pytest.raises(SpmdMismatchError, match=r"differ in: axis"):
+                D[key]
+        E = distribute(G, axis=2)
+        with pytest.raises(SpmdMismatchError, match=r"differ in: axis 1"):
+            E[:, [0, 1, 2, 3, 1, 1, 1, 1, k % 4], 1]
+
+
 def test_subscripts_by_index_vectors_on_two_axes(backend):
     # MATLAB's D(rows, cols) and D(rows, cols) = v are numpy's D[np.ix_(rows, cols)]
     n = spmd_size()

@@ -762,6 +762,20 @@ def test_sortrows_as_matlab(backend):
     assert np.array_equal(host(sortrows(D).gather()), sortrows(A), equal_nan=True)
 
 
+def test_sortrows_of_a_number_and_a_vector_keeps_their_shape(backend):
+    # sortrows(5) is 5 (it was numpy's IndexError); a plain vector stays a vector, as a
+    # codistributed one does (it came back a column)
+    assert sortrows(5) == 5 and np.ndim(sortrows(np.float64(2.0))) == 0
+    v = np.array([3.0, 1.0, 2.0])
+    for args, want in (((), [1.0, 2.0, 3.0]), ((-1,), [3.0, 2.0, 1.0])):
+        assert np.array_equal(host(sortrows(backend.make(v), *args)), want)
+        D = codistributed(backend.make(v))
+        assert host(sortrows(D, *args).gather()).shape == host(sortrows(
+            backend.make(v), *args)).shape == (3,)
+    B, I = sortrows(v, nargout=2)
+    assert np.array_equal(I, [[2.0], [3.0], [1.0]])
+
+
 def test_conv2_of_an_empty_kernel_integers_and_scalars_is_matlabs():
     # 'valid' with an empty kernel has MATLAB's size, max(ma - max(0, mb - 1), 0) (it had
     # a row too many); integers become doubles before they multiply (int8 100 * 100 was
@@ -881,6 +895,21 @@ def test_for_drange_reads_the_local_part_as_matlab_does():
             for k in drange(1, 4 * spmdSize()):
                 f[0, k - 1] = f[0, k - 2] + 1
     assert drange(1, 4) == list(drange(1, 4)) and len(drange(1, 3 * spmdSize())) == 3
+
+
+def test_for_drange_reads_and_writes_through_np_ix_its_own_rows():
+    # D(i, [1 3]) inside the loop, as numpy's D[np.ix_([i - 1], [0, 2])]: this worker's
+    # row alone, with no agreement (the workers run different iterations)
+    n = 2 * spmdSize() + 1
+    A = np.arange(n * 4, dtype=float).reshape(n, 4)
+    D = codistributed(A, codistributor1d(1))
+    read = [np.asarray(D[np.ix_([i - 1], [0, 2])]).tolist() for i in drange(1, n)]
+    for i in drange(1, n):
+        D[np.ix_([i - 1], [1, 3])] = -i
+    assert read == [[[A[i - 1, 0], A[i - 1, 2]]] for i in drange(1, n)]
+    B = A.copy()
+    B[:, 1] = B[:, 3] = -np.arange(1, n + 1)
+    assert np.array_equal(gather(D), B)
 
 
 def test_for_drange_writes_and_slices_only_the_local_part():

@@ -17,6 +17,7 @@ the distribution axis needs thought:
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 from collections.abc import Sequence
 
@@ -26,14 +27,15 @@ from .. import _pack
 from .._agree import agree
 from .._backends import LOCAL
 from ..collectives import broadcast, gather
-from ..errors import SpmdIndexError, SpmdTypeError, SpmdValueError
+from ..errors import SpmdError, SpmdIndexError, SpmdTypeError, SpmdValueError
 from . import _exchange
 from ._array import CodistributedArray
 from ._codistributor import Codistributor, default_partition, error, offsets
 
 
 def _call(D, key, suffix=""):
-    text = repr(key) if not isinstance(key, CodistributedArray) else "mask"
+    text = " ".join(repr(key).split()) if not isinstance(key, CodistributedArray) \
+        else "mask"  # (on one line: np.ix_'s columns print on several)
     return f"{type(D).__name__}[{text if len(text) <= 40 else text[:37] + '...'}]{suffix}"
 
 
@@ -282,14 +284,16 @@ def _outer(D, key):
 
 def getitem(D, key):
     outer = _outer(D, key)
-    if outer is not None:  # one index array at a time, each along its own axis
-        picks, plain = outer
-        for axis, picked in picks:  # (a pick along the split axis may gather)
-            D = D[(slice(None),) * axis + (picked,)]
-        return D[plain]
+    if outer is not None:
+        return _get_outer(D, key, outer)
     call = _call(D, key)
     scope = D._check_scope(call)
-    kind, sels = _normalize(call, D, key)
+    try:
+        kind, sels = _normalize(call, D, key)
+    except SpmdError as exc:
+        if not LOOPS[0] and _collective(D, key):  # the others, waiting in the read, raise
+            agree(scope, call, 0, error=exc)     # too
+        raise
     if kind == "mask":
         return _get_masked(call, scope, D, sels)
     axis = D.axis
@@ -297,6 +301,9 @@ def getitem(D, key):
     start = D.codistributor.global_indices().start
     if LOOPS[0]:  # in MATLAB's for-drange: the local part alone, no communication
         return _read_in_loop(call, D, sels, start)
+    if call.endswith("...]") and not (
+            isinstance(sel, slice) and (sel.step is None or sel.step > 0)):
+        _same_selection(scope, call, D, sels)  # (a collective read of a long key)
     if isinstance(sel, int):  # one worker holds it: it broadcasts what it reads
         owner = _owner(D.partition, sel)
         value = _read(LOCAL[D.family], D.local, _local_key(sels, axis, sel - start)) \
@@ -362,6 +369,70 @@ class DRange(Sequence):
 
     def __repr__(self):
         return f"drange({list(self._part)!r})"
+
+
+def _collective(D, key):
+    """Whether a read of ``key`` (one this worker could not make sense of) would have
+    been collective: something other than a slice of ascending indices along the split
+    axis (an int, an index array, a mask: the others, given keys that make sense, wait
+    for this worker there)."""
+    if not isinstance(key, tuple) or any(k is None for k in key):
+        key = (key,)
+    if sum(k is Ellipsis for k in key) == 1:
+        at = next(i for i, k in enumerate(key) if k is Ellipsis)
+        key = key[:at] + (slice(None),) * max(D.ndim - len(key) + 1, 0) + key[at + 1:]
+    k = key[D.axis] if D.axis < len(key) else slice(None)
+    return not (isinstance(k, slice) and (not isinstance(k.step, (int, np.integer)) or
+                                          k.step > 0))
+
+
+def _same_selection(scope, call, D, sels):
+    """For a collective read whose name shows only the start of its key (a long index
+    array, many axes): the workers agree on the whole selection first, as the name
+    compares a short one (else a worker whose indices differ past the name's end gets
+    the others' selection, or its picks are put where the others' go, silently)."""
+    def part(s):
+        if isinstance(s, np.ndarray):
+            return len(s), hashlib.blake2b(s.astype(np.int64).tobytes(),
+                                           digest_size=8).hexdigest()
+        return (s.start, s.stop, s.step) if isinstance(s, slice) else s
+
+    agree(scope, call, D._key(call, tuple(part(s) for s in sels)),
+          describe=lambda: D._describe(call, **{f"axis {d}": " ".join(
+              np.array2string(s, threshold=9).split()) + f" (digest {part(s)[1]})"
+              if isinstance(s, np.ndarray) else repr(s) for d, s in enumerate(sels)}))
+
+
+def _get_outer(D, key, outer):
+    """``D[np.ix_(rows, cols)]``: one index vector at a time, each along its own axis
+    (a pick along the split axis gathers). Every vector is checked first (numpy's
+    IndexError, as the writes'); when a pick gathers, the workers first agree on every
+    vector (or all raise a worker's error): a pick along another axis is local, and a
+    worker's other rows would come back mixed with the ones the others picked."""
+    picks, plain = outer
+    call = _call(D, key)
+    scope = D._check_scope(call)
+    err = None
+    for axis, picked in picks:
+        bad = (picked < -D.shape[axis]) | (picked >= D.shape[axis])
+        if bad.any():
+            err = error(SpmdIndexError, call, f"index {int(picked[bad][0])} is out of "
+                        f"bounds for axis {axis} with size {D.shape[axis]}")
+            break
+    if any(axis == D.axis for axis, _ in picks) and not LOOPS[0]:  # collective
+        # (in a for-drange loop each pick reads this worker's part alone, see getitem)
+        picks = [(axis, np.where(p < 0, p + D.shape[axis], p)) for axis, p in picks]
+        vectors = None if err else tuple(
+            (axis, hashlib.blake2b(p.astype(np.int64).tobytes(), digest_size=8).hexdigest())
+            for axis, p in picks)
+        agree(scope, call, D._key(call, vectors, repr(plain)), error=err,
+              describe=lambda: D._describe(call, **{f"axis {axis}": " ".join(
+                  np.array2string(p, threshold=9).split()) for axis, p in picks}))
+    elif err is not None:
+        raise err
+    for axis, picked in picks:
+        D = D[(slice(None),) * axis + (picked,)]
+    return D[plain]
 
 
 def _read_in_loop(call, D, sels, start):

@@ -981,7 +981,7 @@ def sortrows(A: Any, *args: Any, nargout: int = 1) -> Any:
               D._key(call, None if err else tuple(columns), nargout), error=err,
               describe=lambda: D._describe(call, columns=str(columns), nargout=nargout))
         whole = np.asarray(LOCAL[D.family].host(D.gather()))
-    if whole.ndim == 1:
+    if whole.ndim < 2:  # (a vector's elements are its rows, a number one row)
         whole = whole.reshape(-1, 1)
     keys = []
     for c in reversed(columns):  # np.lexsort: the last key is the first compared
@@ -995,7 +995,8 @@ def sortrows(A: Any, *args: Any, nargout: int = 1) -> Any:
     order = np.lexsort(keys) if keys and len(whole) else np.arange(len(whole))
     sorted_rows = whole[order]
     index = (order + 1).astype(np.float64).reshape(-1, 1)
-    if D is None:
+    if D is None:  # (of A's shape: a vector stays one, as a codistributed one does)
+        sorted_rows = sorted_rows.reshape(shape)
         B = sorted_rows if family_name in (None, "numpy") else \
             LOCAL[family_name].like(sorted_rows, A)
         return (B, index) if nargout == 2 else B
