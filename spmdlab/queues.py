@@ -974,7 +974,7 @@ class PollableDataQueue(_Queue):
             could_send = any(r not in _world.exited for r in others)
         else:
             could_send = bool(_world.still_running()) or _world.QUEUE_REFERENCE is not None
-        if could_send:
+        if could_send or self._may_still_come():
             return None
         if any(t.is_alive() and not t.daemon and t is not threading.current_thread()
                for t in threading.enumerate()):
@@ -991,6 +991,15 @@ class PollableDataQueue(_Queue):
                             if _world.SIZE > 1 else ")")) +
             " and no item has come since, so none can: poll(math.inf) would wait "
             "for ever")
+
+    def _may_still_come(self):
+        """Whether an item of this queue is already here but not yet handed over, or a
+        listener of this worker runs and may send one: a message of the queue waits in
+        MPI (the receiver thread, busy with a slow listener of another queue, has not
+        taken it yet), an item sent to itself waits for the thread, or a listener runs
+        (it may relay an item to this queue)."""
+        return bool(_world.listener_running) or bool(_hub.local) or \
+            self._chan.comm.Iprobe(MPI.ANY_SOURCE, self._tag)
 
 
 def _queue_set(queues):

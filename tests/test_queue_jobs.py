@@ -212,6 +212,34 @@ if spmd_index() == 1:
                      r"\(2, 3\) has finished the program", job.stdout), job.stdout
 
 
+def test_a_poll_without_end_waits_for_an_item_behind_a_slow_listener():
+    # worker 2 sends two items to a DataQueue whose listener takes 2.5 s each, then one
+    # to the PollableDataQueue, and finishes: the item has arrived, but the receiver
+    # thread runs the slow listener and takes it 5 s later. poll(math.inf) raised "no
+    # item has come since, so none can" after 2 s; a listener of the owner's own that
+    # relays to the queue kept it waiting in vain the same way
+    job = run_job("""
+import math, time
+from spmdlab import *
+slow, relay, q = DataQueue(), DataQueue(), PollableDataQueue()
+slow.after_each(lambda item: time.sleep(2.5))
+relay.after_each(lambda item: (time.sleep(3), q.send(("relayed", item))))
+if spmd_index() == 2:
+    slow.send(1)
+    slow.send(2)
+    time.sleep(0.1)
+    q.send("behind the listener")
+if spmd_index() == 1:
+    print("got:", q.poll(math.inf), flush=True)
+    relay.send("own")
+    print("got:", q.poll(math.inf), flush=True)
+""", 2, timeout=120)
+    assert job.returncode == 0, job.stderr
+    assert job.stdout.count("got:") == 2, job.stdout + job.stderr
+    assert "got: behind the listener" in job.stdout
+    assert "got: ('relayed', 'own')" in job.stdout
+
+
 @pytest.mark.parametrize("n", [1, 2])
 def test_a_poll_without_end_on_a_queue_of_one_worker_is_an_error(n):
     # a job of one worker (or an spmd(1) block once the others have finished): nobody
