@@ -215,6 +215,14 @@ def test_a_script_drives_a_pool(layout):
         assert D.partition == (3,) * n and not hasattr(D, "local")  # each worker's own
         M, I = spmdlab.matlab.max(D, [], 2, nargout=2)
         assert (gather(M).ravel() == X.max(axis=1)).all() and (gather(I).ravel() == 3 * n).all()
+        # conv2, filter2 and sortrows too (they refused: "gather(D) it first")
+        K = np.array([[1.0, -2.0], [0.5, 3.0]])
+        assert isdistributed(spmdlab.matlab.conv2(D, K, "same"))
+        assert (gather(spmdlab.matlab.conv2(D, K)) == spmdlab.matlab.conv2(X, K)).all()
+        assert (gather(spmdlab.matlab.filter2(K, D)) == spmdlab.matlab.filter2(K, X)).all()
+        B, J = spmdlab.matlab.sortrows(-D, nargout=2)
+        assert (gather(B) == -X[::-1]).all() and (gather(J).ravel() == [2, 1]).all()
+        assert (gather(spmdlab.matlab.sortrows(D, -1)) == X[::-1]).all()
         F = distributed(X.copy())
         F[0, 0] = -1
         assert gather(F)[0, 0] == -1 and gather(D)[0, 0] == X[0, 0]

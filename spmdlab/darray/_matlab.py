@@ -957,6 +957,11 @@ def sortrows(A: Any, *args: Any, nargout: int = 1) -> Any:
     ``B = sortrows(A)``, ``[B, I] = sortrows(A, column)``, ``sortrows(A, "descend")``
     """
     call = "sortrows"
+    handle = _on_client(A)
+    if handle is not None:  # the client of a pool: sorted by the workers
+        if nargout == 2:  # [B, I]: each comes back on its own
+            return tuple(handle._on_workers(_sortrows_part, A, args, k) for k in (0, 1))
+        return handle._on_workers(sortrows, A, *args, nargout=nargout)
     D = A if isinstance(A, CodistributedArray) else None
     family_name = D.family if D is not None else _factories.local_family(A)
     whole: Any = None if D is not None else np.asarray(
@@ -1167,6 +1172,11 @@ def _extremum_part(name, A, args, k):
     from ._extrema import matlab
 
     return matlab(name, A, args, 1) if k is None else matlab(name, A, args, 2)[k]
+
+
+def _sortrows_part(A, args, k):
+    """(On a pool's worker) output ``k`` of ``[B, I] = sortrows(A, ...)``."""
+    return sortrows(A, *args, nargout=2)[k]
 
 
 def _on_client(*values):

@@ -99,6 +99,9 @@ def conv2(A: Any, B: Any, shape: str = "full") -> Any:
     ------
     ``C = conv2(A, B)``, ``conv2(A, B, shape)``
     """
+    handle = _on_client(A, B)
+    if handle is not None:  # the client of a pool: computed by the workers
+        return handle._on_workers(conv2, A, B, shape)
     return _conv2("conv2", "B", A, B, shape)
 
 
@@ -199,5 +202,13 @@ def filter2(h: Any, X: Any, shape: str = "same") -> Any:
     ------
     ``Y = filter2(h, X)``, ``filter2(h, X, shape)``
     """
+    handle = _on_client(X, h)
+    if handle is not None:  # the client of a pool: computed by the workers
+        return handle._on_workers(filter2, h, X, shape)
     return _conv2("filter2", "h", X, h, shape, flip=True)
 
+
+def _on_client(*values):
+    from ._matlab import _on_client as found  # (that module imports this one)
+
+    return found(*values)
