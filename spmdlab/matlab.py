@@ -47,7 +47,7 @@ from ._backends import classify
 from .darray._matlab import (codistributed, codistributor, codistributor1d, distributed,
                              drange, eye, gather, getCodistributor, getLocalPart,
                              globalIndices, iscodistributed, isdistributed, isempty,
-                             length, ndims, numel,
+                             isreplicated, length, ndims, numel,
                              ones, rand, randi, randn, redistribute, reshape, size,
                              sortrows, zeros)
 from .darray._stencil import conv2, filter2
@@ -57,7 +57,8 @@ __all__ = [
     "Composite", "codistributed", "codistributor", "codistributor1d", "conv2", "distributed",
     "filter2",
     "delete", "drange", "eye", "gather", "gcat", "gcp", "getCodistributor", "getLocalPart", "globalIndices",
-    "gop", "gplus", "iscodistributed", "isdistributed", "isempty", "labBarrier",
+    "gop", "gplus", "iscodistributed", "isdistributed", "isempty", "isreplicated",
+    "labBarrier",
     "labBroadcast", "length",
     "labProbe", "labProbeStatus", "labReceive", "labReceiveStatus", "labSend",
     "labSendReceive", "labindex", "mldivide", "mpiprofile", "ndims", "numel", "numlabs",

@@ -9,7 +9,8 @@ from spmdlab import (SpmdError, SpmdIndexError, SpmdMismatchError, SpmdTypeError
 from spmdlab.matlab import (Composite, codistributed, codistributor, codistributor1d,
                             distributed, drange, eye, gather, getCodistributor,
                             getLocalPart, globalIndices, gplus, iscodistributed,
-                            isdistributed, isempty, length, ndims, numel, ones, rand,
+                            isdistributed, isempty, isreplicated, length, ndims, numel,
+                            ones, rand,
                             randi, randn, sortrows,
                             redistribute, reshape, size, spmdIndex, spmdSize, zeros)
 from spmdlab.matlab import max as mmax, min as mmin
@@ -1010,3 +1011,19 @@ def test_max_and_min_of_torch_values_keep_the_family_and_matlabs_class():
         M, I = fn(torch.zeros(0, 3), [], "all", nargout=2)
         assert isinstance(M, torch.Tensor) and M.shape == (0, 0)
         assert M.dtype == torch.float32 and I.dtype == torch.int64
+
+
+def test_isreplicated_says_whether_every_worker_holds_the_same_value():
+    # MATLAB's isreplicated(X): collective, the same answer on every worker
+    n, k = spmdSize(), spmdIndex()
+    assert isreplicated(np.arange(6.0).reshape(2, 3)) is True
+    assert isreplicated({"a": [1, 2.5], "b": "text"})
+    assert isreplicated(np.float64(np.nan))  # the same bits
+    assert isreplicated(np.full(3, float(k))) is (n == 1)
+    assert isreplicated(k if k < n else 1) is (n <= 2)  # [1, 1] at 2, [1, 2, 1] at 3
+    assert isreplicated(-0.0 if k == 1 else 0.0) is (n == 1)
+    assert isreplicated(np.ones(2, np.float32) if k == 1 else np.ones(2)) is (n == 1)
+    assert isreplicated(codistributed.ones(4)) is False
+    with pytest.raises(SpmdTypeError, match=r"isreplicated \(worker \d of \d\): (cannot "
+                                            r"send|failed on another worker: worker 1: can)"):
+        isreplicated((lambda: 0) if k == 1 else 0)  # worker 1's cannot be pickled

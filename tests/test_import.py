@@ -33,7 +33,7 @@ def test_matlab_names():
                 "getCodistributor", "getLocalPart", "globalIndices", "iscodistributed",
                 "isdistributed", "ones", "rand", "randi", "randn", "redistribute", "spmd", "zeros",
                 "parpool", "gcp", "delete", "size", "ndims", "numel", "reshape", "mldivide",
-                "length", "isempty", "conv2", "filter2", "sortrows"}
+                "length", "isempty", "conv2", "filter2", "sortrows", "isreplicated"}
     assert set(spmdlab.matlab.__all__) == expected
     for name in expected:
         assert callable(getattr(spmdlab.matlab, name))

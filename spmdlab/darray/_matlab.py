@@ -1301,6 +1301,47 @@ def iscodistributed(X: Any) -> bool:
     return isinstance(X, CodistributedArray)
 
 
+def isreplicated(X: Any) -> bool:
+    """``tf = isreplicated(X)``: collective, whether ``X`` holds the same value on every
+    worker (the same on every worker too). The same means the same type and the same
+    bytes (arrays: dtype, shape and every bit; so NaN equals a NaN of the same bits and
+    -0.0 differs from 0.0); a codistributed array never is. Every worker sends a digest
+    of its value, not the value.
+
+    Examples
+    --------
+    >>> isreplicated(np.ones(3)), isreplicated(codistributed.ones(4))
+    (True, False)
+
+    MATLAB
+    ------
+    ``tf = isreplicated(X)``
+    """
+    import hashlib
+
+    from .. import _pack
+    from ..collectives import gather as gather_values
+
+    call = "isreplicated"
+    scope = _world.current()
+    if isinstance(X, CodistributedArray):
+        mine: Any = ("codistributed",)
+    else:
+        try:
+            message = _pack.encode(X, lambda: f"{call} ({scope.who()})")
+            mine = ("digest", type(X).__qualname__,
+                    hashlib.blake2b(memoryview(message).cast("B"), digest_size=16).digest())
+        except SpmdError as exc:
+            mine, own = ("error", str(exc).partition("): ")[2]), exc
+    every = gather_values(call, mine)
+    if mine[0] == "error":
+        raise own
+    failed = [f"worker {k}: {m[1]}" for k, m in enumerate(every, 1) if m[0] == "error"]
+    if failed:
+        raise error(SpmdTypeError, call, f"failed on another worker: {'; '.join(failed)}")
+    return every[0][0] == "digest" and all(m == every[0] for m in every)
+
+
 def isdistributed(X: Any) -> bool:
     """``tf = isdistributed(X)``: whether ``X`` was made as a ``distributed`` array.
 
@@ -1561,6 +1602,7 @@ def codistributor(kind: str = "1d", dim: Any = 0, part: Any = (), gsize: Any = N
 
 MATLAB_NAMES = ["codistributed", "codistributor", "codistributor1d", "distributed", "drange",
                 "eye", "gather", "getCodistributor", "getLocalPart", "globalIndices",
-                "iscodistributed", "isdistributed", "isempty", "length", "ndims", "numel",
+                "iscodistributed", "isdistributed", "isempty", "isreplicated", "length",
+                "ndims", "numel",
                 "ones", "rand", "randi", "randn", "redistribute", "reshape", "size", "sortrows",
                 "zeros"]
