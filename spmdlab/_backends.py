@@ -168,6 +168,25 @@ FAMILIES = {"py-bool": _Python, "py-int": _Python, "py-float": _Python,
 BF16_HOST = np.dtype([("bfloat16", np.int16)])
 
 
+def bf16_as_float32(x):
+    """A host array of ``BF16_HOST`` as float32, which holds every bfloat16 exactly (its
+    bits are a float32's upper half); any other array as it is. numpy would order the
+    stand-in by its bits as integers (negative numbers backwards) or refuse to."""
+    if not isinstance(x, np.ndarray) or x.dtype != BF16_HOST:
+        return x
+    return (x.view(np.uint16).astype(np.uint32) << 16).view(np.float32)
+
+
+def float32_as_bf16(x):
+    """float32 values as ``BF16_HOST``, rounded to the nearest bfloat16 (ties to even,
+    as torch rounds; NaN stays NaN)."""
+    bits = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32)
+    rounded = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16
+    rounded = np.where(np.isnan(np.asarray(x, dtype=np.float32)), (bits >> 16) | 0x40,
+                       rounded)
+    return rounded.astype(np.uint16).view(BF16_HOST)
+
+
 def _torch():
     return sys.modules["torch"]
 

@@ -1157,6 +1157,30 @@ def test_a_bad_argument_on_one_worker_of_a_darray_call_fails_everywhere(case):
 
 
 @pytest.mark.skipif(torch is None, reason="torch")
+def test_bfloat16_parts_sort_and_pick_by_their_values():
+    # a bfloat16 part's host stand-in is its bits as int16: numpy sorted it by them
+    # (negative numbers backwards) and refused argmax/median ("data type not ordered")
+    t = torch.tensor([[-1.0, 2.0, -0.25], [-3.0, 0.5, 4.0], [4.0, -0.25, -8.0],
+                      [0.0, -2.0, 1.5], [float("nan"), 1.0, -1.0]] * spmd_size(),
+                     dtype=torch.bfloat16)
+    ref = t.float().numpy()
+    for axis in (0, 1):
+        D = distribute(t, axis=axis)
+        for ax in (0, 1):
+            s = np.sort(D, axis=ax).gather()
+            assert s.dtype == torch.bfloat16
+            assert np.array_equal(s.float().numpy(), np.sort(ref, axis=ax), equal_nan=True)
+            assert np.array_equal(np.argsort(D, axis=ax, kind="stable").gather().numpy(),
+                                  np.argsort(ref, axis=ax, kind="stable"))
+            for f in (np.argmax, np.argmin):
+                assert np.array_equal(np.asarray(value(f(D, axis=ax))), f(ref, axis=ax))
+            m = np.median(D[1:4], axis=ax).gather()
+            assert m.dtype == torch.bfloat16 and torch.equal(
+                m, torch.from_numpy(np.median(ref[1:4], axis=ax)).to(torch.bfloat16))
+        assert int(value(np.argmin(D))) == int(np.argmin(ref))
+
+
+@pytest.mark.skipif(torch is None, reason="torch")
 def test_torch_results_of_a_dtype_numpy_has_none_for_fail_where_they_are_made():
     # 1j + D of float16 parts is torch's complex32, which no collective can move: the
     # gather that followed raised a bare KeyError; refused where it is made, everywhere

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._backends import LOCAL, classify
+from .._backends import LOCAL, bf16_as_float32, classify
 from ..collectives import _cat_arrays
 from ..errors import SpmdTypeError, SpmdValueError
 from ._codistributor import Codistributor, error
@@ -115,7 +115,7 @@ def along(call, a, axis, name, pick):
     values = _cat_arrays(call, scope, classify(np.ascontiguousarray(values)), axis, None)
     index = _cat_arrays(call, scope, classify(np.ascontiguousarray(index)), axis, None)
     # the candidates follow each other in worker order, which is their global order
-    which = pick(values, axis, name)
+    which = pick(bf16_as_float32(values), axis, name)
     return (np.take_along_axis(values, which, axis=axis),
             np.take_along_axis(index, which, axis=axis))
 
@@ -127,7 +127,7 @@ def overall(call, a, name, pick, order="C"):
     host = _host(family, a.local)
     if host.size:
         flat = host.reshape(-1, order=order)
-        i = int(pick(flat, 0, name)[0])
+        i = int(pick(bf16_as_float32(flat), 0, name)[0])
         value = flat[i:i + 1]
         where = np.unravel_index(i, host.shape, order=order)
         start = a.codistributor.global_indices().start
@@ -141,7 +141,7 @@ def overall(call, a, name, pick, order="C"):
     indices = _cat_arrays(call, scope, classify(index), 0, None)
     ranked = np.argsort(indices, kind="stable")  # the candidates in the array's order
     values, indices = values[ranked], indices[ranked]
-    i = int(pick(values, 0, name)[0])
+    i = int(pick(bf16_as_float32(values), 0, name)[0])
     return values[i], int(indices[i])
 
 

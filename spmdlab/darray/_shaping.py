@@ -15,7 +15,7 @@ import math
 
 import numpy as np
 
-from .._backends import LOCAL
+from .._backends import BF16_HOST, LOCAL, bf16_as_float32, float32_as_bf16
 from ..collectives import gather
 from ..errors import SpmdError, SpmdIndexError, SpmdTypeError, SpmdValueError
 from ._array import CodistributedArray
@@ -45,7 +45,14 @@ def _host_call(a, local, fn, call=None):
 def _refused(call, fn, *args):
     """``fn(*args)``, numpy's refusal of an option (a sort kind, a q out of range, the
     percentile of no values) named as the call and worker's: every worker has the same
-    options and dtype, so every worker refuses alike."""
+    options and dtype, so every worker refuses alike. A torch part's bfloat16 (its host
+    stand-in) is worked on as float32 and float results rounded back (numpy sorted the
+    stand-in by its bits: negative numbers backwards)."""
+    if any(isinstance(x, np.ndarray) and x.dtype == BF16_HOST for x in args):
+        result = _refused(call, fn, *(bf16_as_float32(x) for x in args))
+        if isinstance(result, (np.ndarray, np.generic)) and result.dtype == np.float32:
+            return float32_as_bf16(result).reshape(np.shape(result))
+        return result
     try:
         return fn(*args)
     except (TypeError, ValueError, IndexError) as exc:
