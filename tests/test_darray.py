@@ -1178,6 +1178,11 @@ def test_bfloat16_parts_sort_and_pick_by_their_values():
             assert m.dtype == torch.bfloat16 and torch.equal(
                 m, torch.from_numpy(np.median(ref[1:4], axis=ax)).to(torch.bfloat16))
         assert int(value(np.argmin(D))) == int(np.argmin(ref))
+        u, i, c = np.unique(D, return_index=True, return_counts=True)
+        ru, ri, rc = np.unique(ref, return_index=True, return_counts=True)
+        assert u.gather().dtype == torch.bfloat16 and np.array_equal(
+            u.gather().float().numpy(), ru, equal_nan=True)
+        assert np.array_equal(value(i), ri) and np.array_equal(value(c), rc)
 
 
 @pytest.mark.skipif(torch is None, reason="torch")

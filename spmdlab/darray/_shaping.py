@@ -278,15 +278,21 @@ def _unique(ar, return_index=False, return_inverse=False, return_counts=False, a
         v = np.asarray(v)
         return split(ar, family.like(v, ar.local), v.shape)
 
+    # (bfloat16 parts: ordered as float32, which holds each exactly, see _refused)
+    bf16 = np.dtype(family.dtype(ar.local)) == BF16_HOST
+
+    def values_vector(v):
+        return vector(float32_as_bf16(v).reshape(v.shape) if bf16 else v)
+
     if axis is not None:
-        whole = family.host(ar.gather())
+        whole = bf16_as_float32(np.asarray(family.host(ar.gather())))
         got = _refused(call, lambda: np.unique(
             whole, return_index, return_inverse, return_counts, axis=axis,
             equal_nan=equal_nan))
         if not any(wanted):
-            return vector(got)
-        return tuple(vector(v) for v in got)
-    host = np.asarray(family.host(ar.local))
+            return values_vector(got)
+        return (values_vector(got[0]),) + tuple(vector(v) for v in got[1:])
+    host = bf16_as_float32(np.asarray(family.host(ar.local)))
     values, first, inverse, counts = _refused(call, lambda: np.unique(
         host.reshape(-1), return_index=True, return_inverse=True, return_counts=True,
         equal_nan=equal_nan))
@@ -304,7 +310,7 @@ def _unique(ar, return_index=False, return_inverse=False, return_counts=False, a
                                   equal_nan=equal_nan)
     where = np.empty(order.size, np.intp)
     where[order] = placed.reshape(-1)  # each gathered value's place in the result
-    out = [vector(result)]
+    out = [values_vector(result)]
     if return_index:
         firsts = np.full(result.size, np.iinfo(np.int64).max, np.int64)
         np.minimum.at(firsts, where, np.concatenate([p[1] for p in parts]))
