@@ -1183,6 +1183,11 @@ def test_bfloat16_parts_sort_and_pick_by_their_values():
         assert u.gather().dtype == torch.bfloat16 and np.array_equal(
             u.gather().float().numpy(), ru, equal_nan=True)
         assert np.array_equal(value(i), ri) and np.array_equal(value(c), rc)
+    from spmdlab.matlab import max as mmax, min as mmin  # MATLAB's (NaN left out)
+    flat = t.reshape(-1)
+    assert float(mmax(distribute(flat))) == float(np.nanmax(ref)) == float(mmax(flat))
+    M, Im = mmin(distribute(t, axis=1), [], 2, nargout=2)
+    assert np.array_equal(value(Im).ravel(), np.nanargmin(ref, axis=1) + 1)
 
 
 @pytest.mark.skipif(torch is None, reason="torch")

@@ -35,6 +35,7 @@ def matlab_pick(x, axis, name, omitnan=True, method="auto"):
     by value; "abs": by ``abs`` then ``angle``; "real": by real part then imaginary
     part), ties to the first; NaN left out (``omitnan``: the first NaN when all are) or,
     with ``omitnan=False``, the first NaN wins."""
+    x = bf16_as_float32(x)  # (a bfloat16 part's stand-in: compared by value)
     complex_ = x.dtype.kind == "c"
     if method == "real" or (method == "auto" and not complex_):
         keys = [x.real, x.imag] if complex_ else [x]
