@@ -520,9 +520,10 @@ def test_ctrl_c_while_a_large_value_is_sent_leaves_the_pool_working():
         interrupted = 0
         for delay in (0.002, 0.01, 0.05):
             timer = threading.Timer(delay, os.kill, (os.getpid(), signal.SIGINT))
-            timer.start()
-            try:
+            try:  # (on a loaded machine the Ctrl-C may come while the timer starts)
+                timer.start()
                 c[1] = big
+                timer.join()
             except KeyboardInterrupt:
                 interrupted += 1
             timer.join()
@@ -556,8 +557,8 @@ def test_a_block_stopped_in_a_large_collective_keeps_its_buffers(layout):
         interrupted = 0
         for delay in (0.6, 0.9, 1.2, 1.5, 0.8, 1.1, 0.7, 1.3):
             timer = threading.Timer(delay, os.kill, (os.getpid(), signal.SIGINT))
-            timer.start()
             try:
+                timer.start()
                 pool.spmd(sums)
             except KeyboardInterrupt:
                 interrupted += 1
@@ -594,8 +595,8 @@ def test_a_stopped_blocks_distributed_arrays_stay_whole(layout):
         print("RESTORED", np.array_equal(gather(ns["D"]), X))
         for delay in (0.5, 1.0):
             timer = threading.Timer(delay, os.kill, (os.getpid(), signal.SIGINT))
-            timer.start()
             try:
+                timer.start()
                 pool.run_cell("while True:\\n    D = D.redistribute(axis=1 - D.axis) * 1", ns)
             except KeyboardInterrupt:
                 print("INTERRUPTED")
@@ -758,8 +759,8 @@ def test_ctrl_c_in_a_loop_of_short_blocks_always_stops_it():
         for trial in range(16):
             timer = threading.Timer(random.uniform(0.05, 0.3), os.kill,
                                     (os.getpid(), signal.SIGINT))
-            timer.start()
             try:
+                timer.start()
                 started = time.monotonic()
                 while time.monotonic() - started < 3:
                     x = pool.spmd(lambda: spmd_plus(1))  # the last handle dropped
