@@ -180,10 +180,10 @@ def bf16_as_float32(x):
 def float32_as_bf16(x):
     """float32 values as ``BF16_HOST``, rounded to the nearest bfloat16 (ties to even,
     as torch rounds; NaN stays NaN)."""
-    bits = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32)
+    values = np.asarray(x, dtype=np.float32)
+    bits = values.view(np.uint32)
     rounded = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16
-    rounded = np.where(np.isnan(np.asarray(x, dtype=np.float32)), (bits >> 16) | 0x40,
-                       rounded)
+    rounded = np.where(np.isnan(values), (bits >> 16) | 0x40, rounded)
     return rounded.astype(np.uint16).view(BF16_HOST)
 
 

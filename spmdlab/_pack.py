@@ -114,6 +114,12 @@ def digest(sig):
     return value
 
 
+def content_digest(data):
+    """A short text digest of ``data``'s bytes (a bytes-like object), the same on every
+    worker: for values compared by their contents, not kept in ``digest``'s cache."""
+    return hashlib.blake2b(data, digest_size=8).hexdigest()
+
+
 def _canonical(sig):
     """``sig`` with every number as the plain Python number it equals (an int where it
     is one), every string, tuple and list as a plain one (a ``np.str_``, a named tuple)

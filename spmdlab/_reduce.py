@@ -96,13 +96,7 @@ def known_op(fcn, treedef, leaves):
     """
     if _has_sequences(treedef):
         return None
-    try:
-        candidates = KNOWN.get(fcn)
-    except TypeError:  # unhashable callable
-        return None
-    if candidates is None:
-        return None
-    for op in candidates:
+    for op in _candidates(fcn):
         if all(type(l) is Leaf and l.dtype.kind in op.kinds for l in leaves):
             return op
     return None
@@ -111,11 +105,16 @@ def known_op(fcn, treedef, leaves):
 def known_name(fcn):
     """The name a mismatch shows for ``fcn`` where spmdlab folds it itself (``sum`` for
     ``operator.add``), whatever the values; None for other functions."""
+    candidates = _candidates(fcn)
+    return candidates[0].name if candidates else None
+
+
+def _candidates(fcn):
+    """The operations that may compute ``fcn`` (``_ops.KNOWN``), or ()."""
     try:
-        candidates = KNOWN.get(fcn)
+        return KNOWN.get(fcn, ())
     except TypeError:  # unhashable callable
-        return None
-    return None if candidates is None else candidates[0].name
+        return ()
 
 
 def _has_sequences(treedef):

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dis
 import functools
-import hashlib
 import math
 from typing import Any, Callable, Optional, TypeVar, overload
 
@@ -289,8 +288,8 @@ def _plain_key(value, depth=0):
             (value.dtype.str, repr(value.item()))
     if isinstance(value, np.ndarray) and not value.dtype.hasobject and \
             value.nbytes <= 1 << 16:  # (its bytes hashed here: not kept in digest's cache)
-        raw = hashlib.blake2b(np.ascontiguousarray(value).tobytes(), digest_size=8)
-        return value.dtype.str, value.shape, raw.hexdigest()
+        return value.dtype.str, value.shape, _pack.content_digest(
+            np.ascontiguousarray(value).tobytes())
     if isinstance(value, (tuple, list)) and len(value) <= 64 and depth < 4:
         keys = []
         for v in value:  # (the first object not compared ends it: a list holding itself)

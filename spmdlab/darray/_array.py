@@ -286,33 +286,16 @@ class CodistributedArray(np.lib.mixins.NDArrayOperatorsMixin):
     # the numpy protocols and the rest of the array's behaviour: _numpy and _indexing
 
     def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
-        from ._indexing import LOOPS
+        from ._indexing import whole_array
         from ._numpy import array_ufunc
 
-        loops = LOOPS[0]
-        if not loops:
-            return array_ufunc(self, ufunc, method, inputs, kwargs)
-        LOOPS[0] = 0  # the library's work on whole arrays: see array_function
-        try:
-            return array_ufunc(self, ufunc, method, inputs, kwargs)
-        finally:
-            LOOPS[0] = loops
+        return whole_array(array_ufunc, self, ufunc, method, inputs, kwargs)
 
     def __array_function__(self, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
-        from ._indexing import LOOPS
+        from ._indexing import whole_array
         from ._numpy import array_function
 
-        loops = LOOPS[0]
-        if not loops:
-            return array_function(self, func, types, args, kwargs)
-        # inside a for-drange loop: the implementation's own subscripts (np.diff(D) takes
-        # slices of D) are work on the whole array, not the loop body's, so they are not
-        # held to this worker's part
-        LOOPS[0] = 0
-        try:
-            return array_function(self, func, types, args, kwargs)
-        finally:
-            LOOPS[0] = loops
+        return whole_array(array_function, self, func, types, args, kwargs)
 
     def __pow__(self, other: Any) -> Any:
         # numpy's ndarray ** takes a fast path for three Python numbers: ** 2 is

@@ -17,7 +17,6 @@ the distribution axis needs thought:
 
 from __future__ import annotations
 
-import hashlib
 import itertools
 from collections.abc import Sequence
 
@@ -338,6 +337,21 @@ def getitem(D, key):
 LOOPS = [0]
 
 
+def whole_array(fn, *args):
+    """``fn(*args)``, a numpy function or ufunc of codistributed arrays: inside a
+    for-drange loop its implementation's own subscripts (``np.diff(D)`` takes slices of
+    ``D``) are work on the whole array, not the loop body's, so they are not held to
+    this worker's part."""
+    loops = LOOPS[0]
+    if not loops:
+        return fn(*args)
+    LOOPS[0] = 0
+    try:
+        return fn(*args)
+    finally:
+        LOOPS[0] = loops
+
+
 class DRange(Sequence):
     """This worker's share of a range, as ``spmdlab.matlab.drange`` returns it: a sequence
     of the loop's values; while it is iterated, a subscript on the distribution axis of
@@ -393,8 +407,7 @@ def _same_selection(scope, call, D, sels):
     the others' selection, or its picks are put where the others' go, silently)."""
     def part(s):
         if isinstance(s, np.ndarray):
-            return len(s), hashlib.blake2b(s.astype(np.int64).tobytes(),
-                                           digest_size=8).hexdigest()
+            return _vector_key(s)
         return (s.start, s.stop, s.step) if isinstance(s, slice) else s
 
     agree(scope, call, D._key(call, tuple(part(s) for s in sels)),
@@ -412,19 +425,11 @@ def _get_outer(D, key, outer):
     picks, plain = outer
     call = _call(D, key)
     scope = D._check_scope(call)
-    err = None
-    for axis, picked in picks:
-        bad = (picked < -D.shape[axis]) | (picked >= D.shape[axis])
-        if bad.any():
-            err = error(SpmdIndexError, call, f"index {int(picked[bad][0])} is out of "
-                        f"bounds for axis {axis} with size {D.shape[axis]}")
-            break
+    err = _out_of_bounds(call, D, picks)
     if any(axis == D.axis for axis, _ in picks) and not LOOPS[0]:  # collective
         # (in a for-drange loop each pick reads this worker's part alone, see getitem)
         picks = [(axis, np.where(p < 0, p + D.shape[axis], p)) for axis, p in picks]
-        vectors = None if err else tuple(
-            (axis, hashlib.blake2b(p.astype(np.int64).tobytes(), digest_size=8).hexdigest())
-            for axis, p in picks)
+        vectors = None if err else tuple((axis, _vector_key(p)) for axis, p in picks)
         agree(scope, call, D._key(call, vectors, repr(plain)), error=err,
               describe=lambda: D._describe(call, **{f"axis {axis}": " ".join(
                   np.array2string(p, threshold=9).split()) for axis, p in picks}))
@@ -433,6 +438,22 @@ def _get_outer(D, key, outer):
     for axis, picked in picks:
         D = D[(slice(None),) * axis + (picked,)]
     return D[plain]
+
+
+def _vector_key(indices):
+    """An index vector as a key to agree on: its length and its values' digest."""
+    return len(indices), _pack.content_digest(indices.astype(np.int64).tobytes())
+
+
+def _out_of_bounds(call, D, picks):
+    """numpy's IndexError for the first of ``np.ix_``'s index vectors (``picks``: (axis,
+    vector) pairs) with an index out of ``D``'s bounds, as SpmdIndexError; else None."""
+    for axis, picked in picks:
+        bad = (picked < -D.shape[axis]) | (picked >= D.shape[axis])
+        if bad.any():
+            return error(SpmdIndexError, call, f"index {int(picked[bad][0])} is out of "
+                         f"bounds for axis {axis} with size {D.shape[axis]}")
+    return None
 
 
 def _read_in_loop(call, D, sels, start):
@@ -589,11 +610,9 @@ def _set_outer(D, key, outer, value):
     call = _call(D, key, " = ...")
     D._check_scope(call)
     picks, plain = outer
-    for d, indices in picks:  # numpy's IndexError, as the reads'
-        bad = (indices < -D.shape[d]) | (indices >= D.shape[d])
-        if bad.any():
-            raise error(SpmdIndexError, call, f"index {int(indices[bad][0])} is out of "
-                        f"bounds for axis {d} with size {D.shape[d]}")
+    err = _out_of_bounds(call, D, picks)  # numpy's IndexError, as the reads'
+    if err is not None:
+        raise err
     if isinstance(value, CodistributedArray):
         value._check_scope(call)
         value = value.gather()

@@ -1317,8 +1317,6 @@ def isreplicated(X: Any) -> bool:
     ------
     ``tf = isreplicated(X)``
     """
-    import hashlib
-
     from .. import _pack
     from ..collectives import gather as gather_values
 
@@ -1330,7 +1328,7 @@ def isreplicated(X: Any) -> bool:
         try:
             message = _pack.encode(X, lambda: f"{call} ({scope.who()})")
             mine = ("digest", type(X).__qualname__,
-                    hashlib.blake2b(memoryview(message).cast("B"), digest_size=16).digest())
+                    _pack.content_digest(memoryview(message).cast("B")))
         except SpmdError as exc:
             mine, own = ("error", str(exc).partition("): ")[2]), exc
     every = gather_values(call, mine)

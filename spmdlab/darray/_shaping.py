@@ -51,7 +51,7 @@ def _refused(call, fn, *args):
     if any(isinstance(x, np.ndarray) and x.dtype == BF16_HOST for x in args):
         result = _refused(call, fn, *(bf16_as_float32(x) for x in args))
         if isinstance(result, (np.ndarray, np.generic)) and result.dtype == np.float32:
-            return float32_as_bf16(result).reshape(np.shape(result))
+            return float32_as_bf16(result)
         return result
     try:
         return fn(*args)
@@ -282,7 +282,7 @@ def _unique(ar, return_index=False, return_inverse=False, return_counts=False, a
     bf16 = np.dtype(family.dtype(ar.local)) == BF16_HOST
 
     def values_vector(v):
-        return vector(float32_as_bf16(v).reshape(v.shape) if bf16 else v)
+        return vector(float32_as_bf16(v) if bf16 else v)
 
     if axis is not None:
         whole = bf16_as_float32(np.asarray(family.host(ar.gather())))

@@ -11,11 +11,11 @@ plain computation's bits at every layout. The output is split along the input's 
 
 from __future__ import annotations
 
-import hashlib
 from typing import Any
 
 import numpy as np
 
+from .. import _pack
 from .._agree import agree
 from .._backends import LOCAL, classify
 from ..errors import SpmdError, SpmdTypeError, SpmdValueError
@@ -150,8 +150,7 @@ def _distributed(call, name, D, kernel, shape):
         err = error(SpmdTypeError, call, f"'{name}' must be real (got {kind})")
     # every worker's kernel and shape alike (else the halos they exchange would not match,
     # or each worker would convolve its part with another kernel)
-    values = hashlib.blake2b(np.ascontiguousarray(kernel).tobytes(),
-                             digest_size=8).hexdigest()
+    values = _pack.content_digest(np.ascontiguousarray(kernel).tobytes())
     agree(scope, call, D._key(call, shape, kernel.shape, kernel.dtype.str, values),
           error=err,
           describe=lambda: D._describe(call, shape=shape, kernel=f"{kernel.dtype} "
