@@ -728,14 +728,17 @@ class _Queue:
 
 
 def _seconds(queue, call, timeout, none_ok):
-    """``timeout`` checked (a number of seconds, not NaN; None where ``none_ok``), else
-    SpmdValueError naming ``call``; an infinite one (wait for ever) is None."""
+    """``timeout`` checked (a number of seconds, not NaN; None where ``none_ok``, which
+    is flush's, where it must be 0 or more as flush_all's must), else SpmdValueError
+    naming ``call``; an infinite one (wait for ever) is None. (A negative one is poll's
+    0: MATLAB's poll takes any number.)"""
     if timeout is None and none_ok:
         return None
     if isinstance(timeout, bool) or not isinstance(
-            timeout, (int, float, np.integer, np.floating)) or timeout != timeout:
-        raise SpmdValueError(f"{queue._who(call)}: 'timeout' must be "
-                             f"{'None or ' if none_ok else ''}seconds (got {timeout!r})")
+            timeout, (int, float, np.integer, np.floating)) or timeout != timeout or (
+            none_ok and timeout < 0):
+        raise SpmdValueError(f"{queue._who(call)}: 'timeout' must be " + (
+            "None or seconds, 0 or more" if none_ok else "seconds") + f" (got {timeout!r})")
     return None if timeout == float("inf") else float(timeout)
 
 

@@ -950,6 +950,53 @@ def test_for_drange_writes_and_slices_only_the_local_part():
         assert np.array_equal(gather(np.diff(C, axis=1)), np.diff(A, axis=1))
 
 
+def test_for_drange_holds_a_mask_and_the_value_written_to_the_local_part():
+    # for j = drange(1:n), D(mask_j) = [..]; end with a replicated mask of column j alone:
+    # local reads and writes. A codistributed mask, a mask reaching another worker's part
+    # and a codistributed value were collective inside the loop (a mismatch, or a hang,
+    # once the workers ran different numbers of iterations): SpmdIndexError /
+    # SpmdValueError on the worker that runs them
+    n, N, k = 2 * spmdSize() + 1, spmdSize(), spmdIndex()
+    A = np.arange(3.0 * n).reshape(3, n)
+    for make in (lambda X: X, torch.from_numpy) if torch is not None else (lambda X: X,):
+        D = codistributed(make(A.copy()))  # split by columns
+        expect = A.copy()
+        for j in drange(1, n):
+            m = np.zeros((3, n), bool)
+            m[::2, j - 1] = True
+            assert np.array_equal(host(D[m]), A[m])
+            D[m] = [100.0 * j, 100.0 * j + 1]
+            D[(np.arange(3) == 1)[:, None] & (np.arange(n) == j - 1)] = -j
+        for j in range(1, n + 1):
+            expect[::2, j - 1] = [100.0 * j, 100.0 * j + 1]
+            expect[1, j - 1] = -j
+        assert np.array_equal(host(gather(D)), expect)
+        M = D > 0
+        W = np.zeros((3, n), bool)
+        W[0, [0, n - 1]] = True  # worker 1's first column and worker N's last
+        E = codistributed(make(np.ones(3)))
+        for j in drange(1, n):
+            with pytest.raises(SpmdIndexError, match=r"for-drange loop a subscript reads "
+                               r"only this worker's part .*a codistributed mask"):
+                D[M]
+            with pytest.raises(SpmdIndexError, match=r"writes only this worker's part "
+                               r".*a codistributed mask"):
+                D[M] = 0
+            if N > 1:
+                with pytest.raises(SpmdIndexError, match=rf"\(worker {k} of {N}\): inside a "
+                                   rf"for-drange loop a subscript reads only this worker's "
+                                   rf"part .*the mask selects element \(0, "
+                                   rf"{n - 1 if k == 1 else 0}\), held by worker "
+                                   rf"{N if k == 1 else 1}"):
+                    D[W]
+                with pytest.raises(SpmdIndexError, match=r"writes only this worker's part"):
+                    D[W] = -7
+            with pytest.raises(SpmdValueError, match=r"inside a for-drange loop the value "
+                               r"written must be this worker's"):
+                D[:, j - 1] = E
+        assert np.array_equal(host(gather(D)), expect)  # nothing written by the refusals
+
+
 def test_a_codistributed_logical_index_of_one_dimension():
     # keep = D(:, 1) > 2; R = D(keep, :); D(keep, 2) = 0
     n = spmdSize() + 3

@@ -97,8 +97,10 @@ def test_poll_and_flush_timeouts_infinite_or_refused():
         d.send(1)
     assert d.flush(float("inf")) is True
     assert seen == ([1] if spmd_index() == 1 else [])
-    with pytest.raises(SpmdValueError, match="'timeout' must be None or seconds"):
-        d.flush(float("nan"))
+    for bad in (float("nan"), -1, -0.5):  # (flush_all refuses a negative one too)
+        with pytest.raises(SpmdValueError, match=r"'timeout' must be None or seconds, 0 "
+                                                 r"or more \(got "):
+            d.flush(bad)
     spmd_barrier()
 
 

@@ -294,6 +294,9 @@ def getitem(D, key):
             agree(scope, call, 0, error=exc)     # too
         raise
     if kind == "mask":
+        if LOOPS[0]:  # in MATLAB's for-drange: the local part alone, no communication
+            values = D.local[_mask_in_loop(call, D, sels, "read")]
+            return LOCAL[D.family].copy(values)
         return _get_masked(call, scope, D, sels)
     axis = D.axis
     sel = sels[axis]
@@ -482,18 +485,51 @@ def _key_in_loop(call, D, sels, start, verb):
     outside = picked[(picked < start) | (picked >= start + held)]
     if len(outside):
         index = int(outside[0])
-        mine = f"{start} to {start + held - 1}" if held else "none"
         what = "read it before the loop" if verb == "read" else "write it after the loop"
         raise error(SpmdIndexError, call, f"inside a for-drange loop a subscript {verb}s only "
                     f"this worker's part (MATLAB's rule): index {index} of axis {axis} is "
                     f"held by worker {_owner(D.partition, index)}, this worker holds "
-                    f"{mine}; {what} (every worker together) or loop over this worker's "
+                    f"{_held(D)}; {what} (every worker together) or loop over this worker's "
                     f"indices")
     if isinstance(sel, slice):
         sel = _local_slice(r, 0, len(r), start)
     else:
         sel = sel - start
     return _local_key(sels, axis, sel)
+
+
+def _mask_in_loop(call, D, mask, verb):
+    """The part of a boolean ``mask`` over this worker's block inside a for-drange loop,
+    where a subscript reaches only this worker's part: the mask must be a replicated
+    array whose true elements this worker holds (a codistributed mask's other parts
+    are on the other workers, which run other iterations); else SpmdIndexError."""
+    what = "read it before the loop" if verb == "read" else "write it after the loop"
+    if isinstance(mask, CodistributedArray):
+        raise error(SpmdIndexError, call, f"inside a for-drange loop a subscript {verb}s "
+                    f"only this worker's part (MATLAB's rule), and a codistributed mask "
+                    f"has parts on the other workers, which run other iterations; use "
+                    f"getLocalPart of the mask and of the array, or {what} (every "
+                    f"worker together)")
+    whole = _host(mask)
+    inside = np.zeros(whole.shape, dtype=bool)
+    inside[D.global_slice()] = True
+    outside = np.argwhere(whole & ~inside)
+    if len(outside):
+        where = tuple(int(i) for i in outside[0])
+        index = where[D.axis]
+        raise error(SpmdIndexError, call, f"inside a for-drange loop a subscript {verb}s "
+                    f"only this worker's part (MATLAB's rule): the mask selects element "
+                    f"{where}, held by worker {_owner(D.partition, index)}; this worker "
+                    f"holds {_held(D)} of axis {D.axis}; {what} (every worker together) "
+                    f"or select this worker's elements alone")
+    return LOCAL[D.family].asarray(whole[D.global_slice()], D.local)
+
+
+def _held(D):
+    """'3 to 5' (the global indices of this worker's part on the distribution axis), or
+    'none'."""
+    start, held = D.codistributor.global_indices().start, D.local.shape[D.axis]
+    return f"{start} to {start + held - 1}" if held else "none"
 
 
 def _owner(partition, index):
@@ -559,12 +595,16 @@ def setitem(D, key, value):
     kind, sels = _normalize(call, D, key)
     family = LOCAL[D.family]
     if kind == "mask":
+        if LOOPS[0]:  # in MATLAB's for-drange: elements this worker holds, or SpmdIndexError
+            _set_masked_in_loop(call, D, _mask_in_loop(call, D, sels, "write"), value)
+            return None
         return _set_masked(call, scope, D, sels, value)
     axis = D.axis
     sel = sels[axis]
     start = D.codistributor.global_indices().start
     if LOOPS[0]:  # in MATLAB's for-drange: elements this worker holds, or SpmdIndexError
         _key_in_loop(call, D, sels, start, "write")
+        _local_value_in_loop(call, value)
     shape = _result_shape(sels, D.shape)
     if isinstance(value, CodistributedArray):
         value._check_scope(call)
@@ -712,13 +752,7 @@ def _set_masked(call, scope, D, mask, value):
     local_mask = _mask_for(call, D, mask)
     if isinstance(value, CodistributedArray):
         value = value.gather()
-    family = LOCAL[D.family]
-    if np.ndim(value) == 0:
-        _probe(call, family, value, D.local)  # refused on every worker, not only where
-        try:                                  # the mask selects
-            D.local[local_mask] = _converted(family, value, D.local)
-        except Exception as exc:  # (torch checks a scalar through a mask: everywhere)
-            raise _unwritable(call, family, D.local, exc) from exc
+    if _set_masked_scalar(call, D, local_mask, value):
         return
     if isinstance(value, (list, tuple)):
         value = np.asarray(value)
@@ -727,16 +761,59 @@ def _set_masked(call, scope, D, mask, value):
     picked = picked.reshape(outer, picked.size // outer if outer else 0)
     counts = np.stack(gather(call, picked.sum(axis=1)))  # (workers, outer)
     total = counts.sum(axis=0)
-    if np.ndim(value) != 1 or np.shape(value)[0] != int(total.sum()):
-        raise error(SpmdValueError, call, f"a value of shape {tuple(np.shape(value))} "
-                    f"for {int(total.sum())} selected elements (numpy's rule: one value "
-                    f"per selected element, in a 1-D array)")
+    value = _masked_vector(call, D, value, int(total.sum()))
     # C order: index by index before the axis; within one, worker by worker
     start = np.cumsum(total) - total + counts[:scope.rank].sum(axis=0)
     where = (start[:, None] + np.cumsum(picked, axis=1) - 1)[picked]
-    try:  # the whole value, on every worker: one the dtype refuses fails everywhere
-        # (torch writes through a mask only its own dtype)
-        value = family.astype(_converted(family, value, D.local), family.dtype(D.local))
+    D.local[local_mask] = value[where]
+
+
+def _set_masked_in_loop(call, D, local_mask, value):
+    """``D[mask] = value`` inside a for-drange loop, the mask held to this worker's part
+    (``_mask_in_loop``): no communication; a vector value holds one value per selected
+    element, in numpy's (C) order."""
+    _local_value_in_loop(call, value)
+    if _set_masked_scalar(call, D, local_mask, value):
+        return
+    count = int(np.count_nonzero(LOCAL[D.family].host(local_mask)))
+    D.local[local_mask] = _masked_vector(call, D, np.asarray(value) if isinstance(
+        value, (list, tuple)) else value, count)
+
+
+def _local_value_in_loop(call, value):
+    """Inside a for-drange loop a write's value must be this worker's: SpmdValueError for
+    a codistributed one (reading its other workers' parts would be collective)."""
+    if isinstance(value, CodistributedArray):
+        raise error(SpmdValueError, call, "inside a for-drange loop the value written must "
+                    "be this worker's (a codistributed value has parts on the other "
+                    "workers, which run other iterations): write getLocalPart of it, or "
+                    "write it after the loop (every worker together)")
+
+
+def _set_masked_scalar(call, D, local_mask, value):
+    """Write a scalar ``value`` everywhere ``local_mask`` is true (checked on every
+    worker, not only where the mask selects); False for a value that is not a scalar."""
+    if np.ndim(value) != 0:
+        return False
+    family = LOCAL[D.family]
+    _probe(call, family, value, D.local)
+    try:
+        D.local[local_mask] = _converted(family, value, D.local)
+    except Exception as exc:  # (torch checks a scalar through a mask: everywhere)
+        raise _unwritable(call, family, D.local, exc) from exc
+    return True
+
+
+def _masked_vector(call, D, value, count):
+    """``value``, one value per selected element (``count`` of them) in a 1-D array, in
+    the local part's family and dtype (torch writes through a mask only its own dtype);
+    else SpmdValueError, on every worker (the whole value is checked)."""
+    if np.ndim(value) != 1 or np.shape(value)[0] != count:
+        raise error(SpmdValueError, call, f"a value of shape {tuple(np.shape(value))} "
+                    f"for {count} selected elements (numpy's rule: one value per "
+                    f"selected element, in a 1-D array)")
+    family = LOCAL[D.family]
+    try:
+        return family.astype(_converted(family, value, D.local), family.dtype(D.local))
     except Exception as exc:
         raise _unwritable(call, family, D.local, exc) from exc
-    D.local[local_mask] = value[where]
