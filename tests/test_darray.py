@@ -1205,6 +1205,23 @@ def test_torch_results_of_a_dtype_numpy_has_none_for_fail_where_they_are_made():
     assert value(D + 1j * np.ones(1, np.complex64)).dtype == np.complex64
 
 
+def test_a_reduction_in_a_dtype_the_family_cannot_reduce_in_fails_on_every_worker(backend):
+    # np.sum(D, dtype=torch.complex32) raised torch's bare NotImplementedError, and only
+    # on the workers whose part held elements (torch sums no complex32 values, but
+    # refuses two): the others went on into the fold. numpy's unknown dtype name too
+    D = da.distribute(backend.make(np.arange(2.0 * spmd_size() - 1)))
+    bad = [("complex32", r"TypeError: data type 'complex32' not understood")]
+    if torch is not None and isinstance(D.local, torch.Tensor):
+        bad.append((torch.complex32, r"NotImplementedError: .*ComplexHalf"))
+    for dtype, why in bad:
+        for fn in (np.sum, np.mean, np.prod, np.nansum):
+            name = "prod" if fn is np.prod else "sum"
+            with pytest.raises(SpmdTypeError, match=rf"numpy\.{fn.__name__} \(worker \d+ "
+                               rf"of \d+\): cannot {name} in dtype .*{why}"):
+                fn(D, dtype=dtype)
+    assert float(np.sum(D, dtype=np.float32)) == float(np.arange(2.0 * spmd_size() - 1).sum())
+
+
 def test_complex_products_along_the_split_axis_leave_out_workers_that_hold_nothing(backend):
     # an empty block's product, 1+0j, is not neutral: (1+0j) * (inf+nanj) is nan+nanj,
     # where numpy's product of the one element is inf+nanj

@@ -609,6 +609,8 @@ def reduction(call, name, a, axis=None, dtype=None, keepdims=False, out=None,
     a._check_scope(call)
     axes = _axes(call, a, axis)
     family = LOCAL[a.family]
+    if dtype is not None:
+        _reducible(call, name, family, a.local, dtype)
     if name in ("any", "all") and dtype is None:
         local = a.local if family.dtype(a.local).kind == "b" else a.local != 0
     else:
@@ -644,6 +646,19 @@ def reduction(call, name, a, axis=None, dtype=None, keepdims=False, out=None,
     if not keepdims:
         total = total.reshape(shape)
     return _replicated_result(a, total, shape)
+
+
+def _reducible(call, name, family, local, dtype):
+    """SpmdTypeError, on every worker, for a ``dtype`` the family cannot reduce ``name``
+    in (numpy's unknown dtype name, torch's sum in complex32): tried on one element of
+    the local part's dtype, not on the part itself, which may be empty on some workers
+    (torch sums no complex32 values, and refuses to sum two)."""
+    try:
+        family.reduce(name, family.full((1,), 0, family.dtype(local), local), (0,), True,
+                      dtype)
+    except Exception as exc:
+        raise error(SpmdTypeError, call, f"cannot {name} in dtype {dtype!r}: "
+                    f"{type(exc).__name__}: {exc}") from exc
 
 
 def _product_of_held(call, a, partial, family):
