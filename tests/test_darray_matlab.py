@@ -560,6 +560,33 @@ def test_max_and_min_over_a_vector_of_dimensions(backend):
         mmin(M, [], [2, 2])
 
 
+def test_max_and_min_linear_give_matlabs_linear_indices(backend):
+    # [M, I] = max(A, [], dim, "linear"): I is the column-major linear index into A
+    # (sub2ind), not the index along dim, which 'linear' gave silently
+    N = spmdSize()
+    G = np.random.default_rng(5).permutation(2 * 3 * (N + 1)).reshape(2, 3, N + 1) * 1.0
+    F = G.reshape(-1, order="F")
+    for dist in (None, 1, 2, 3):
+        A = backend.make(G) if dist is None else \
+            codistributed(backend.make(G), codistributor1d(dist))
+        for name, fn, arg in (("max", mmax, np.argmax), ("min", mmin, np.argmin)):
+            for dim in (1, 2, 3, 4):
+                M, I = fn(A, [], dim, "linear", nargout=2)
+                M, I = [host(gather(x)) if dist else host(x) for x in (M, I)]
+                if dim <= 3:
+                    at = np.expand_dims(arg(G, axis=dim - 1), dim - 1)
+                    subs = list(np.indices(at.shape))
+                    subs[dim - 1] = at
+                    want = np.ravel_multi_index(subs, G.shape, order="F") + 1
+                else:  # a singleton dimension: every element, at its own position
+                    want = np.arange(1, G.size + 1).reshape(G.shape, order="F")
+                np.testing.assert_array_equal(I.reshape(want.shape), want)
+                np.testing.assert_array_equal(M.reshape(want.shape), F[want - 1])
+    _, I = mmax(codistributed(np.array([[1.0, 9, -2], [8, 4, -5]])), [], 2, "linear",
+                nargout=2)
+    assert host(gather(I)).ravel().tolist() == [3, 2]  # MATLAB: [3; 2]
+
+
 def test_max_and_min_errors_name_matlabs_call_on_every_worker():
     N, k = spmdSize(), spmdIndex()
     D = codistributed(np.zeros((N + 1, 3)))

@@ -226,12 +226,12 @@ _METHODS = ("auto", "abs", "real")
 
 
 def _options(call, args):
-    """MATLAB's ``max`` arguments after ``A``: (B or None, reduce form, dim or "all" or
-    None, omitnan, method)."""
+    """MATLAB's ``max`` arguments after ``A``: (B or None, dim or "all" or None, omitnan,
+    method, linear)."""
     from ._matlab import _number
 
     args = list(args)
-    B, reducing, dim, omitnan, method = None, False, None, True, "auto"
+    B, reducing, dim, omitnan, method, linear = None, False, None, True, "auto", False
     if args and not isinstance(args[0], str):
         first = args.pop(0)
         if isinstance(first, (list, tuple, np.ndarray)) and np.size(first) == 0 and \
@@ -249,7 +249,7 @@ def _options(call, args):
         elif word == "all" and reducing:
             dim = "all"
         elif word == "linear" and reducing:
-            pass  # the index is linear for "all" already; per dimension it is not asked
+            linear = True  # (the index is linear for "all" already)
         elif word == "comparisonmethod":
             if not args or not isinstance(args[0], str) or args[0].lower() not in _METHODS:
                 raise error(SpmdValueError, call, f"'ComparisonMethod' must be followed by "
@@ -269,7 +269,7 @@ def _options(call, args):
             dim = dims[0] if np.ndim(a) == 0 else tuple(dims)
         else:
             raise error(SpmdValueError, call, f"unexpected argument {a!r}")
-    return B, dim, omitnan, method
+    return B, dim, omitnan, method, linear
 
 
 def _family_of(x):
@@ -287,7 +287,8 @@ def matlab(name, A, args, nargout):
     call = name
     if nargout not in (1, 2):
         raise error(SpmdValueError, call, f"'nargout' must be 1 or 2 (got {nargout!r})")
-    B, dim, omitnan, method = _options(call, args)
+    B, dim, omitnan, method, linear = _options(call, args)
+    linear = linear and nargout == 2
     if isinstance(dim, tuple):  # a vector of dimensions: one after the other
         if nargout == 2:
             raise error(SpmdValueError, call, f"[M, I] = {name}(A, [], vecdim) is not "
@@ -303,7 +304,7 @@ def matlab(name, A, args, nargout):
                         f"indices use {name}(A, [], dim)")
         return _pairwise(call, name, A, B, omitnan, method)
     if not isinstance(A, CodistributedArray):
-        return _plain(name, A, dim, pick, nargout)
+        return _plain(name, A, dim, pick, nargout, linear)
     A._check_scope(call)
     family = LOCAL[A.family]
     msize = _matlab_size(A.shape)
@@ -324,9 +325,23 @@ def matlab(name, A, args, nargout):
     axis = _axis(A.ndim, dim)
     if axis is None or A.shape[axis] == 0:  # a singleton (or empty) dimension: A itself
         M = A.copy()
-        return (M, np.full_like(A, 1 if axis is None else 0, dtype=np.int64)) \
-            if nargout == 2 else M
+        if nargout == 1:
+            return M
+        if linear and axis is None:  # each element's own position
+            start = A.codistributor.global_indices().start
+            lin = _linear(None, None, A.shape, A.local.shape,
+                          tuple(start if d == A.axis else 0 for d in range(A.ndim)))
+            return M, A._new(family.like(lin + 1, A.local), A.codistributor)
+        return M, np.full_like(A, 1 if axis is None else 0, dtype=np.int64)
     values, index = along(call, A, axis, name, pick)
+    if linear and A.ndim > 1:  # (a row's index is linear already)
+        if axis == A.axis:  # every worker holds the whole result
+            region, at = tuple(1 if d == axis else n for d, n in enumerate(A.shape)), 0
+        else:
+            region = tuple(1 if d == axis else n for d, n in enumerate(A.local.shape))
+            at = A.codistributor.global_indices().start
+        index = _linear(index, axis, A.shape, region,
+                        tuple(at if d == A.axis else 0 for d in range(A.ndim)))
     index = index + 1
     shape = tuple(1 if d == axis else n for d, n in enumerate(A.shape))
     if A.ndim == 1:  # a row's maximum is a scalar
@@ -368,7 +383,21 @@ def _dropped(shape, keep=-1):
     return shape
 
 
-def _plain(name, A, dim, pick, nargout):
+def _linear(index, axis, shape, region, offsets):
+    """MATLAB's linear indices (0-based, column-major) into an array of ``shape`` of the
+    elements ``index`` picks along ``axis`` in a block of ``region`` (``axis`` 1)
+    positions from ``offsets``; with ``axis`` None, of the block's own elements."""
+    if not region:  # (a scalar)
+        return np.zeros((), np.int64)
+    subs = [np.arange(n).reshape((-1,) + (1,) * (len(region) - d - 1)) + o
+            for d, (n, o) in enumerate(zip(region, offsets))]
+    subs = list(np.broadcast_arrays(*subs))
+    if axis is not None:
+        subs[axis] = np.asarray(index).reshape(region)
+    return np.ravel_multi_index(subs, shape, order="F").astype(np.int64)
+
+
+def _plain(name, A, dim, pick, nargout, linear=False):
     """MATLAB's max/min of an array every worker holds (no communication)."""
     from ._matlab import _matlab_size
 
@@ -392,9 +421,13 @@ def _plain(name, A, dim, pick, nargout):
     if axis is None or host.shape[axis] == 0:
         I = np.ones(host.shape, np.int64) if axis is None else \
             np.zeros(host.shape, np.int64)
+        if linear and axis is None:  # each element's own position
+            I = _linear(None, None, host.shape, host.shape, (0,) * host.ndim) + 1
         return (A, wrap(I)) if nargout == 2 else A
     index = pick(host, axis, name)
     values = np.take_along_axis(host, index, axis=axis)
+    if linear:
+        index = _linear(index, axis, host.shape, index.shape, (0,) * host.ndim)
     shape = () if host.ndim == 1 else _dropped(values.shape)
     M, I = wrap(values.reshape(shape)), wrap((index + 1).reshape(shape))
     if not shape:

@@ -1197,7 +1197,8 @@ matlab_max.__doc__ = """``M = max(A)``, ``max(A, [], dim)``, ``max(A, [], vecdim
 listed; ``M`` only), ``max(A, [], "all")``, ``max(A, B)``, with ``"omitnan"`` (the default: NaN left out, NaN only when all are) or ``"includenan"``,
 and ``"ComparisonMethod"`` ``"auto"`` / ``"abs"`` / ``"real"``; MATLAB's ``[M, I] =
 max(...)`` is ``M, I = max(..., nargout=2)``, ``I`` 1-based (a linear, column-major index
-for ``"all"``), the first of equal values. Complex values compare by ``abs``, equal
+for ``"all"``, and along ``dim`` with ``"linear"``: MATLAB's ``sub2ind``), the first of
+equal values. Complex values compare by ``abs``, equal
 magnitudes by ``angle``, as MATLAB's. ``max(A, B)`` is in MATLAB's class of the result
 (single with double is single, an integer class with double or single is the integer
 class, the other rounded and held at its limits; a Python number is a double). ``A``
