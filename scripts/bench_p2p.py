@@ -31,7 +31,9 @@ the Python of its calls and checks. For a torch tensor the floor is raw mpi4py t
 sends a tensor and gets a tensor back: ``comm.Send(t.numpy())``, and ``comm.Recv`` into
 a new array made a tensor by ``torch.from_numpy`` (torch's own costs of each message:
 about 0.5 us each way on this VM, which the raw ping-pong of the tensor's buffer pays
-neither of).
+neither of). For a torch tensor the run also times raw mpi4py handed the tensors
+themselves (``comm.Send(t)``, ``comm.Recv`` into a kept tensor), which mpi4py reads
+through DLPack, and prints it on a line of its own.
 """
 
 import os
@@ -111,7 +113,8 @@ def worker(args):
                 os.sched_yield()
         return np.frombuffer(inbox[:status.Get_count(MPI.BYTE)], dtype, offset=16)
 
-    def case(label, nbytes, x, raw_buf, raw_out, spmd_value=None, floor_pp=None):
+    def case(label, nbytes, x, raw_buf, raw_out, spmd_value=None, floor_pp=None,
+             extra=None):
         value = x if spmd_value is None else spmd_value
         p = partner
         floor = floor_pp is not None or spmd_value is None and nbytes <= FLOOR_UP_TO
@@ -128,11 +131,13 @@ def worker(args):
         elif floor:
             methods["floor pp"] = ping_pong(lambda: floor_send(x, p - 1, 7),
                                             lambda: floor_recv(p - 1, 7, x.dtype))
+        methods.update(extra or {})
         times = race(methods, budget)
         results.append({"case": label, "bytes": nbytes,
                         "raw pp": times["raw pp"] / 2, "spmd pp": times["spmd pp"] / 2,
                         "raw ring": times["raw ring"], "spmd ring": times["spmd ring"],
-                        "floor pp": times["floor pp"] / 2 if floor else None})
+                        "floor pp": times["floor pp"] / 2 if floor else None,
+                        "tensor pp": times["tensor pp"] / 2 if extra else None})
 
     for nbytes in SIZES:
         x = np.arange(nbytes // 8, dtype=np.float64)
@@ -160,8 +165,11 @@ def worker(args):
             comm.Recv(out, partner - 1, 7)
             return torch.from_numpy(out)
 
+        out_t = torch.empty_like(t)
         case(f"torch {nbytes} B", nbytes, buf, buf, np.empty_like(buf), spmd_value=t,
-             floor_pp=(lambda t=t: comm.Send(t.numpy(), partner - 1, 7), tensor_recv))
+             floor_pp=(lambda t=t: comm.Send(t.numpy(), partner - 1, 7), tensor_recv),
+             extra={"tensor pp": ping_pong(lambda t=t: comm.Send(t, partner - 1, 8),
+                                           lambda o=out_t: comm.Recv(o, partner - 1, 8))})
     if rank == 0:
         emit({"workers": size, "layout": layout, "rows": results})
 
@@ -194,6 +202,12 @@ def report(res):
               f"{r['raw ring'] * 1e6:9.1f} {r['spmd ring'] * 1e6:9.1f} {ring:6.2f}{floor}")
     print(f"worst ratio: arrays and tensors {worst['arrays']:.2f}x, dict "
           f"{worst['dict']:.2f}x raw")
+    for r in res["rows"]:
+        if r.get("tensor pp") is not None:
+            print(f"torch {human(r['bytes'])}: raw mpi4py handed the tensors themselves "
+                  f"(comm.Send(t), comm.Recv(out) into a kept tensor: mpi4py reads them "
+                  f"through DLPack) takes {r['tensor pp'] * 1e6:.1f} us one-way; spmdlab's "
+                  f"ping-pong is {r['spmd pp'] / r['tensor pp']:.2f}x that")
 
 
 if __name__ == "__main__":
