@@ -32,6 +32,7 @@ rounds: no worker stops receiving while an item may still be on its way to it.
 from __future__ import annotations
 
 import collections
+import itertools
 import os
 import sys
 import threading
@@ -121,6 +122,14 @@ class _Hub:
         self.busy = threading.Lock()
         self.sent = collections.Counter()
         self.received = collections.Counter()
+        # A poll without end asks the other workers for their counts (see
+        # PollableDataQueue._nothing_can_come): question number -> {world rank: counts},
+        # set when an answer arrives. Questions and answers are not counted.
+        self.answers = {}
+        self.answered = threading.Event()
+        self.questions = itertools.count(1)
+        # world rank -> questions sent to it whose answers have not arrived (_finish)
+        self.unanswered = collections.Counter()
 
     def channel(self, scope):
         chan = self.channels.get(id(scope))
@@ -325,6 +334,8 @@ class _Hub:
                             queue._closed_by_owner = True
                         elif item[1] >= chan.registered:
                             chan.early_closed.add(item[1])
+                    else:  # a question for this worker's counts, or an answer
+                        self._counts_asked(chan, source, item)
                 return
             queue = chan.queues.get(tag)
             if queue is None:
@@ -333,6 +344,29 @@ class _Hub:
                 # else the program dropped the queue: nobody can receive the items
             else:
                 queue._arrive(items, own=source == chan.scope.rank, source=source)
+
+
+    def _counts_asked(self, chan, source, item):
+        """A question ("counts?", n) from scope rank ``source``: answer with this
+        worker's counts, once what its listeners sent has left (an item delivered before
+        the question, and what a listener relayed for it, is counted in them); an answer
+        ("counts", n, sent, received): keep it. Neither is counted itself (so that the
+        counts of two rounds of questions can be equal). In the receiver thread, under
+        ``busy``."""
+        world = chan.scope.world_ranks[source]
+        with self.lock:
+            self.received[world] -= 1
+        if item[0] == "counts?":
+            self.post_ready(everything=True)
+            with self.lock:
+                answer = ("counts", item[1], dict(self.sent), dict(self.received))
+            _control(chan, source, answer, counted=False)
+        else:
+            with self.lock:
+                self.unanswered[world] -= 1
+            if item[1] in self.answers:  # (else a question given up: answer dropped)
+                self.answers[item[1]][world] = item[2:]
+            self.answered.set()
 
 
 _hub = _Hub()
@@ -369,8 +403,9 @@ def _thread_error(call, scope):
         f"default) and use an MPI built with thread support")
 
 
-def _control(chan, rank, notice):
-    """Send a control notice (``("close", tag)``) to scope rank ``rank``."""
+def _control(chan, rank, notice, counted=True):
+    """Send a control notice (``("close", tag)``, or not ``counted``: a question for
+    the counts or its answer, never to itself) to scope rank ``rank``."""
     buf = _pack.encode(notice, "DataQueue")
     if rank == chan.scope.rank:
         with _hub.lock:
@@ -380,7 +415,7 @@ def _control(chan, rank, notice):
     else:
         world_rank = chan.scope.world_ranks[rank]
         with _hub.lock:
-            _hub.sent[world_rank] += 1
+            _hub.sent[world_rank] += counted
             _ending.SENDS.track(chan.comm.Isend([buf, MPI.BYTE], rank, _CTRL), buf,
                                world_rank)
 
@@ -422,6 +457,11 @@ def _finish():
     # meanwhile receive the messages the program never received: a worker may wait in
     # its first exit step until they are (see _ending._flush_sends)
     drain = _ending._drain_unreceived
+    # the answers to a poll's last questions (it returned when an item came), which no
+    # count covers, are received before the receiver thread stops
+    _world.wait_for_workers("DataQueue (at exit): waiting for the answers to a poll's "
+                            "questions", lambda: [r for r, n in _hub.unanswered.items()
+                                                  if n], drain)
     while True:
         _hub.wake.set()  # the receiver thread takes what has arrived now
         row = _report()
@@ -743,6 +783,7 @@ def _seconds(queue, call, timeout, none_ok):
 
 
 _WAIT_CHUNK = 1.0  # a wait without end still wakes this often (Condition.wait(inf) fails)
+_ASK = "ask"  # (_no_sender_left: ask the other workers whether an item can still come)
 
 
 def _missing(late, arrived, needed):
@@ -927,13 +968,18 @@ class PollableDataQueue(_Queue):
                             self._cond.wait(min(left, _WAIT_CHUNK))
                             if timeout is None and not items:
                                 gone_since = self._no_sender_left(gone_since)
-                                if state is not None:
-                                    break  # (the deadlock check, outside the lock)
+                                if state is not None or gone_since is _ASK:
+                                    break  # (the checks that follow: outside the lock)
                         if items:
                             return items.popleft()
                     finally:
                         self._pollers -= 1
-                self._check_deadlock(state)
+                if gone_since is _ASK:
+                    gone_since = None
+                    if self._nothing_can_come():
+                        raise self._no_sender_error()
+                if state is not None:
+                    self._check_deadlock(state)
         finally:
             if state is not None:
                 _stall.waiting_in = None
@@ -964,10 +1010,12 @@ class PollableDataQueue(_Queue):
                 f"SPMDLAB_DEADLOCK_CHECK=0 turns the check off)")
 
     def _no_sender_left(self, since):
-        """For a poll without end: raise SpmdPeerError once every other worker of the
-        queue has finished its program (and _wait's grace for their last items has
-        passed) while no thread of this worker's own program could still send (a
-        ``poll(math.inf)`` that would wait for ever); else when that began, or None."""
+        """For a poll without end: _ASK once every other worker of the queue has finished
+        its program (and _wait's grace for their last items has passed) while no thread
+        of this worker's own program could still send (a ``poll(math.inf)`` that may
+        wait for ever: ``_nothing_can_come`` asks the others); SpmdPeerError where no
+        other worker of the queue's scope is left to ask; else when that began, or
+        None."""
         _world.poll_exits()
         others = [r for r in self._scope.world_ranks if r != _world.RANK]
         # a queue of a one-worker scope (a job of one, an spmd(1) block) has no other
@@ -985,8 +1033,59 @@ class PollableDataQueue(_Queue):
         now = time.monotonic()
         if since is None or now - since < _wait._EXIT_GRACE:
             return now if since is None else since
+        if others:
+            return _ASK
+        raise self._no_sender_error()
+
+    def _nothing_can_come(self):
+        """Whether no item can come any more, every other worker of the queue's scope
+        having finished its program: only their listeners could still send, for an
+        item they receive. Rounds of questions for each one's counts (their answers
+        leave after what their listeners sent for the items before): once two rounds in
+        a row give the same counts, and every message counted as sent between these
+        workers was counted as received, none is on its way and no listener runs (the
+        argument of the end of the program, ``_quiet``). False as soon as an item
+        arrives; a listener that runs long delays the answers, never the verdict."""
+        chan, items = self._chan, self._items
+        others = [r for r in range(self._scope.size) if r != self._scope.rank]
+        ranks = self._scope.world_ranks
+        previous = None
+        while not items:
+            number = next(_hub.questions)
+            _hub.answers[number] = answers = {}
+            try:
+                for rank in others:
+                    with _hub.lock:
+                        _hub.unanswered[ranks[rank]] += 1
+                    _control(chan, rank, ("counts?", number), counted=False)
+                _hub.expecting = time.monotonic()  # the receiver thread looks often
+                _hub.wake.set()
+                while len(answers) < len(others) and not items:
+                    if _wait.interrupted is not None:  # a pool's block being stopped
+                        _wait.interrupted()
+                    _hub.answered.wait(0.05)
+                    _hub.answered.clear()
+                    _hub.expecting = time.monotonic()
+                if items:
+                    return False
+            finally:
+                _hub.answers.pop(number, None)
+            sent, received = _hub.counts()
+            answers[_world.RANK] = (sent, received)
+            counts = {r: (tuple(sorted(s.items())), tuple(sorted(v.items())))
+                      for r, (s, v) in answers.items()}
+            matched = all(answers[a][0].get(b, 0) == answers[b][1].get(a, 0)
+                          for a in ranks for b in ranks)
+            if matched and counts == previous and not items:
+                return True
+            previous = counts
+            time.sleep(0.001)
+        return False
+
+    def _no_sender_error(self):
+        others = [r for r in self._scope.world_ranks if r != _world.RANK]
         workers = ", ".join(str(self._scope.world_ranks.index(r) + 1) for r in others)
-        raise SpmdPeerError(
+        return SpmdPeerError(
             f"{self._who('poll')}: " + (
                 f"every other worker ({workers}) has finished the program"
                 if others else "no other worker can send to it (its scope has one "

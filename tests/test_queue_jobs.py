@@ -240,6 +240,34 @@ if spmd_index() == 1:
     assert "got: ('relayed', 'own')" in job.stdout
 
 
+@pytest.mark.parametrize("nodes", [1, 2])
+def test_a_poll_without_end_waits_for_relays_by_listeners_of_finished_workers(nodes):
+    # worker 1 sends to worker 2's queue, whose listener relays to worker 3's, whose
+    # listener relays to worker 1's PollableDataQueue, 2.5 s each: workers 2 to 4 have
+    # finished their programs, so poll(math.inf) raised "no item has come since, so none
+    # can" 2 s after it noticed, while the item was on its way through two listeners. It
+    # asks the others for their counts now, and concludes only on two equal rounds; the
+    # last poll, with nothing left anywhere, still raises
+    job = run_job("""
+import math, time
+from spmdlab import *
+to2, to3, q = DataQueue(owner=2), DataQueue(owner=3), PollableDataQueue()
+to2.after_each(lambda item: (time.sleep(2.5), to3.send(item + " via 2")))
+to3.after_each(lambda item: (time.sleep(2.5), q.send(item + " via 3")))
+if spmd_index() == 1:
+    to2.send("from 1")
+    print("got:", q.poll(math.inf), flush=True)
+    try:
+        q.poll(math.inf)
+    except SpmdPeerError as exc:
+        print("raised:", exc, flush=True)
+""", 4, nodes=nodes, timeout=120)
+    assert job.returncode == 0, job.stderr
+    assert "got: from 1 via 2 via 3" in job.stdout, job.stdout + job.stderr
+    assert re.search(r"raised: PollableDataQueue.poll \(worker 1 of 4\): every other worker "
+                     r"\(2, 3, 4\) has finished the program", job.stdout), job.stdout
+
+
 @pytest.mark.parametrize("n", [1, 2])
 def test_a_poll_without_end_on_a_queue_of_one_worker_is_an_error(n):
     # a job of one worker (or an spmd(1) block once the others have finished): nobody
