@@ -898,8 +898,8 @@ def test_srun_where_there_is_none_says_so():
     """, env)
     assert "ERROR: launcher='srun': srun is not on PATH" in proc.stdout, \
         proc.stdout + proc.stderr
-    assert ("ERROR: launcher must be one of 'auto', 'mpich', 'openmpi', 'srun' (got "
-            "'slurm')") in proc.stdout, proc.stdout + proc.stderr
+    assert ("ERROR: parpool(1): launcher must be one of 'auto', 'mpich', 'openmpi', 'srun' "
+            "(got 'slurm')") in proc.stdout, proc.stdout + proc.stderr
 
 
 def test_bad_calls_say_what_is_wrong():
@@ -973,6 +973,93 @@ def test_bad_calls_say_what_is_wrong():
     for name in ("spmdPlus", "gop", "spmdReceive"):
         assert f"CLIENT {name} (the client): this process is a pool's client" in out, out
     assert "DELETED Composite[1]: the pool has been deleted" in out
+
+
+def test_bad_pool_arguments_and_a_second_open_pool_are_named():
+    # launcher_args="-foo" was split into its characters ("mpiexec -n 2 - f o o"), a
+    # launcher's bad name was a bare ValueError, a timeout of -1 waited for nothing;
+    # a Composite of a pool still open beside another was said to be of a deleted one
+    env, _ = layout_env("1")
+    proc = run_client("""
+        import spmdlab
+        from spmdlab.pool import Pool
+        for kwargs in ({"launcher_args": "-foo"}, {"launcher_args": ["-n", 2]},
+                       {"launcher_args": 5}, {"launcher": "nope"}, {"timeout": -1},
+                       {"timeout": "10"}):
+            try:
+                Pool(1, **kwargs)
+            except spmdlab.SpmdError as exc:
+                print("BAD", type(exc).__name__, exc)
+        assert spmdlab.pool.current_pool(create=False) is None
+        first = Pool(1)
+        second = Pool(1)
+        c = first.spmd(lambda: 5)
+        try:
+            second.spmd(lambda c: c, c)
+        except spmdlab.SpmdValueError as exc:
+            print("OTHER", exc)
+        try:
+            second.run_cell("y = c", {"c": c})
+        except spmdlab.SpmdValueError as exc:
+            print("OTHER", exc)
+        first.delete()
+        try:
+            second.spmd(lambda c: c, c)
+        except spmdlab.SpmdValueError as exc:
+            print("DELETED", exc)
+        second.delete()
+    """, env)
+    out = proc.stdout
+    assert proc.returncode == 0, out + proc.stderr
+    for shown in ("'-foo'", "['-n', 2]", "5"):
+        assert f"BAD SpmdTypeError parpool(1): launcher_args must be a list of strings, one " \
+            f"per argument, such as ['-hosts', 'a,b'] (got {shown})" in out, out
+    assert "BAD SpmdValueError parpool(1): launcher must be one of 'auto', 'mpich', " \
+        "'openmpi', 'srun' (got 'nope')" in out, out
+    for shown in ("-1", "'10'"):
+        assert f"BAD SpmdValueError parpool(1): timeout must be a positive number of " \
+            f"seconds (got {shown})" in out, out
+    assert "OTHER spmd: a Composite of another pool (of 1 workers, still open beside this " \
+        "one) cannot be sent to this pool's workers" in out, out
+    assert "OTHER spmd: c belongs to another pool (of 1 workers, still open beside this " \
+        "one)" in out, out
+    assert "DELETED spmd: a Composite of another pool, which has been deleted, cannot be " \
+        "sent to this pool's workers" in out, out
+
+
+def test_bad_spmd_magic_arguments_are_spmdlab_errors():
+    # they were bare ValueErrors, and %%spmd 2 1 started a pool before it was refused
+    pytest.importorskip("IPython")
+    env, _ = layout_env("1")
+    proc = run_client("""
+        import spmdlab
+        from IPython.core.interactiveshell import InteractiveShell
+        shell = InteractiveShell.instance()
+        shell.run_line_magic("load_ext", "spmdlab")
+        for line in ("x", "-1", "1.5", "1 2 3", "\u00b2", "2 1", "0 2"):
+            try:
+                shell.run_cell_magic("spmd", line, "y = 1")
+            except spmdlab.SpmdValueError as exc:
+                print("BAD", exc)
+        assert spmdlab.pool.current_pool(create=False) is None  # none was started
+        pool = spmdlab.start_pool(1)
+        try:
+            shell.run_cell_magic("spmd", "2 3", "y = 1")
+        except spmdlab.SpmdValueError as exc:
+            print("FEW", exc)
+        shell.run_cell_magic("spmd", "1, 3", "y = spmd_size()")
+        print("RAN", shell.user_ns["y"][:])
+        pool.delete()
+    """, env)
+    out = proc.stdout
+    assert proc.returncode == 0, out + proc.stderr
+    for shown in ("'x'", "'-1'", "'1.5'", "'1 2 3'", "'\u00b2'"):
+        assert f"BAD %%spmd: give nothing, n or m n, as MATLAB's spmd(n) and spmd(m, n) " \
+            f"(got {shown})" in out, out
+    assert "BAD %%spmd 2 1: needs 1 <= m <= n (got m = 2, n = 1)" in out, out
+    assert "BAD %%spmd 0 2: needs 1 <= m <= n (got m = 0, n = 2)" in out, out
+    assert "FEW %%spmd 2 3: needs at least m = 2 workers in the pool, which has 1" in out, out
+    assert "RAN [1]" in out, out
 
 
 def test_what_a_worker_cannot_read_fails_the_call_and_the_pool_goes_on(tmp_path):

@@ -125,6 +125,24 @@ class Pool:
         if isinstance(n, bool) or not isinstance(n, int) or n < 1:
             raise SpmdValueError(f"{call}: the number of workers must be a positive "
                                  f"integer (got {n!r})")
+        if launcher not in _launchers.KINDS:
+            raise SpmdValueError(f"{call}({n}): launcher must be one of "
+                                 f"{', '.join(map(repr, _launchers.KINDS))} (got "
+                                 f"{launcher!r})")
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or \
+                not timeout > 0:
+            raise SpmdValueError(f"{call}({n}): timeout must be a positive number of "
+                                 f"seconds (got {timeout!r})")
+        # a string is a sequence of its characters: "-hosts a" became "- h o s t s  a"
+        given = launcher_args
+        try:
+            launcher_args = None if isinstance(given, (str, bytes)) else list(given)
+        except TypeError:
+            launcher_args = None
+        if launcher_args is None or not all(isinstance(a, str) for a in launcher_args):
+            raise SpmdTypeError(f"{call}({n}): launcher_args must be a list of strings, one "
+                                f"per argument, such as ['-hosts', 'a,b'] (got "
+                                f"{given!r})")
         if _world.started():
             raise SpmdError(f"{call}: this process is an MPI worker (spmdlab has started "
                             f"MPI here); open a pool from a client: a Python prompt, a "
@@ -132,7 +150,7 @@ class Pool:
         self.size = n
         self._launcher = launcher
         self._timeout = timeout
-        self._launcher_args = list(launcher_args)
+        self._launcher_args = launcher_args
         self._conns: Dict[int, _wire.Connection] = {}
         self._inbox: "queues_.Queue[tuple]" = queues_.Queue()
         self._results: Dict[int, Dict[int, tuple]] = {}
@@ -710,9 +728,9 @@ class Pool:
                 if v._pool is not self:
                     what = "Composite" if isinstance(v, Composite) else \
                         "distributed array"
-                    raise SpmdValueError(f"{call}: a {what} of another pool, which has "
-                                         f"been deleted, cannot be sent to this pool's "
-                                         f"workers")
+                    where = _other_pool(v._pool) + ("," if v._pool.closed else "")
+                    raise SpmdValueError(f"{call}: a {what} of another pool{where} cannot "
+                                         f"be sent to this pool's workers")
                 v._check_current(call)
 
     def _check_n(self, call, n):
@@ -742,8 +760,8 @@ class Pool:
             value = namespace[name]
             if isinstance(value, (Composite, Distributed)):
                 if value._pool is not self:
-                    raise SpmdValueError(f"{call}: {name} belongs to another pool, which "
-                                         f"has been deleted")
+                    raise SpmdValueError(f"{call}: {name} belongs to another pool"
+                                         f"{_other_pool(value._pool)}")
                 value._check_current(f"{call}: {name}")
                 aliases[name] = value._name
             else:
@@ -843,6 +861,14 @@ class Pool:
                                  f"on some workers only; make it again on every worker")
         axis = parts[1][1]
         return np.concatenate([parts[k][0] for k in range(1, self.size + 1)], axis=axis)
+
+
+def _other_pool(pool):
+    """How an error names another pool than the one called: deleted, or still open
+    beside it (``Pool(n)`` made while another was open)."""
+    if pool.closed:
+        return ", which has been deleted"
+    return f" (of {pool.size} workers, still open beside this one)"
 
 
 def _remote_error(call, info, size, others=()):

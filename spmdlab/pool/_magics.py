@@ -16,21 +16,26 @@ class SpmdMagics(Magics):
         """``%%spmd [n]`` or ``%%spmd m n``: run this cell on the pool's workers (MATLAB
         ``spmd(n) ... end``, ``spmd(m, n) ... end``); assigned variables come back as
         Composites."""
+        from ..errors import SpmdValueError
         from . import _client
 
         words = line.replace(",", " ").split()
         n = None
-        if len(words) > 2 or not all(w.isdigit() for w in words):
-            raise ValueError(f"%%spmd: give nothing, n or m n, as MATLAB's spmd(n) and "
-                             f"spmd(m, n) (got {line!r})")
+        if len(words) > 2 or not all(w.isascii() and w.isdigit() for w in words):
+            raise SpmdValueError(f"%%spmd: give nothing, n or m n, as MATLAB's spmd(n) and "
+                                 f"spmd(m, n) (got {line!r})")
+        if len(words) == 2 and not 1 <= int(words[0]) <= int(words[1]):
+            # (before a pool is started for it)
+            raise SpmdValueError(f"%%spmd {words[0]} {words[1]}: needs 1 <= m <= n (got "
+                                 f"m = {int(words[0])}, n = {int(words[1])})")
         pool = _client.current_pool()
         if len(words) == 1:
             n = int(words[0])
         elif len(words) == 2:  # at least m, at most n workers
             least, most = int(words[0]), int(words[1])
-            if not 1 <= least <= most or least > pool.size:
-                raise ValueError(f"%%spmd {least} {most}: needs 1 <= m <= n and at least "
-                                 f"m workers in the pool, which has {pool.size}")
+            if least > pool.size:
+                raise SpmdValueError(f"%%spmd {least} {most}: needs at least m = {least} "
+                                     f"workers in the pool, which has {pool.size}")
             n = min(most, pool.size)
         cell_number = self.shell.execution_count
         # a blank first line: the cell's line numbers as the notebook shows them
