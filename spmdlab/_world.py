@@ -322,6 +322,9 @@ def at_refresh(fn):
     return fn
 
 
+_retired: list = []  # the exchanges of the world scope before each refresh
+
+
 def refresh():
     """New communicators for the world scope, on every worker at once (collective).
 
@@ -343,6 +346,10 @@ def refresh():
         CTL = ctl
         _post_notices()
     WORLD.comm = comm
+    # (the old exchange keeps its persistent requests and their buffers: one a stopped
+    # block left active is still written by MPI, which must not find the memory freed)
+    _retired.append(WORLD._exchange)
+    del _retired[:-64]
     WORLD._exchange = WORLD._node = WORLD.arena = None
     WORLD.regions = {}
     WORLD.self_sends = {}

@@ -571,6 +571,43 @@ def test_a_block_stopped_in_a_large_collective_keeps_its_buffers(layout):
     assert "INTERRUPTED 8" in proc.stdout, proc.stdout + proc.stderr
 
 
+def test_a_block_stopped_as_a_large_reduction_gathers_its_sums_keeps_the_pool():
+    # at 3 workers a large spmd_plus folds a third on each worker and gathers the sums
+    # with an in-place Iallgatherv, whose buffer mpi4py's request does not hold: stopped
+    # there (or as the call that posts it returned, before the request was stored), the
+    # result was freed while MPI still wrote the sums into it, and a worker crashed in
+    # MPICH a moment later (SIGSEGV): the pool was restarted, its variables lost, in
+    # about half the interrupts. Results kept alive (a list) made it likely
+    env, n = layout_env("3")
+    proc = run_client(f"""
+        import os, signal, threading
+        import numpy as np
+        import spmdlab
+        from spmdlab import spmd_plus
+        pool = spmdlab.start_pool({n})
+        pids = list(pool.pids)
+
+        def sums(size):
+            return [spmd_plus(np.ones(size)) for _ in range(100000)]
+
+        interrupted = 0
+        for delay in (0.5, 0.9, 1.3, 1.7, 0.6, 1.0, 1.4, 0.8):
+            timer = threading.Timer(delay, os.kill, (os.getpid(), signal.SIGINT))
+            try:
+                timer.start()
+                pool.spmd(sums, 2_000_000)
+            except KeyboardInterrupt:
+                interrupted += 1
+            timer.join()
+            assert pool.spmd(lambda: spmd_plus(1))[:] == [{n}] * {n}
+            assert list(pool.pids) == pids, "the pool was restarted"
+        print("INTERRUPTED", interrupted)
+        pool.delete()
+    """, env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "INTERRUPTED 8" in proc.stdout, proc.stdout + proc.stderr
+
+
 @pytest.mark.parametrize("layout", ["2", "2x2"])
 def test_a_stopped_blocks_distributed_arrays_stay_whole(layout):
     # each worker stops a block at its own point: a loop that rebinds a codistributed

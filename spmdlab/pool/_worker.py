@@ -371,16 +371,23 @@ class _Worker:
 
 def keep_requests(exc):
     """Keep alive the MPI requests that the calls ``exc`` left behind (a block stopped
-    in a wait) are still active on, and so their buffers (an mpi4py request holds its
-    own): dropped with their frames, their buffers were freed while MPI still read and
-    wrote them (another worker reading a large send's memory across nodes aborted, as
-    "process_vm_readv ... Bad address", and took the pool down). Found in the locals of
-    spmdlab's frames in the traceback (a user's own are left alone), in their containers
-    and in spmdlab's objects among them; kept until they complete (looked at here, after
-    each stopped or failed block), never waited for."""
+    in a wait) are still active on, and their buffers: dropped with their frames, their
+    buffers were freed while MPI still read and wrote them (another worker reading a
+    large send's memory across nodes aborted, as "process_vm_readv ... Bad address",
+    and took the pool down). Found in the locals of spmdlab's frames in the traceback (a
+    user's own are left alone), in their containers and in spmdlab's objects among them;
+    kept, with every local of the frame they were found in, until they complete (looked
+    at here, after each stopped or failed block), never waited for. (An mpi4py request
+    holds its own buffers, but not an ``MPI.IN_PLACE`` call's: a large ``spmd_plus``
+    stopped in its ``Iallgatherv`` at 3 workers freed its result while MPI still wrote
+    the sums into it, and a worker crashed in MPICH a moment later.) The locals of the
+    spmdlab frames of the last few stopped blocks are kept too, requests found or not:
+    an interrupt can come as a call that posts a request returns, before the request is
+    stored anywhere (MPI writes the buffers of such a lost request a moment later, as
+    the next calls move it on, or never if another worker never posted its part)."""
     from .._mpi import MPI
 
-    _kept[:] = [r for r in _kept if not _completed(r)]  # (their buffers go)
+    _kept[:] = [(r, keep) for r, keep in _kept if not _completed(r)]  # (their buffers go)
 
     seen = set()
     found = []
@@ -403,19 +410,25 @@ def keep_requests(exc):
             look(item, depth - 1)
 
     chained = set()
+    frames: list = []
+    _recent.append(frames)
+    del _recent[:-_RECENT]
     try:
         while exc is not None and id(exc) not in chained:
             chained.add(id(exc))
             tb = exc.__traceback__
             while tb is not None:
                 if tb.tb_frame.f_globals.get("__name__", "").startswith("spmdlab."):
-                    for value in list(tb.tb_frame.f_locals.values()):
+                    values = list(tb.tb_frame.f_locals.values())
+                    frames.append(values)
+                    before = len(found)
+                    for value in values:
                         look(value, 3)
+                    _kept.extend((r, values) for r in found[before:])
                 tb = tb.tb_next
             exc = exc.__cause__ or exc.__context__
     except Exception:  # (never at the cost of the block's outcome)
         pass
-    _kept.extend(found)
 
 
 def _contents(value):
@@ -445,7 +458,9 @@ def _contents(value):
     return found
 
 
-_kept: list = []  # the requests stopped blocks left active (see keep_requests)
+_kept: list = []  # (request, its frame's locals): left active by stopped blocks (keep_requests)
+_recent: list = []  # the spmdlab frames' locals of the last _RECENT stopped blocks
+_RECENT = 4
 _MISSING = object()  # (a name a block assigned that was not bound before it)
 
 
