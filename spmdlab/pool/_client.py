@@ -134,15 +134,15 @@ class Pool:
             raise SpmdValueError(f"{call}({n}): timeout must be a positive number of "
                                  f"seconds (got {timeout!r})")
         # a string is a sequence of its characters: "-hosts a" became "- h o s t s  a"
-        given = launcher_args
+        args: Optional[List[str]]
         try:
-            launcher_args = None if isinstance(given, (str, bytes)) else list(given)
+            args = None if isinstance(launcher_args, (str, bytes)) else list(launcher_args)
         except TypeError:
-            launcher_args = None
-        if launcher_args is None or not all(isinstance(a, str) for a in launcher_args):
+            args = None
+        if args is None or not all(isinstance(a, str) for a in args):
             raise SpmdTypeError(f"{call}({n}): launcher_args must be a list of strings, one "
                                 f"per argument, such as ['-hosts', 'a,b'] (got "
-                                f"{given!r})")
+                                f"{launcher_args!r})")
         if _world.started():
             raise SpmdError(f"{call}: this process is an MPI worker (spmdlab has started "
                             f"MPI here); open a pool from a client: a Python prompt, a "
@@ -150,7 +150,7 @@ class Pool:
         self.size = n
         self._launcher = launcher
         self._timeout = timeout
-        self._launcher_args = launcher_args
+        self._launcher_args = args
         self._conns: Dict[int, _wire.Connection] = {}
         self._inbox: "queues_.Queue[tuple]" = queues_.Queue()
         self._results: Dict[int, Dict[int, tuple]] = {}
