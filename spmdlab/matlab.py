@@ -204,6 +204,35 @@ def _saturating(name, combine):
     return fold
 
 
+def _doubles(X):
+    """``X`` with its Python ints and bools as floats, inside dicts, lists and tuples too:
+    every MATLAB number is a double, so ``s = 0`` ported from MATLAB is the double 0."""
+    if type(X) in (int, bool):  # (true is 1 in a MATLAB concatenation beside doubles)
+        return float(X)
+    if type(X) is dict:
+        return {k: _doubles(v) for k, v in X.items()}
+    if type(X) in (list, tuple):
+        return type(X)(_doubles(v) for v in X)
+    return X
+
+
+def _as_doubles(combine, X):
+    """``combine(X)``; where the workers' values differ only in type (a Python int on a
+    worker that added nothing, ``s = 0``, beside floats elsewhere), MATLAB's doubles:
+    every worker is here (a mismatch is raised on every worker) and tries again with
+    its Python ints and bools as floats. The mismatch stands where that does not mend
+    it."""
+    try:
+        return combine(X)
+    except SpmdMismatchError as mismatch:
+        if not mismatch.differ or not set(mismatch.differ) <= {"type", "dtype"}:
+            raise
+        try:
+            return combine(_doubles(X))
+        except SpmdMismatchError:
+            raise mismatch from None
+
+
 def _is_integer(X):
     leaf = classify(X)
     return leaf is not None and leaf.family in ("numpy", "np-scalar") and \
@@ -249,8 +278,9 @@ def spmdSize() -> int:
 def spmdPlus(X: Any, destination: Worker = None) -> Any:
     """``spmdPlus(X)``, ``spmdPlus(X, destination)``, with MATLAB's arithmetic:
     integer types saturate at ``intmax``/``intmin`` instead of wrapping, and logical
-    values sum to a double count (``spmdPlus(true)`` is 2 at two workers). The pythonic
-    ``spmd_plus`` keeps numpy's rules.
+    values sum to a double count (``spmdPlus(true)`` is 2 at two workers), and a Python
+    int beside floats on other workers is a double (``s = 0`` on a worker that added
+    nothing). The pythonic ``spmd_plus`` keeps numpy's rules.
 
     Parameters
     ----------
@@ -277,7 +307,7 @@ def spmdPlus(X: Any, destination: Worker = None) -> Any:
                                      dest)
     if _is_integer(X):
         return collectives.spmd_reduce(_saturating("plus", operator.add), X, dest)
-    return collectives.spmd_plus(X, dest)
+    return _as_doubles(lambda value: collectives.spmd_plus(value, dest), X)
 
 
 @_as_called("spmdReduce")
@@ -325,7 +355,7 @@ def spmdReduce(fcn: Reduction, X: Any, destination: Worker = None) -> Any:
         leaf = classify(X)
         if leaf is not None and leaf.dtype is not None and leaf.dtype.kind in "iufc":
             X = X != 0
-    return collectives.spmd_reduce(function, X, dest)
+    return _as_doubles(lambda value: collectives.spmd_reduce(function, value, dest), X)
 
 
 @_as_called("spmdCat")
@@ -335,10 +365,11 @@ def spmdCat(X: Any, dim: Worker = 2, destination: Worker = None) -> Any:
     ``dim`` is 1-based and defaults to 2, as in MATLAB. Arrays are seen as MATLAB sees
     them: a scalar is 1x1 and a 1-D array a 1xk row, with trailing singleton dimensions
     added when ``dim`` exceeds the array's; a result that is a single row comes back 1-D.
-    Empty parts (``[]``, ``np.zeros((0, 0))``, on the workers that found nothing) are
-    left out whatever their size, as MATLAB's ``cat`` leaves them out (``spmd_cat``
-    does not: numpy's ``concatenate`` does not). Structs (dicts) and other objects give
-    a list with one entry per worker.
+    Empty parts (MATLAB's ``[]``: ``None`` or ``np.zeros((0, 0))``, on the workers that
+    found nothing) are left out whatever their size, as MATLAB's ``cat`` leaves them out
+    (``spmd_cat`` does not: numpy's ``concatenate`` does not). Structs (dicts) and other
+    objects give a list with one entry per worker; lists (cells) are joined end to end,
+    and a list among arrays is an error.
 
     Parameters
     ----------
@@ -372,17 +403,27 @@ def spmdCat(X: Any, dim: Worker = 2, destination: Worker = None) -> Any:
         try:
             return collectives.spmd_cat(X, destination=dest)
         except SpmdMismatchError as mismatch:  # the others may try again: keep in step
-            _cat_without_empties(mismatch, None, 0, 0, dest)  # (raises: no array to mend)
-            raise
-    ndim = len(leaf.shape)
-    shape = (1,) * (2 - ndim) + tuple(leaf.shape) if ndim < 2 else tuple(leaf.shape)
-    shape = shape + (1,) * (d - len(shape))
-    value = X if leaf.family not in ("py-bool", "py-int", "py-float", "py-complex",
-                                     "np-scalar") else np.asarray(X)
-    try:
-        result = collectives.spmd_cat(value.reshape(shape), axis=d - 1, destination=dest)
-    except SpmdMismatchError as mismatch:
-        result, ndim = _cat_without_empties(mismatch, value.reshape(shape), ndim, d - 1, dest)
+            if X is not None:
+                _cat_without_empties(mismatch, None, 0, 0, dest)  # (raises: nothing to mend)
+                raise
+            # None is MATLAB's [] (what spmdCat(X, dim, k) left on the other workers):
+            # an empty part, shaped as the others' arrays
+            result, ndim = _cat_without_empties(mismatch, np.zeros((0, 0)), 2, d - 1, dest)
+    else:
+        ndim = len(leaf.shape)
+        shape = (1,) * (2 - ndim) + tuple(leaf.shape) if ndim < 2 else tuple(leaf.shape)
+        shape = shape + (1,) * (d - len(shape))
+        value = X if leaf.family not in ("py-bool", "py-int", "py-float", "py-complex",
+                                         "np-scalar") else np.asarray(X)
+        try:
+            # (a Python int or bool beside doubles elsewhere is a double, as in MATLAB)
+            result = _as_doubles(lambda part: collectives.spmd_cat(
+                (np.asarray(part) if type(part) in (int, bool, float) else part).reshape(
+                    shape), axis=d - 1, destination=dest),
+                X if type(X) in (int, bool) else value)
+        except SpmdMismatchError as mismatch:
+            result, ndim = _cat_without_empties(mismatch, value.reshape(shape), ndim, d - 1,
+                                                dest)
     if result is None:
         return None
     if ndim < 2 and d == 2:  # a 1xM row, as MATLAB returns it, is a 1-D array here

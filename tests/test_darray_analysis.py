@@ -508,6 +508,26 @@ def test_cross_of_3_vectors_and_searchsorted_are_numpys(backend):
     assert int(host(np.searchsorted(D, 7.0))) == np.searchsorted(s, 7.0)
 
 
+def test_searchsorted_of_codistributed_values_in_replicated_edges(backend):
+    # MATLAB's discretize(D, edges), numpy's searchsorted(edges, D): D's own split, no
+    # communication; it raised "the sorted array must be the codistributed one"
+    n = spmd_size()
+    rng = np.random.default_rng(5)
+    X = rng.standard_normal((3 * n + 1, n + 2)) * 3
+    edges = np.array([-4.0, -1.0, 0.0, 0.5, 2.0, 6.0])
+    for D in (distribute(backend.make(X)), distribute(backend.make(X), axis=1)):
+        for side in ("left", "right"):
+            got = np.searchsorted(edges, D, side=side)
+            assert isinstance(got, CodistributedArray) and got.family == D.family
+            assert got.codistributor == D.codistributor
+            np.testing.assert_array_equal(host(got.gather()), np.searchsorted(edges, X, side))
+    with pytest.raises(SpmdValueError, match=f"numpy.searchsorted \\(worker {spmd_index()} "
+                       f"of {spmd_size()}\\): the sorted array must be a vector"):
+        np.searchsorted(np.ones((2, 2)), D)
+    with pytest.raises(SpmdValueError, match="numpy.searchsorted .*'side'"):
+        np.searchsorted(edges, D, side="middle")
+
+
 def test_nanargmax_and_nanargmin_leave_out_nan(backend):
     # MATLAB's [M, I] = max(D, [], dim) omits NaN: numpy's nanargmax, every split
     n = spmd_size()

@@ -64,6 +64,22 @@ def test_cat_leaves_out_empty_operands_as_matlab_does():
             spmdCat(np.zeros((0, 0)) if k == 2 else np.ones((1, k)), 1)
 
 
+def test_cat_leaves_out_none_as_matlabs_empty():
+    # MATLAB's [] is None: spmdCat(X, dim, k) leaves None on the workers other than k,
+    # and a later spmdCat of that result (or results = [] on a worker that found
+    # nothing) must leave those parts out; it raised "cannot be combined"
+    n, k = spmdSize(), spmdIndex()
+    part = gcat(np.array([k, 10 * k]), 1, 1)               # N x 2 on worker 1, None elsewhere
+    got = spmdCat(part, 1)
+    assert got.tolist() == [[j, 10 * j] for j in range(1, n + 1)]
+    odd = [j for j in range(1, n + 1) if j % 2]
+    got = spmdCat(np.array([k, k]) if k % 2 else None)      # 1-D rows side by side
+    assert got.ndim == 1 and got.tolist() == [j for j in odd for _ in range(2)]
+    got = gcat(np.full((1, 2), float(k)) if k % 2 else None, 1, n)
+    assert got.tolist() == [[float(j)] * 2 for j in odd] if k == n else got is None
+    assert spmdPlus(k) == n * (n + 1) // 2                  # still in step
+
+
 def test_cat_of_a_list_among_arrays_fails_everywhere_in_step():
     # a list (or a struct) on one worker where the others pass arrays, some of them
     # empty: every worker raises the same mismatch, and the next collective works
@@ -90,6 +106,29 @@ def test_reduce_by_matlab_name_and_function():
     assert spmdReduce(np.bitwise_or, np.int64(1 << (k - 1))) == (1 << n) - 1
     with pytest.raises(SpmdValueError, match="unknown MATLAB function name"):
         spmdReduce("sum", 1)
+
+
+def test_a_python_int_beside_floats_is_a_matlab_double():
+    # s = 0; for x = found, s = s + x; end; total = gplus(s): a worker that found
+    # nothing keeps the Python int 0, the others a float; every MATLAB number is a
+    # double, so the sum is MATLAB's (it raised "cannot be combined" on every worker)
+    n, k = spmdSize(), spmdIndex()
+    s = 0 if k == 1 else k + 0.5
+    want = float(sum(j + 0.5 for j in range(2, n + 1)))
+    assert gplus(s) == want and type(gplus(s)) is (float if n > 1 else int)
+    assert spmdPlus(s, 1) == (want if k == 1 else None)
+    assert gop("max", s) == (n + 0.5 if n > 1 else 0)
+    assert spmdReduce("min", -s) == -(n + 0.5 if n > 1 else 0)
+    assert gop(max, {"best": s, "count": k - 1})["best"] == (n + 0.5 if n > 1 else 0)
+    assert gplus({"s": s, "found": [k - 1, s]}) == {"s": want, "found": [
+        float(n * (n - 1) // 2) if n > 1 else 0, want]}
+    assert gplus(k) == n * (n + 1) // 2 and type(gplus(k)) is int   # all ints: exact
+    assert gcat(s).tolist() == [0] + [j + 0.5 for j in range(2, n + 1)]  # [0 2.5 ...]
+    assert gcat(True if k == 1 else s, 1).tolist() == [[1]] + [[j + 0.5] for j in
+                                                              range(2, n + 1)]
+    if n > 1:  # another difference stands, named, on every worker
+        with pytest.raises(SpmdValueError, match="cannot be combined"):
+            gplus(0 if k == 1 else np.ones(2))
 
 
 def test_broadcast_both_spellings():

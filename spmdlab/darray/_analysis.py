@@ -25,8 +25,8 @@ from ..collectives import gather
 from ..errors import SpmdTypeError, SpmdValueError
 from ._codistributor import Codistributor, error
 from ._numpy import _axes, _on_host, _replicated_result, _unsupported, implements, split
-from ._shaping import (_along_slice, _codist, _one_axis, _other_axis, _refused, along,
-                       concatenate)
+from ._shaping import (_along_slice, _codist, _host_call, _one_axis, _other_axis, _refused,
+                       along, concatenate)
 
 
 # -- Fourier transforms ------------------------------------------------------------------------
@@ -203,18 +203,25 @@ def _searchsorted(a, v, side="left", sorter=None):
     """numpy's ``searchsorted`` of values ``v`` in a sorted codistributed vector: each
     worker counts the elements of its block before each value (the blocks follow each
     other in the sorted order, so the counts add up), summed over the workers (exact
-    integers); replicated, of ``v``'s shape, in ``a``'s family."""
+    integers); replicated, of ``v``'s shape, in ``a``'s family. Codistributed values in a
+    replicated sorted vector (MATLAB's ``discretize(D, edges)``): each worker looks up
+    its own block (no communication), the result distributed as ``v``."""
     call = "numpy.searchsorted"
     _unsupported(call, sorter=sorter)
+    if side not in ("left", "right"):
+        raise error(SpmdValueError, call, f"'side' must be 'left' or 'right' (got {side!r})")
     if not _codist(a):
-        raise error(SpmdTypeError, call, "the sorted array must be the codistributed one "
-                    "(the values are gathered if codistributed)")
+        v._check_scope(call)
+        edges = _on_host(a)
+        if edges.ndim != 1:
+            raise error(SpmdValueError, call, f"the sorted array must be a vector (got "
+                        f"shape {edges.shape})")
+        return v._new(_host_call(v, v.local, lambda x: np.searchsorted(edges, x, side),
+                                 call), v.codistributor)
     a._check_scope(call)
     if a.ndim != 1:
         raise error(SpmdValueError, call, f"the sorted array must be a vector (got shape "
                     f"{a.shape})")
-    if side not in ("left", "right"):
-        raise error(SpmdValueError, call, f"'side' must be 'left' or 'right' (got {side!r})")
     values = _on_host(v.gather() if _codist(v) else v)
     family = LOCAL[a.family]
     block = np.asarray(family.host(a.local))
