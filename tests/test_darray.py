@@ -1268,3 +1268,82 @@ def test_an_empty_list_subscript_picks_nothing_as_numpys():
             E, F = D.copy(), G.copy()
             E[key], F[key] = 7, 7
             assert np.array_equal(value(E), F)
+
+
+def test_in_place_powers_of_numpy_parts_are_numpys_operator():
+    # numpy's A **= k takes A ** k's fast path too (np.square, np.sqrt, np.reciprocal):
+    # D **= 2 of complex values had np.power's bits, not numpy's
+    n = spmd_size()
+    rng = np.random.default_rng(4)
+    z = (rng.standard_normal(4 * n + 3) + 1j * rng.standard_normal(4 * n + 3)) * 3
+    for G in (np.arange(2 * n + 1, dtype=np.int8), z.astype(np.complex64), z,
+              z.real.astype(np.float16)):
+        for k in ((2, 3) if G.dtype.kind == "i" else (2, 0.5, -1, 3, 2.0)):
+            D, want = distribute(G), G.copy()
+            E = D
+            with np.errstate(all="ignore"):
+                D **= k
+                want **= k
+            assert D is E and D.dtype == want.dtype
+            assert value(D).tobytes() == want.tobytes(), (G.dtype, k)
+    D = distribute(np.arange(2 * n + 1) % 2 == 0)  # numpy's: square's int8 is no bool
+    with pytest.raises(SpmdTypeError, match=r"numpy.square \(worker .*Cannot cast"):
+        D **= 2
+
+
+def test_means_of_complex64_are_numpys():
+    # numpy divides a mean's sum by its count as an intp: complex64 in complex128,
+    # rounded back; a complex64 division gave other bits, at every worker count
+    n = spmd_size()
+    rng = np.random.default_rng(5)
+    G = (rng.standard_normal((2 * n + 1, 7)) + 1j * rng.standard_normal((2 * n + 1, 7)))
+    G = G.astype(np.complex64)
+    D = distribute(G)
+    for keepdims in (False, True):
+        got, want = np.mean(D, axis=1, keepdims=keepdims), np.mean(G, axis=1,
+                                                                     keepdims=keepdims)
+        assert value(got).dtype == want.dtype and value(got).tobytes() == want.tobytes()
+        if n == 1:  # (along the split axis the workers' sums are folded: other bits)
+            got, want = np.mean(D, keepdims=keepdims), np.mean(G, keepdims=keepdims)
+            assert value(got).dtype == want.dtype and value(got).tobytes() == want.tobytes()
+    got, want = np.var(D, axis=1), np.var(G, axis=1)
+    assert value(got).dtype == want.dtype and value(got).tobytes() == want.tobytes()
+
+
+def test_the_inf_norm_of_a_vector_of_no_elements_is_numpys_zero():
+    # numpy's vector inf norm is a maximum from 0: 0 of no elements (was refused)
+    n = spmd_size()
+    for dtype in (np.float64, np.float32, np.complex64, np.int8):
+        G = np.zeros(0, dtype)
+        same_result(np.linalg.norm(distribute(G), np.inf), np.linalg.norm(G, np.inf), G)
+    G = np.zeros((n + 1, 0))
+    for axis in (0, 1):
+        D = distribute(G, axis=axis)
+        for keepdims in (False, True):
+            got = np.linalg.norm(D, np.inf, axis=1, keepdims=keepdims)
+            same_result(got, np.linalg.norm(G, np.inf, axis=1, keepdims=keepdims), G)
+    with pytest.raises(SpmdValueError, match=r"numpy.linalg.norm \(worker .*axis 3 is out"):
+        np.linalg.norm(distribute(np.zeros(0)), np.inf, axis=3)
+
+
+def test_reductions_along_other_axes_have_the_gathered_arrays_bits():
+    # numpy reduces in an order that follows the layout: a block one wide along the split
+    # axis (a matrix split by columns over as many workers) is added pairwise along the
+    # other axis where the gathered matrix adds its rows one after the other, and a
+    # transpose's block (not in C order) column by column; their bits differed
+    n = spmd_size()
+    rng = np.random.default_rng(6)
+    G = rng.standard_normal((1000, n))
+    for D, A in ((distribute(G, axis=1), G),
+                 (distribute(G.T.copy(), axis=0).T, G),
+                 (distribute(np.concatenate([G.T, G.T]), axis=0).T,
+                  np.ascontiguousarray(np.concatenate([G.T, G.T]).T)),
+                 (distribute(G.reshape(250, 4, n), axis=2), G.reshape(250, 4, n)),
+                 (distribute(G.reshape(250, 4, n).astype(np.float32), axis=2),
+                  G.reshape(250, 4, n).astype(np.float32))):
+        for f in (np.sum, np.mean, np.var, np.std, np.linalg.norm):
+            axes = [0] + ([(0, 1), 1] if A.ndim == 3 else [])
+            for axis in axes:
+                got, want = value(f(D, axis=axis)), f(A, axis=axis)
+                assert got.dtype == want.dtype and got.tobytes() == want.tobytes(), \
+                    (f.__name__, A.shape, axis)

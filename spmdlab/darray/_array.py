@@ -298,19 +298,32 @@ class CodistributedArray(np.lib.mixins.NDArrayOperatorsMixin):
         return whole_array(array_function, self, func, types, args, kwargs)
 
     def __pow__(self, other: Any) -> Any:
-        # numpy's ndarray ** takes a fast path for three Python numbers: ** 2 is
-        # np.square (bool ** 2 is int8, np.power's int64; complex values have square's
-        # bits), ** 0.5 of floats np.sqrt, ** -1 of floats np.reciprocal; numpy parts
-        # give A ** k's result
+        return self._fast_power(other)(self, other)
+
+    def __ipow__(self, other: Any) -> Any:
+        # (numpy's A **= k takes A ** k's fast path too, into A: D **= 2 of complex
+        # values has np.square's bits, not np.power's)
+        return self._fast_power(other)(self, other, out=(self,))
+
+    def _fast_power(self, other):
+        """The ufunc that numpy's ndarray ``**`` (and ``**=``) applies for ``other``, as
+        a function of (self, other, **kwargs).
+
+        numpy takes a fast path for three Python numbers: ** 2 is np.square (bool ** 2
+        is int8, np.power's int64; complex values have square's bits), ** 0.5 of floats
+        np.sqrt, ** -1 of floats np.reciprocal; numpy parts give A ** k's result."""
         if self.family == "numpy":
             kind = self.dtype.kind
+            fast = None
             if type(other) is int and other == 2 and kind in "biufc":
-                return np.square(self)
-            if kind in "fc" and (type(other) is float and other == 0.5):
-                return np.sqrt(self)
-            if kind in "fc" and type(other) is int and other == -1:
-                return np.reciprocal(self)
-        return np.power(self, other)
+                fast = np.square
+            elif kind in "fc" and (type(other) is float and other == 0.5):
+                fast = np.sqrt
+            elif kind in "fc" and type(other) is int and other == -1:
+                fast = np.reciprocal
+            if fast is not None:
+                return lambda a, _, **kwargs: fast(a, **kwargs)
+        return np.power
 
     def __getitem__(self, key: Any) -> Any:
         from ._indexing import getitem

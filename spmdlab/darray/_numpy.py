@@ -625,9 +625,18 @@ def reduction(call, name, a, axis=None, dtype=None, keepdims=False, out=None,
     if name in ("max", "min") and any(a.shape[d] == 0 for d in axes):
         raise error(SpmdValueError, call, f"zero-size array to reduction operation {name} "
                     f"which has no identity (shape {a.shape})")
+    local = _c_ordered(family, local)
     if a.axis not in axes:  # every worker reduces its own block: no communication
-        result = family.reduce(name, local, axes, keepdims, dtype)
         new_axis = a.axis if keepdims else a.axis - sum(1 for d in axes if d < a.axis)
+        if family is LOCAL["numpy"] and local.shape[a.axis] == 1 and a.shape[a.axis] > 1:
+            # numpy adds a one-wide block's elements along the reduced axes in another
+            # order (pairwise: that axis is now the innermost) than the gathered array's
+            # (one after the other); as two wide (a view), it reduces as the whole array
+            two = local.shape[:a.axis] + (2,) + local.shape[a.axis + 1:]
+            result = family.reduce(name, np.broadcast_to(local, two), axes, keepdims, dtype)
+            result = result[(slice(None),) * new_axis + (slice(0, 1),)].copy()
+        else:
+            result = family.reduce(name, local, axes, keepdims, dtype)
         return a._new(result, Codistributor(new_axis, a.partition, shape))
     if local.shape[a.axis] == 0 and name in ("max", "min"):
         kept = tuple(1 if d in axes else n for d, n in enumerate(local.shape))
@@ -659,6 +668,15 @@ def _reducible(call, name, family, local, dtype):
     except Exception as exc:
         raise error(SpmdTypeError, call, f"cannot {name} in dtype {dtype!r}: "
                     f"{type(exc).__name__}: {exc}") from exc
+
+
+def _c_ordered(family, local):
+    """A numpy part in C order (a copy where it is not, as ``D.T``'s is not): numpy
+    reduces an array in an order that follows its layout, and the gathered array, whose
+    bits a reduction's are, is in C order."""
+    if family is LOCAL["numpy"] and not local.flags.c_contiguous:
+        return np.ascontiguousarray(local)
+    return local
 
 
 def _product_of_held(call, a, partial, family):
@@ -749,7 +767,14 @@ def mean(a, axis=None, dtype=None, out=None, keepdims=False, where=None):
     if half:  # numpy sums float16 in float32 (no overflow past 65504), then rounds
         dtype = np.float32
     total = reduction("numpy.mean", "sum", a, axis, dtype, keepdims)
-    result = total / _count(a, axis)
+    count = _count(a, axis)
+    if a.family == "numpy" and np.dtype(total.dtype) == np.complex64:
+        # numpy divides by its count as an intp: a complex64 sum in complex128, rounded
+        # back (the quotient's bits differ from complex64's division; float32's do not)
+        wide = lambda t: (t / np.intp(count)).astype(np.complex64)  # noqa: E731
+        return total._new(wide(total.local), total._codist) \
+            if isinstance(total, CodistributedArray) else wide(total)
+    result = total / count
     if half:
         if isinstance(result, CodistributedArray):
             return result.astype(np.float16)
@@ -765,8 +790,16 @@ def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, where=None,
     m = _FUNCTIONS[np.mean](a, axis=axis, dtype=dtype, keepdims=True)
     if LOCAL[a.family].dtype(a.local).kind == "b":  # as numpy (torch cannot subtract bools)
         a = a.astype(np.float64)
-    d = np.abs(a - m)
-    total = reduction("numpy.var", "sum", d * d, axis, None, keepdims)
+    d = a - m
+    if LOCAL[a.family].dtype(d.local).kind == "c":
+        # numpy's squares of complex values: re * re + im * im (abs(d) squared, rounded
+        # twice, has other bits)
+        re, im = d.real, d.imag
+        squares = re * re + im * im
+    else:
+        d = np.abs(d)
+        squares = d * d
+    total = reduction("numpy.var", "sum", squares, axis, None, keepdims)
     return total / max(_count(a, axis) - ddof, 0)  # numpy's: nan or inf, never negative
 
 
@@ -1074,8 +1107,9 @@ def _abs2(x):
 def _vector_norm(call, x, ord, axis, keepdims):
     if ord is None or ord == 2:
         return _sqrt(reduction(call, "sum", _abs2(x), axis, None, keepdims))
-    if ord == np.inf:
-        return reduction(call, "max", np.abs(x), axis, None, keepdims)
+    if ord == np.inf:  # numpy's is a maximum from 0 (initial=0): 0 of no elements
+        empty = math.prod(x.shape[d] for d in _axes(call, x, axis)) == 0
+        return reduction(call, "sum" if empty else "max", np.abs(x), axis, None, keepdims)
     if ord == -np.inf:
         return reduction(call, "min", np.abs(x), axis, None, keepdims)
     if ord == 0:  # numpy's count in the real dtype of x (float32 for complex64)
