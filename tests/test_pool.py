@@ -1044,7 +1044,12 @@ def test_bad_pool_arguments_and_a_second_open_pool_are_named():
             second.spmd(lambda c: c, c)
         except spmdlab.SpmdValueError as exc:
             print("DELETED", exc)
+        assert spmdlab.pool.current_pool(create=False) is second
+        third = Pool(1)
+        third.delete()  # the current pool was lost: gcp("nocreate") gave None
+        assert spmdlab.pool.current_pool(create=False) is second, "second is open"
         second.delete()
+        assert spmdlab.pool.current_pool(create=False) is None
     """, env)
     out = proc.stdout
     assert proc.returncode == 0, out + proc.stderr

@@ -41,6 +41,7 @@ __all__ = ["Pool", "Composite", "Distributed", "parpool", "gcp", "current_pool",
 
 STOP_GRACE = 5.0  # seconds a stopped block has to end on every worker before a restart
 _current: Optional["Pool"] = None
+_opened: List["Pool"] = []  # the pools started here, oldest first (see delete)
 _block_ids = itertools.count(1)
 _request_ids = itertools.count(1)
 _names = itertools.count(1)
@@ -214,6 +215,7 @@ class Pool:
         self.closed = False
         self.start_seconds = time.monotonic() - started
         _current = self
+        _opened.append(self)
         _install_client()
         _shared.client_pool = self
 
@@ -319,10 +321,12 @@ class Pool:
         """End the pool: every worker ends (MATLAB ``delete(pool)``). Its Composites and
         distributed arrays can no longer be read."""
         global _current
-        if _current is self:
-            _current = None
+        if self in _opened:
+            _opened.remove(self)
+        if _current is self:  # another pool still open becomes the current one (gcp)
+            _current = next((p for p in reversed(_opened) if not p.closed), None)
             if _shared.client_pool is self:
-                _shared.client_pool = None
+                _shared.client_pool = _current
         if self.closed:
             return
         self.closed = True
