@@ -977,6 +977,17 @@ def test_for_drange_writes_and_slices_only_the_local_part():
         assert np.array_equal(gather(np.diff(C, axis=1)), np.diff(A, axis=1))
 
 
+def test_matlab_constructors_spmdlab_has_none_of_are_named():
+    # codistributed.sparse / speye / sprand / cell gave a bare AttributeError
+    k, N = spmdIndex(), spmdSize()
+    for cls, name in ((codistributed, "sparse"), (codistributed, "speye"),
+                      (codistributed, "sprand"), (distributed, "speye"),
+                      (codistributed, "cell")):
+        with pytest.raises(SpmdValueError, match=rf"{cls.__name__}\.{name} \(worker {k} of "
+                           rf"{N}\): not available in spmdlab: "):
+            getattr(cls, name)(3, 3)
+
+
 def test_for_drange_holds_a_mask_and_the_value_written_to_the_local_part():
     # for j = drange(1:n), D(mask_j) = [..]; end with a replicated mask of column j alone:
     # local reads and writes. A codistributed mask, a mask reaching another worker's part

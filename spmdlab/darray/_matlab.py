@@ -222,6 +222,23 @@ def _as_array(call, X):
     return X.reshape(1, 1) if X.ndim == 0 else X
 
 
+def _not_here(name, why):
+    """A MATLAB constructor spmdlab has no counterpart of: a classmethod that raises
+    SpmdValueError naming it and the way to go instead (a bare AttributeError before)."""
+    def refused(cls, *args: Any, **kwargs: Any) -> Any:
+        raise error(SpmdValueError, f"{cls.__name__}.{name}", f"not available in spmdlab: "
+                    f"{why}")
+    refused.__name__ = refused.__qualname__ = name
+    refused.__doc__ = f"MATLAB's ``codistributed.{name}``: not available ({why})."
+    return classmethod(refused)
+
+
+_DENSE = ("local parts are dense arrays (numpy, torch, CuPy); make a dense one "
+          "(codistributed.zeros) or keep a scipy.sparse matrix of each worker's own rows "
+          "beside it")
+_CELL = "a cell array is a Python list: make one per worker (its own part), or a Composite"
+
+
 class codistributed(CodistributedArray):
     """MATLAB's codistributed array, as spmdlab's ``CodistributedArray`` with MATLAB's
     defaults: the last non-singleton dimension, and subscripts that return copies.
@@ -526,6 +543,14 @@ class codistributed(CodistributedArray):
         target = _to_codistributor(call, codist, values.shape)
         values = values.reshape(target.shape)  # a row 1-by-n when split along dimension 1
         return cls._make(_factories.block(values, target).copy(), target, _world.current())
+
+    sparse = _not_here("sparse", _DENSE)
+    speye = _not_here("speye", _DENSE)
+    sprand = _not_here("sprand", _DENSE)
+    sprandn = _not_here("sprandn", _DENSE)
+    spalloc = _not_here("spalloc", _DENSE)
+    cell = _not_here("cell", _CELL)
+
 
 
 def _colon_class(*numbers):
