@@ -1347,3 +1347,11 @@ def test_reductions_along_other_axes_have_the_gathered_arrays_bits():
                 got, want = value(f(D, axis=axis)), f(A, axis=axis)
                 assert got.dtype == want.dtype and got.tobytes() == want.tobytes(), \
                     (f.__name__, A.shape, axis)
+
+
+def test_python_round_of_a_codistributed_array_is_numpys():
+    # round(D) had no __round__ (a bare TypeError); numpy's round(A) is np.round(A)
+    A = np.linspace(-2.5, 2.5, 2 * spmd_size() + 3)
+    D = da.distribute(A)
+    assert np.array_equal(value(round(D)), np.round(A))
+    assert np.array_equal(value(round(D / 3, 2)), np.round(A / 3, 2))

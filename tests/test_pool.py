@@ -226,6 +226,15 @@ def test_a_script_drives_a_pool(layout):
         F = distributed(X.copy())
         F[0, 0] = -1
         assert gather(F)[0, 0] == -1 and gather(D)[0, 0] == X[0, 0]
+        # a one-element array is a number, as on the workers (float() was a TypeError)
+        G = distributed(np.array([2.5]))
+        assert float(G) == 2.5 and int(G) == 2 and complex(G) == 2.5
+        assert (gather(round(D / 4, 1)) == np.round(X / 4, 1)).all()
+        try:
+            float(D)
+            raise AssertionError("float of many elements")
+        except SpmdError as exc:
+            assert "distributed.__float__" in str(exc) and "one element" in str(exc), exc
         try:
             D + np.ones(7)
             raise AssertionError("shapes that do not broadcast")

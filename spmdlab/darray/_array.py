@@ -357,6 +357,11 @@ class CodistributedArray(np.lib.mixins.NDArrayOperatorsMixin):
     def __complex__(self) -> complex:
         return self._scalar(complex, "__complex__")
 
+    def __round__(self, ndigits: Optional[int] = None) -> CodistributedArray:
+        """Python's ``round(D)``, ``round(D, n)``: numpy's ``np.round`` (an array, as
+        numpy's ``round`` of an array gives; half to even)."""
+        return cast(CodistributedArray, np.round(self, 0 if ndigits is None else ndigits))
+
     # -- numpy's methods -----------------------------------------------------------------
 
     @property

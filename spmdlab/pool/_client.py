@@ -1136,6 +1136,20 @@ class Distributed(_OperatorsMixin):
     def __bool__(self) -> bool:
         return bool(self._on_workers(bool, self))
 
+    # a number of one element, as the codistributed array's own (an error, on the
+    # workers, naming the call, for more elements)
+    def __float__(self) -> float:
+        return float(self._on_workers(float, self))
+
+    def __int__(self) -> int:
+        return int(self._on_workers(int, self))
+
+    def __complex__(self) -> complex:
+        return complex(self._on_workers(complex, self))
+
+    def __round__(self, ndigits: Optional[int] = None) -> Any:
+        return self._on_workers(round, self, ndigits)
+
     @property
     def T(self) -> Any:
         return self._on_workers(operator.attrgetter("T"), self)
