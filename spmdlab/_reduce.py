@@ -44,7 +44,7 @@ from . import _agree, _backends, _count, _ending, _env, _pack, _shm, _tree, _wai
 from ._agree import FLAG_INLINE, HEADER, agree, describe_call, fast_header
 from ._backends import Leaf
 from ._checks import check_worker
-from ._ops import KNOWN, SCALAR_OPS, SUM, VERB, fold
+from ._ops import KNOWN, PROD, SCALAR_OPS, SUM, VERB, fold
 from ._pack import Obj, digest
 from .errors import SpmdError, SpmdTypeError, SpmdValueError
 
@@ -86,6 +86,21 @@ def key(call, op, destination, tree, leaves):
     ``(dtype.str, shape)``: equal keys mean the same call on values that can be combined.
     """
     return digest((call, op.name, destination, tree, tuple(leaves)))
+
+
+# Operations whose fold of lone Python ints is exact, past int64 (a sum or product),
+# where numpy's int64 would wrap: such an int agrees only with Python ints
+_EXACT_OPS = (SUM, PROD)
+_EXACT = "py-int"
+
+
+def _leaf_dtype(leaf, op, treedef):
+    """A leaf's dtype in a reduction's key: ``_EXACT`` for a lone Python int summed or
+    multiplied exactly, which must not meet an int64 array or scalar (their sum would
+    wrap on the workers that passed those and not on the others), else its dtype."""
+    if treedef is None and leaf.family == "py-int" and op in _EXACT_OPS:
+        return _EXACT
+    return leaf.dtype.str
 
 
 def known_op(fcn, treedef, leaves):
@@ -158,7 +173,7 @@ def reduce_op(call, x, op, destination):
                     leaf.family, leaf.value, leaf.dtype = "py-int", int(leaf.value), _INT64
         offsets, total = _layout(leaves)
         k = key(call, op, destination, _pack.tree_signature(treedef),
-                ((l.dtype.str, l.shape) for l in leaves))
+                ((_leaf_dtype(l, op, treedef), l.shape) for l in leaves))
         payload = _payload(leaves, offsets, total) if total <= scope.exchange.inline \
             else None
     aux, arrays = _shm.AUX_NO, None
@@ -695,7 +710,8 @@ def fast_paths():
                     dtype, fmt, cast = _INT64, struct.Struct("<q"), int
                 if dtype.kind not in op.kinds:
                     continue
-                k = key(call, op, None, None, ((dtype.str, ()),))
+                exact = op in _EXACT_OPS and (kind is int or cast is int)
+                k = key(call, op, None, None, ((_EXACT if exact else dtype.str, ()),))
                 header = fast_header(k, fmt.size, True, _shm.AUX_NO)
                 table[(call, op, kind)] = (k, fmt, cast, element, header, FLAG_INLINE,
                                            struct.Struct("<qqqqq" + fmt.format[1:]))

@@ -224,6 +224,23 @@ def test_mismatch_names_a_differing_destination_and_axis():
 
 
 @needs2
+def test_lone_python_int_does_not_meet_an_int64_in_a_sum_or_product():
+    # a lone Python int is summed exactly, an int64 wraps: mixed, the workers would get
+    # different sums past 2**63 (13835058055282163712 here, -4611686018427387904 there)
+    import operator
+    big = 2 ** 62
+    for other in (np.int64(big), np.array(big)):
+        x = big if spmd_index() == 1 else other
+        for call in (lambda: spmd_plus(x), lambda: spmd_plus(x, destination=2),
+                     lambda: spmd_reduce(operator.mul, x)):
+            with pytest.raises(SpmdMismatchError, match="they differ in: type") as info:
+                call()
+            assert "worker 1: spmd_" in str(info.value) and "py-int" in str(info.value)
+    assert spmd_plus(big) == spmd_size() * big  # Python ints alone: exact
+    assert spmd_plus(np.int64(1)) == spmd_size() and spmd_reduce(max, big) == big
+
+
+@needs2
 def test_mismatch_names_differing_reduction_functions():
     # max on worker 1, min on the others: the message says the functions differ
     fcn = max if spmd_index() == 1 else min
