@@ -401,7 +401,10 @@ def spmdCat(X: Any, dim: Worker = 2, destination: Worker = None) -> Any:
     leaf = classify(X)
     if leaf is None:
         try:
-            return collectives.spmd_cat(X, destination=dest)
+            joined = collectives.spmd_cat(X, destination=dest)
+            # [] on every worker is [] (None: what every worker passed), as MATLAB's
+            return None if X is None and joined is not None and all(
+                part is None for part in joined) else joined
         except SpmdMismatchError as mismatch:  # the others may try again: keep in step
             if X is not None:
                 _cat_without_empties(mismatch, None, 0, 0, dest)  # (raises: nothing to mend)

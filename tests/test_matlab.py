@@ -77,6 +77,8 @@ def test_cat_leaves_out_none_as_matlabs_empty():
     assert got.ndim == 1 and got.tolist() == [j for j in odd for _ in range(2)]
     got = gcat(np.full((1, 2), float(k)) if k % 2 else None, 1, n)
     assert got.tolist() == [[float(j)] * 2 for j in odd] if k == n else got is None
+    assert spmdCat(None) is None and gcat(None, 1) is None  # [] everywhere: [] (a list
+    assert spmdCat(None, 2, 1) is None                      # of Nones before)
     assert spmdPlus(k) == n * (n + 1) // 2                  # still in step
 
 
