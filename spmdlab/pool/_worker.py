@@ -420,7 +420,8 @@ def keep_requests(exc):
             while tb is not None:
                 if tb.tb_frame.f_globals.get("__name__", "").startswith("spmdlab."):
                     values = list(tb.tb_frame.f_locals.values())
-                    frames.append(values)
+                    if tb.tb_frame.f_globals["__name__"] != __name__:  # (not the block's
+                        frames.append(values)                          # arguments here)
                     before = len(found)
                     for value in values:
                         look(value, 3)
