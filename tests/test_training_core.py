@@ -166,6 +166,22 @@ def test_parameter_shapes_that_differ_fail_on_every_worker():
         aggregate_gradients(model, 1.0)
 
 
+def test_parameter_dtypes_that_differ_fail_on_every_worker_naming_them():
+    """One shape, another dtype on worker 2: the message told the workers apart only by
+    their shapes, so it listed "workers 1-2" with one and the same description."""
+    if spmd_size() < 2:
+        pytest.skip("needs two workers")
+    model = torch.nn.Linear(3, 2)
+    if spmd_index() == 2:
+        model = model.double()
+    for p in model.parameters():
+        p.grad = torch.zeros_like(p)
+    with pytest.raises(SpmdMismatchError, match=r"workers? 1.*: aggregate_gradients\(model with "
+                       r"float32 parameter shapes .*worker 2: aggregate_gradients\(model "
+                       r"with float64 parameter shapes"):
+        aggregate_gradients(model, 1.0)
+
+
 def test_a_weight_that_is_not_a_number_fails_on_every_worker():
     # on the last worker only: the others, already in the sum, raise it too
     from spmdlab import SpmdTypeError

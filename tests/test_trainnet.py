@@ -1,6 +1,7 @@
 """training_options and trainnet, in-process: run by plain pytest and by pytest-mpi at
 1-4 workers (the parallel environments then train over every worker)."""
 
+import collections
 import math
 import os
 import warnings
@@ -433,6 +434,53 @@ def test_workers_with_different_options_all_raise():
     # what only worker 1 shows may differ
     net, _ = _train("parallel-cpu", max_epochs=1, verbose_frequency=k)
     _same_everywhere(_flat(net))
+
+
+def test_workers_with_another_dtype_or_other_class_names_all_raise():
+    """A network of another dtype on one worker failed only in the first gradient sum,
+    with a message naming the same shapes on every worker; other class names (the same
+    number of observations and of classes) trained silently, labels meaning other
+    outputs on that worker and ``info.class_names`` differing between workers."""
+    if spmd_size() == 1:
+        pytest.skip("needs several workers")
+    last = spmd_index() == spmd_size()
+    net = _mlp().double() if last else _mlp()
+    with pytest.raises(SpmdMismatchError, match=r"the workers disagree: .*parameter_dtypes="
+                       r"\['float64'\] here, \['float32'\] on worker 1"):
+        _train("parallel-cpu", max_epochs=1, net=net)
+    x, y = _data(n=60)
+    names = np.array(["ant", "bee", "eel" if last else "cat"])[y.numpy()]
+    with pytest.raises(SpmdMismatchError, match=r"the workers disagree: .*class_names="
+                       r"\['ant', 'bee', 'eel'\] here, \['ant', 'bee', 'cat'\] on worker 1"):
+        trainnet(ArrayDatastore(x.numpy(), names), _mlp(), "crossentropy", training_options(
+            "sgdm", max_epochs=1, mini_batch_size=10, verbose=False,
+            execution_environment="parallel-cpu"))
+    _train("parallel-cpu", max_epochs=1)  # the next call still works
+
+
+def test_workers_with_networks_of_another_layout_all_raise():
+    """The same parameters, but a parameter-free batch norm more, or other layer names, on
+    the last worker: loading worker 1's network raised a bare RuntimeError there alone,
+    while the others went on training and waited for it."""
+    if spmd_size() == 1:
+        pytest.skip("needs several workers")
+    last = spmd_index() == spmd_size()
+
+    def net(extra, first):
+        torch.manual_seed(1)
+        layers = [(first, torch.nn.Linear(6, 16)), ("tanh", torch.nn.Tanh()),
+                  ("out", torch.nn.Linear(16, 3))]
+        if extra:
+            layers.insert(1, ("norm", torch.nn.BatchNorm1d(16, affine=False)))
+        return torch.nn.Sequential(collections.OrderedDict(layers))
+
+    with pytest.raises(SpmdMismatchError, match=r"the workers disagree: buffers=.* here, "
+                       r"\[\] on worker 1"):
+        _train("parallel-cpu", max_epochs=1, net=net(last, "hidden"))
+    with pytest.raises(SpmdMismatchError, match=r"worker 1's network does not fit this "
+                       r"worker's .*RuntimeError: .*Missing key.*first.weight"):
+        _train("parallel-cpu", max_epochs=1, net=net(False, "first" if last else "hidden"))
+    _train("parallel-cpu", max_epochs=1)  # the next call still works
 
 
 def test_a_mini_batch_smaller_than_the_workers_names_trainnet_and_the_worker():

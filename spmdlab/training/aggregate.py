@@ -196,10 +196,11 @@ def _agree_shapes(params):
     scope = _world.current()
     layout = tuple((tuple(p.shape), str(p.dtype)) for p in params)
 
-    def describe():
+    def describe():  # the dtype too: models of one shape but another dtype differ
         shapes = ", ".join(f"{tuple(p.shape)}" for p in params[:4])
         more = f", ... ({len(params)} in all)" if len(params) > 4 else ""
-        return f"aggregate_gradients(model with parameter shapes {shapes}{more})"
+        dtype = str(params[0].dtype).replace("torch.", "")
+        return f"aggregate_gradients(model with {dtype} parameter shapes {shapes}{more})"
 
     agree(scope, "aggregate_gradients", _pack.digest(("aggregate_gradients", layout)),
           describe=describe)

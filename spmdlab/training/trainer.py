@@ -442,7 +442,12 @@ class _Run:
             raise SpmdValueError(f"{call()}: the network has no trainable parameters")
         self.config = {"solver": o.solver, "mini_batch_size": self.batch,
                        "observations": self.count, "max_epochs": o.max_epochs,
-                       "loss": loss_name, "parameters": [list(p.shape) for p in params]}
+                       "loss": loss_name, "parameters": [list(p.shape) for p in params],
+                       "parameter_dtypes": sorted({str(p.dtype).replace("torch.", "")
+                                                   for p in params}),
+                       "buffers": [list(b.shape) for b in self.net.buffers()],
+                       "class_names": None if self.class_index is None
+                       else list(self.class_index)}
         # every option that decides the computation (or a collective) must agree, else
         # the replicas drift apart silently; what only worker 1 shows is left out
         for name, value in o.as_dict().items():
@@ -502,7 +507,15 @@ class _Run:
         self.elapsed_before = 0.0
         checkpoint = shared["checkpoint"]
         if checkpoint is None:
-            net.load_state_dict(shared["model"])
+            error = None
+            try:  # a network of another layout (same parameters) fails on every worker
+                net.load_state_dict(shared["model"])
+            except Exception as exc:  # any kind: the others wait in the check below
+                error = SpmdMismatchError(f"{call()}: worker 1's network does not fit this "
+                                          f"worker's (every worker must pass the same "
+                                          f"network): {type(exc).__name__}: "
+                                          f"{' '.join(str(exc).split())}")  # one line
+            group.check(error)
         else:
             self._resume(checkpoint)
 
