@@ -838,9 +838,10 @@ def gcp(option: Optional[str] = None) -> Any:
 
 def mldivide(A: Any, B: Any) -> Any:
     """``A \\ B``: the solution of ``A @ X = B`` for a square ``A``, the least-squares one
-    otherwise, as MATLAB's backslash. Codistributed operands are gathered and the whole
-    system solved on every worker (correct, not parallel); the result is then
-    codistributed (split with no communication) in the operands' family.
+    otherwise, as MATLAB's backslash; for a scalar (or 1-by-1) ``A``, ``B / A`` (MATLAB's
+    ``A .\\ B``). Codistributed operands are gathered and the whole system solved on every
+    worker (correct, not parallel); the result is then codistributed (split with no
+    communication) in the operands' family.
 
     Examples
     --------
@@ -853,6 +854,10 @@ def mldivide(A: Any, B: Any) -> Any:
     ``x = A \\ b``, ``mldivide(A, b)``
     """
     shape = np.shape(A)
+    if len(shape) <= 2 and int(np.prod(shape)) == 1:  # MATLAB's a \ B of a scalar: a .\ B
+        a = gather(A) if iscodistributed(A) else A
+        B = np.asarray(B) if isinstance(B, (list, tuple)) else B
+        return B / (a.reshape(()) if hasattr(a, "reshape") else a)
     if len(shape) == 2 and shape[0] == shape[1]:
         return np.linalg.solve(A, B)
     return np.linalg.lstsq(A, B, rcond=None)[0]

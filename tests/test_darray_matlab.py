@@ -666,6 +666,38 @@ def test_colon_follows_matlabs_colonop_and_refuses_non_finite_ends():
         drange(1, "a")
 
 
+def test_colon_of_an_integer_class_counts_down_and_stays_in_the_class():
+    # MATLAB's uint8(5):-1:1 is 5 4 3 2 1 (uint8): the operands' difference was taken in
+    # uint8 (1 - 5 wrapped to 252), which made the row empty; an end past the class's
+    # limits is held there, as MATLAB converts it (the values wrapped to 0, 1, ... before)
+    row = codistributed.colon(np.uint8(5), -1, np.uint8(1))
+    assert row.dtype == np.uint8
+    np.testing.assert_array_equal(gather(row), [5, 4, 3, 2, 1])
+    np.testing.assert_array_equal(gather(codistributed.colon(np.uint8(3), np.uint8(1))), [])
+    row = codistributed.colon(np.uint8(250), 300)
+    np.testing.assert_array_equal(gather(row), np.arange(250, 256))
+    assert row.dtype == np.uint8
+    np.testing.assert_array_equal(gather(codistributed.colon(np.int8(-126), -2, -200)),
+                                  [-126, -128])
+    assert [int(i) for i in drange(np.uint8(3), -1, np.uint8(1))] == [
+        int(i) for i in np.array_split([3, 2, 1], spmdSize())[spmdIndex() - 1]]
+
+
+def test_inf_and_nan_of_an_integer_or_logical_class_are_refused():
+    # MATLAB's Inf(2, "int8") and NaN(2, "like", int32(1)) are errors (only single and
+    # double hold them); they made arrays of zeros, with numpy's cast warning
+    D = codistributed(np.zeros((2, 3), np.int32))
+    for make, args in ((codistributed.NaN, (2, "int8")), (codistributed.Inf, (3, "uint16")),
+                       (codistributed.NaN, (2, 2, "like", D)),
+                       (codistributed.Inf, (2, "logical"))):
+        with pytest.raises(SpmdValueError, match=rf"codistributed.{make.__name__} \(worker "
+                           rf"\d+ of \d+\): {make.__name__} makes single or double values "
+                           rf"\(got the class (int8|uint16|int32|logical)\)"):
+            make(*args)
+    assert codistributed.NaN(2, "single").dtype == np.float32
+    assert codistributed.Inf(2, 3, "like", D.astype(np.float32)).dtype == np.float32
+
+
 def test_codistributor_takes_the_global_size_as_matlabs_example():
     # MATLAB's codistributor example: codist = codistributor('1d', dim, [1 2 1 2],
     # [2 6 4]); L = rand(2, 1, 4) or rand(2, 2, 4); A = codistributed.build(L, codist)
@@ -1005,10 +1037,13 @@ def test_for_drange_holds_a_mask_and_the_value_written_to_the_local_part():
             assert np.array_equal(host(D[m]), A[m])
             D[m] = [100.0 * j, 100.0 * j + 1]
             D[(np.arange(3) == 1)[:, None] & (np.arange(n) == j - 1)] = -j
+            M = mmax(D, [], 1)  # along the rows of a split by columns: this worker's own,
         for j in range(1, n + 1):
             expect[::2, j - 1] = [100.0 * j, 100.0 * j + 1]
             expect[1, j - 1] = -j
         assert np.array_equal(host(gather(D)), expect)
+        assert np.array_equal(host(gather(M)).ravel(), expect.max(axis=0))  # in the loop:
+        # max(D, [], dim) agrees on its arguments outside for-drange loops only
         M = D > 0
         W = np.zeros((3, n), bool)
         W[0, [0, n - 1]] = True  # worker 1's first column and worker N's last
@@ -1112,3 +1147,41 @@ def test_isreplicated_says_whether_every_worker_holds_the_same_value():
     with pytest.raises(SpmdTypeError, match=r"isreplicated \(worker \d of \d\): (cannot "
                                             r"send|failed on another worker: worker 1: can)"):
         isreplicated((lambda: 0) if k == 1 else 0)  # worker 1's cannot be pickled
+
+
+def test_max_along_a_dimension_each_worker_names_differently_raises_on_every_worker():
+    # max(D, [], dim) with a dim of each worker's own: along dimension 1 of a matrix
+    # split by columns a worker needs no communication, so it went on alone while the
+    # others waited in the exchange of dimension 2 (the job failed later, at the next
+    # collective, naming another call); a bad flag on one worker raised there only
+    k, N = spmdIndex(), spmdSize()
+    D = codistributed(np.arange(6.0 * N).reshape(2, 3 * N))
+    assert getCodistributor(D).Dimension == 2
+    if N > 1:
+        for args in (([], 1 if k == 1 else 2), ([], 1, "omitnan" if k == 1 else "includenan"),
+                     ([], "all" if k == N else 1)):
+            with pytest.raises(SpmdMismatchError, match=r"max \(worker .*differ in"):
+                mmax(D, *args)
+        with pytest.raises(SpmdMismatchError, match=r"min \(worker .*differ in"):
+            mmin(D, [], 2, nargout=2 if k == 1 else 1)
+    with pytest.raises(SpmdValueError, match=rf"^max \(worker {k} of {N}\): .*unexpected "
+                       r"argument 'up'"):
+        mmax(D, [], 1, "up" if k == N else "omitnan")
+    np.testing.assert_array_equal(gather(mmax(D, [], 1)), np.arange(3.0 * N, 6.0 * N)[None])
+    np.testing.assert_array_equal(getLocalPart(mmin(D, 0.5 * k)), getLocalPart(D).clip(
+        max=0.5 * k))  # element-wise with each worker's own B: not compared, as a ufunc
+
+
+def test_mldivide_of_a_scalar_divides_as_matlab():
+    # MATLAB's a \ B with a scalar a is a .\ B; numpy's solve refused the 0-D (or 1x1
+    # against a B of more rows) array with LinAlgError
+    from spmdlab.matlab import mldivide
+
+    assert mldivide(2.0, 4.0) == 2.0
+    np.testing.assert_array_equal(mldivide(np.array([[2.0]]), np.array([[4.0, 6.0]])),
+                                  [[2.0, 3.0]])
+    np.testing.assert_array_equal(mldivide(4, [2, 6]), [0.5, 1.5])
+    B = codistributed(np.arange(6.0).reshape(3, 2))
+    X = mldivide(codistributed(np.array([[4.0]])), B)
+    assert isinstance(X, codistributed)
+    np.testing.assert_array_equal(gather(X), np.arange(6.0).reshape(3, 2) / 4)

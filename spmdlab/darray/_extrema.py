@@ -18,7 +18,8 @@ import numpy as np
 
 from .._backends import LOCAL, bf16_as_float32, classify
 from ..collectives import _cat_arrays
-from ..errors import SpmdTypeError, SpmdValueError
+from .._agree import agree
+from ..errors import SpmdError, SpmdTypeError, SpmdValueError
 from ._codistributor import Codistributor, error
 
 # -- the rules, on host numpy arrays: the index along ``axis`` of the first best element -----
@@ -282,12 +283,36 @@ def matlab(name, A, args, nargout):
     """MATLAB's ``max``/``min`` (``name``) of ``A`` (codistributed or not) with MATLAB's
     arguments ``args``; (M, I) when ``nargout`` is 2 (I 1-based)."""
     from ._array import CodistributedArray
+    from ._indexing import LOOPS
     from ._matlab import _matlab_size
 
     call = name
-    if nargout not in (1, 2):
-        raise error(SpmdValueError, call, f"'nargout' must be 1 or 2 (got {nargout!r})")
-    B, dim, omitnan, method, linear = _options(call, args)
+    D = A if isinstance(A, CodistributedArray) else None
+    # max(D, [], dim, ...) of a codistributed D: collective, so that every worker works
+    # along the same dimension with the same flags, or every worker raises (along an
+    # axis D is not split on, a worker would otherwise go on alone while the others
+    # wait for it in the exchange of another dimension); max(D, B) is element-wise
+    # (not compared, as a ufunc's operands are not), max(D) has nothing to compare; nor
+    # is it inside a for-drange loop, whose body each worker runs alone
+    compared = D is not None and bool(args) and not LOOPS[0] and not (
+        not isinstance(args[0], str) and not (isinstance(args[0], (list, tuple, np.ndarray))
+                                              and np.size(args[0]) == 0))
+    err, options = None, None
+    try:
+        if nargout not in (1, 2):
+            raise error(SpmdValueError, call, f"'nargout' must be 1 or 2 (got {nargout!r})")
+        options = _options(call, args)
+    except SpmdError as exc:
+        if not compared:
+            raise
+        err = exc
+    if compared:
+        agree(D._check_scope(call), call, D._key(call, None if err else (
+            repr(options[1:]), nargout)), error=err,
+            describe=lambda: D._describe(call, **({} if options is None else dict(
+                dim=str(options[1]), omitnan=str(options[2]), method=options[3],
+                linear=str(options[4]))), nargout=str(nargout)))
+    B, dim, omitnan, method, linear = options
     linear = linear and nargout == 2
     if isinstance(dim, tuple):  # a vector of dimensions: one after the other
         if nargout == 2:

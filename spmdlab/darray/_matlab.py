@@ -539,7 +539,8 @@ class codistributed(CodistributedArray):
         if len(numbers) not in (2, 3):
             raise error(SpmdTypeError, call, "takes colon(a, b) or colon(a, d, b)")
         start, step, stop = (numbers[0], 1, numbers[1]) if len(numbers) == 2 else numbers
-        values = _colon(call, start, step, stop).astype(_colon_class(start, step, stop))
+        dtype = _colon_class(start, step, stop)
+        values = _colon(call, start, step, stop, dtype).astype(dtype)
         target = _to_codistributor(call, codist, values.shape)
         values = values.reshape(target.shape)  # a row 1-by-n when split along dimension 1
         return cls._make(_factories.block(values, target).copy(), target, _world.current())
@@ -563,10 +564,14 @@ def _colon_class(*numbers):
     return np.dtype(np.float32) if np.dtype(np.float32) in kinds else np.dtype(np.float64)
 
 
-def _colon(call, a, d, b):
+def _colon(call, a, d, b, dtype=None):
     """MATLAB's ``a:d:b`` (``b`` included) as a numpy array, by MATLAB's rule (its
     ``colonop``): ``b`` is reached only within 2*eps*max(|a|, |b|), the first half is
-    ``a + k*d``, the second ``last - k*d`` (so ``0:0.1:0.3`` ends at 0.3 exactly)."""
+    ``a + k*d``, the second ``last - k*d`` (so ``0:0.1:0.3`` ends at 0.3 exactly). The
+    operands are taken as Python numbers (``uint8(5):-1:1`` counts down, never wraps),
+    and for an integer class ``dtype`` the ends are held at its limits first, as
+    MATLAB converts them (``uint8(250):300`` stops at 255)."""
+    numbers = []
     for name, value in (("a", a), ("d", d), ("b", b)):
         if isinstance(value, np.ndarray) and value.size == 1:
             value = value.reshape(()).item()
@@ -576,6 +581,11 @@ def _colon(call, a, d, b):
         if not np.isfinite(value):
             raise error(SpmdValueError, call,
                         f"'{name}' must be finite (got {value!r})")
+        numbers.append(value.item() if isinstance(value, np.generic) else value)
+    a, d, b = numbers
+    if dtype is not None and np.dtype(dtype).kind in "iu":
+        info = np.iinfo(dtype)
+        a, b = (min(max(x, info.min), info.max) for x in (a, b))
     if d == 0 or (b - a) / d < 0:
         return np.zeros(0)
     if all(float(v).is_integer() for v in (a, d, b)):
@@ -692,16 +702,23 @@ def _construct(cls, name, args):
 
 
 def _check_random_class(call, name, dtype, like):
-    """MATLAB's rand and randn make single or double values: an integer or logical class
-    (asked for or taken from 'like') is refused, not filled with zeros."""
-    if name not in ("rand", "randn"):
+    """MATLAB's rand and randn make single or double values, and Inf and NaN exist only
+    in them: an integer or logical class (asked for or taken from 'like') is refused,
+    not filled with zeros."""
+    if name not in ("rand", "randn", "Inf", "NaN"):
         return
     if dtype is None and like is not None:
         like = like.local if isinstance(like, CodistributedArray) else like
         dtype = LOCAL[_factories.local_family(like) or "numpy"].dtype(like)
     if dtype is not None and np.dtype(dtype).kind not in "fc":
         raise error(SpmdValueError, call, f"{name} makes single or double values (got the "
-                    f"class {np.dtype(dtype).name})")
+                    f"class {_class_name(dtype)})")
+
+
+def _class_name(dtype):
+    """MATLAB's class name of a numpy dtype (``logical`` for bool)."""
+    dtype = np.dtype(dtype)
+    return next((k for k, v in _DTYPES.items() if np.dtype(v) == dtype), dtype.name)
 
 
 def _made(cls, call, name, shape, dtype, codist, like):
