@@ -283,11 +283,32 @@ def _rebuild_bytes(dtype, shape, device, array, grad=None):
     return _as_sent(tensor, grad)
 
 
+def _swapped_back(array, dtype):
+    """A byte-swapped array sent in the machine's order (see ``_Pickler``), as it was."""
+    return array.astype(dtype)
+
+
 class _Pickler(pickle.Pickler):
     def reducer_override(self, obj):  # never called for exact ints, strs, lists, ...
+        if isinstance(obj, np.ndarray):
+            if obj.dtype.byteorder == _SWAPPED:
+                # numpy's own pickle gives a byte-swapped array back in the machine's
+                # order whenever it does not pass the array's buffer as it is (strided,
+                # a datetime, a subclass: a '>f8' view arrived as float64): it travels
+                # in the machine's order, and is swapped back on arrival
+                return _swapped_back, (obj.astype(obj.dtype.newbyteorder("="), order="A"),
+                                       obj.dtype.str)
+            return NotImplemented
         if type(obj).__module__.startswith(("torch", "cupy")):
             torch = sys.modules.get("torch")
             tensor = torch is not None and isinstance(obj, torch.Tensor)
+            if tensor and obj.layout != torch.strided:
+                # a sparse tensor: torch's own pickle (its parts come back here), which
+                # drops requires_grad and the Parameter: kept as for a dense one
+                grad = _grad_of(obj, torch)
+                if grad is None:
+                    return NotImplemented
+                return _as_sent, (obj.detach(), grad)
             leaf = classify(obj)
             if leaf is not None:
                 array = leaf.host()
@@ -349,6 +370,7 @@ def _pickled(value, call):
 
 
 _PAD = bytes(_ALIGN)
+_SWAPPED = ">" if sys.byteorder == "little" else "<"  # (a dtype's byteorder)
 
 
 def _unpickled(view):

@@ -671,6 +671,9 @@ def spmd_send_receive(destination: Optional[int], source: Optional[int], x: Any,
         _check(call, scope, "destination", destination, none_ok=True)
         _check(call, scope, "source", source, none_ok=True)
         _check_tag(call, scope, tag, none_ok=False)
+    if source == scope.index and destination != scope.index:
+        # before anything is sent (a large array's exchange would wait for ever)
+        _check_self_sent(call, scope, tag)
     if destination is not None:
         buf = _kept_message(x) if destination != scope.index else None
         if buf is None:
