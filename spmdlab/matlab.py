@@ -407,11 +407,11 @@ def spmdCat(X: Any, dim: Worker = 2, destination: Worker = None) -> Any:
                 part is None for part in joined) else joined
         except SpmdMismatchError as mismatch:  # the others may try again: keep in step
             if X is not None:
-                _cat_without_empties(mismatch, None, 0, 0, dest)  # (raises: nothing to mend)
+                _cat_mended(mismatch, None, 0, 0, dest)  # (raises: nothing to mend)
                 raise
             # None is MATLAB's [] (what spmdCat(X, dim, k) left on the other workers):
             # an empty part, shaped as the others' arrays
-            result, ndim = _cat_without_empties(mismatch, np.zeros((0, 0)), 2, d - 1, dest)
+            result, ndim = _cat_mended(mismatch, np.zeros((0, 0)), 2, d - 1, dest)
     else:
         ndim = len(leaf.shape)
         shape = (1,) * (2 - ndim) + tuple(leaf.shape) if ndim < 2 else tuple(leaf.shape)
@@ -425,13 +425,55 @@ def spmdCat(X: Any, dim: Worker = 2, destination: Worker = None) -> Any:
                     shape), axis=d - 1, destination=dest),
                 X if type(X) in (int, bool) else value)
         except SpmdMismatchError as mismatch:
-            result, ndim = _cat_without_empties(mismatch, value.reshape(shape), ndim, d - 1,
-                                                dest)
+            result, ndim = _cat_mended(mismatch, value.reshape(shape), ndim, d - 1, dest)
     if result is None:
         return None
     if ndim < 2 and d == 2:  # a 1xM row, as MATLAB returns it, is a 1-D array here
         return result.reshape(-1)
     return result
+
+
+def _cat_mended(mismatch, value, ndim, axis, destination):
+    """A concatenation that failed on every worker (``mismatch``: every worker is here)
+    tried again as MATLAB's ``cat``: its parts in MATLAB's class of the result
+    (``_cat_class``), then without its empty parts (``_cat_without_empties``); (the
+    result, the number of dimensions of the user's part). ``value``: this worker's part
+    (None: no array, a list or a struct). The mismatch stands where that does not mend
+    it."""
+    target = _cat_class(mismatch, value)
+    if target is None:
+        return _cat_without_empties(mismatch, value, ndim, axis, destination)
+    from .darray._extrema import _to_class
+
+    value = _to_class(value, target)
+    try:
+        return collectives.spmd_cat(value, axis=axis, destination=destination), ndim
+    except SpmdMismatchError as still:  # (empty parts too, or other shapes)
+        if "call" in still.differ:
+            raise mismatch from None
+        return _cat_without_empties(mismatch, value, ndim, axis, destination)
+
+
+def _cat_class(mismatch, value):
+    """MATLAB's class of a concatenation of unlike classes, where the workers' parts
+    differ in class (a mismatch raised on every worker, so every worker is here): the
+    first integer class in worker order, else single, else double (a logical beside
+    them); the class of an empty part has no say. None (no communication where the
+    classes cannot differ) where MATLAB's rule does not apply: a part that is not a
+    numpy array of logical, integer or floating values, or classes that agree."""
+    if not {"dtype", "type"} & set(mismatch.differ):
+        return None
+    usable = isinstance(value, np.ndarray) and value.dtype.kind in "biuf" and \
+        value.dtype != np.float16
+    code = ("" if value.size == 0 else value.dtype.str) if usable else "x"
+    codes = collectives.spmd_cat([code])
+    classes = [np.dtype(c) for c in codes if c and c != "x"]
+    if "x" in codes or len(set(classes)) < 2:
+        return None
+    integers = [c for c in classes if c.kind in "iu"]
+    if integers:
+        return integers[0]
+    return np.dtype(np.float32) if np.dtype(np.float32) in classes else np.dtype(np.float64)
 
 
 def _cat_without_empties(mismatch, value, ndim, axis, destination):

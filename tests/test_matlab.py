@@ -82,6 +82,23 @@ def test_cat_leaves_out_none_as_matlabs_empty():
     assert spmdPlus(k) == n * (n + 1) // 2                  # still in step
 
 
+def test_cat_of_unlike_classes_is_in_matlabs_class():
+    # [int8([1 2]) [2.7 300]] is int8([1 2 3 127]) in MATLAB; gcat of such parts on
+    # different workers raised a mismatch of dtypes
+    n, k = spmdSize(), spmdIndex()
+    x = np.array([1, 2], np.int8) if k == 1 else np.array([2.7, 300.0])
+    got = gcat(x)
+    assert got.dtype == np.int8 and got.tolist() == [1, 2] + [3, 127] * (n - 1)
+    y = np.array([1.5], np.float32) if k == n else np.array([2.25])
+    assert gcat(y).dtype == np.float32 and gcat(y).tolist() == [2.25] * (n - 1) + [1.5]
+    z = np.array([True, False]) if k % 2 else np.array([0.5, 1.5])
+    assert gcat(z, 1).dtype == (np.float64 if n > 1 else np.bool_)
+    w = np.zeros((0, 0)) if k == 2 else np.array([7], np.uint8) if k == 1 else \
+        np.array([-3.6])
+    assert gcat(w).dtype == np.uint8 and gcat(w).tolist() == [7] + [0] * max(n - 2, 0)
+    assert spmdPlus(k) == n * (n + 1) // 2                  # still in step
+
+
 def test_cat_of_a_list_among_arrays_fails_everywhere_in_step():
     # a list (or a struct) on one worker where the others pass arrays, some of them
     # empty: every worker raises the same mismatch, and the next collective works
