@@ -762,6 +762,61 @@ def test_an_element_assigned_in_a_cell_comes_back():
     assert proc.returncode == 0 and "OK" in proc.stdout, proc.stdout + proc.stderr
 
 
+def test_a_name_deleted_in_a_cell_is_deleted_on_the_client_too():
+    # del x on every worker left the client's Composite x saying it had elements on every
+    # worker (x.exist(1) True, x[1] an error); del D2 of a distributed array made on the
+    # client was a NameError on every worker (del did not send D2)
+    from spmdlab.pool import _cells
+
+    assigned, _, loaded = _cells.names("del x, y[0]\n")
+    assert assigned == ["x", "y"] and {"x", "y"} <= loaded
+    env, _ = layout_env("2")
+    proc = run_client("""
+        import numpy as np
+        import spmdlab
+        from spmdlab.matlab import distributed, gather
+        pool = spmdlab.start_pool(2)
+        ns = {"D": distributed(np.arange(4.0))}
+        pool.run_cell("x = spmd_index()\\ny = spmd_index()\\nD2 = D * 2", ns)
+        x, y = ns["x"], ns["y"]
+        pool.run_cell("del x\\nif spmd_index() == 2:\\n    del y\\ndel D2", ns)
+        assert ns["x"] is x and not x.exist(1) and not x.exist(2), x
+        assert "elements on no worker" in repr(x), repr(x)
+        assert y.exist(1) and not y.exist(2) and y[1] == 1
+        pool.run_cell("del D", ns)  # the workers' name only: the client's D stays whole
+        assert list(gather(ns["D"])) == [0, 1, 2, 3]
+        pool.delete()
+        print("OK")
+    """, env)
+    assert proc.returncode == 0 and "OK" in proc.stdout, proc.stdout + proc.stderr
+
+
+def test_a_block_the_workers_cannot_read_leaves_the_last_blocks_arrays():
+    # a block that failed as the workers read it (an empty Composite sent) never ran
+    # there, but the refresh after it undid the block before it: D = D * 2 was lost, and
+    # gather(D) failed with a bare KeyError: 'D'
+    env, _ = layout_env("2")
+    proc = run_client("""
+        import numpy as np
+        import spmdlab
+        from spmdlab.errors import SpmdError
+        from spmdlab.matlab import Composite, distributed, gather
+        pool = spmdlab.start_pool(2)
+        ns = {"D": distributed(np.arange(4.0))}
+        pool.run_cell("D = D * 2", ns)
+        try:
+            pool.spmd(lambda v: v, Composite())
+        except SpmdError as exc:
+            assert "holds no element of the Composite" in str(exc), exc
+        else:
+            raise AssertionError("an empty Composite was read")
+        assert list(gather(ns["D"])) == [0, 2, 4, 6], gather(ns["D"])
+        pool.delete()
+        print("OK")
+    """, env)
+    assert proc.returncode == 0 and "OK" in proc.stdout, proc.stdout + proc.stderr
+
+
 def test_a_deleted_pools_worker_queue_says_so_on_send():
     # it said "send to it from the client" (this is the client), and once another pool
     # was open the item went to that pool's worker, into no queue

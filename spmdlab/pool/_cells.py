@@ -32,6 +32,8 @@ class _Names(ast.NodeVisitor):
         if isinstance(node.ctx, ast.Load):
             self.loaded.add(node.id)
         else:
+            if isinstance(node.ctx, ast.Del):  # del x: the workers must hold the client's
+                self.loaded.add(node.id)  # x (a distributed array's too) to delete it
             self._bind(node.id)
 
     def visit_Subscript(self, node):

@@ -779,6 +779,9 @@ class Pool:
         for name in returned:
             present = {k: outcomes[k][1].get(name) for k in outcomes}
             if not any(present.values()):
+                composite = self._composites.get(name)
+                if composite is not None:  # del x on every worker: x holds no element
+                    composite._present = {k: False for k in present}
                 continue
             if all(p == "codistributed" for p in present.values()):
                 namespace[name] = Distributed(self, name)

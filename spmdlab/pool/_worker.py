@@ -142,6 +142,9 @@ class _Worker:
                 return
             except Exception as exc:  # the frame was read whole, but its value cannot
                 # be made here: the client fails the block or request it waits for
+                # (a block this worker cannot read never runs here: the refresh that
+                # follows its failure must not undo the last block that did run)
+                self.commands.put(("unread",))
                 try:
                     self.conn.send(("unreadable_request", self.index,
                                     describe(exc, self.index)))
@@ -210,6 +213,8 @@ class _Worker:
             if kind == "run":
                 self.before = {}
                 self.run(message[1], message[2])
+            elif kind == "unread":  # nothing of the last block is to be put back
+                self.before = {}
             elif kind == "get":
                 self.reply(message[1], self.get, message[2])
             elif kind == "set":
