@@ -80,8 +80,6 @@ def _workers(ks):
 def pytest_runtest_makereport(item, call):
     outcome = yield
     report = outcome.get_result()
-    if not report.failed:
-        return
     world = sys.modules.get("spmdlab._world")
     if world is None or world.SIZE == 1:
         return
@@ -89,8 +87,56 @@ def pytest_runtest_makereport(item, call):
 
     if _env.ABORT_ON_ERROR is False:
         return
-    text = (f"\n### spmdlab: {item.nodeid} failed ({report.when}) on worker "
-            f"{world.RANK + 1} of {world.SIZE}; ending the job\n{report.longreprtext}\n")
+    if report.failed:
+        _end_job(item, f"{item.nodeid} failed ({report.when})", report.longreprtext, report)
+    elif call.when == "call" or call.when == "setup" and report.skipped:
+        ENDED_ITEMS[report.nodeid] = item
+
+
+ENDED_ITEMS: dict = {}  # the tests whose report ends them (their call, or a skip), by id
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_logreport(report):
+    # after pytest has shown the report (a worker waiting here has its "." on screen)
+    item = ENDED_ITEMS.pop(report.nodeid, None)
+    if item is not None:
+        _end_together(item, report)
+
+
+def _end_together(item, report):
+    """Every worker ends each test together, in a collective of its own: a worker that
+    skipped a test (``pytest.skip`` or an xfail on some workers only) would otherwise go
+    on to the next test while the others are still in this one's collectives, and pair
+    them with the next test's, passing or failing for the wrong reason. Where they do,
+    the collective fails on every worker, naming the test and the calls they were in."""
+    if not item.config.getoption("with_mpi", False):
+        return
+    from spmdlab import _world
+    from spmdlab._agree import agree
+    from spmdlab._pack import digest
+    from spmdlab.errors import SpmdError
+
+    name = item.nodeid
+    how = "skipped" if report.skipped else report.outcome
+    # made from the test's own line, which a mismatch names as this worker's call site
+    line = (item.location[1] or 0) + 1
+    at_test = compile("\n" * (line - 1) + "end()", str(item.path), "eval")
+    try:
+        eval(at_test, {"end": lambda: agree(
+            _world.current(), "pytest", digest(("pytest", name)),
+            describe=lambda: f"the end of test {name} ({how} there)")})
+    except SpmdError as exc:
+        _end_job(item, f"{name} {how} ({report.when})", f"{type(exc).__name__}: {exc}",
+                 None, ", but the workers could not end it together")
+
+
+def _end_job(item, what, text, report, why=""):
+    """Print ``text`` past pytest's capture under a header naming the test and this
+    worker, keep a failed ``report`` for ``--lf``, and abort every worker."""
+    world = sys.modules["spmdlab._world"]
+    text = (f"\n### spmdlab: {what} on worker {world.RANK + 1} of {world.SIZE}{why}; "
+            f"ending the job\n{text}\n")
     # pytest is still capturing this test's output: write past it, or the report is lost
     capture = item.config.pluginmanager.getplugin("capturemanager")
     if capture is not None:
@@ -100,7 +146,8 @@ def pytest_runtest_makereport(item, call):
     else:
         sys.stderr.write(text)
         sys.stderr.flush()
-    _save_cache(item, report)
+    if report is not None:
+        _save_cache(item, report)
     time.sleep(0.2)  # let mpiexec forward the report before the job is aborted
     from spmdlab import _ending
 

@@ -22,7 +22,8 @@ other workers are already waiting in that collective, as they would be for a rea
 - ``"exit"``: ``sys.exit(status)`` (default 1): the others raise SpmdPeerError naming
   this worker and its status;
 - ``"hang"``: sleep until the job is ended (by SPMDLAB_TIMEOUT on the others, or the
-  launcher): to test timeouts and the stall report;
+  launcher), or raise SpmdTimeoutError itself 5 s past SPMDLAB_TIMEOUT (so that a job
+  of one worker ends too): to test timeouts and the stall report;
 - ``"slow"``: sleep ``seconds`` (default 5), then make the call: a slow worker.
 
 ``call`` is a collective's name (``"spmd_plus"``, ``"spmd_cat"``, ``"spmd_barrier"``,
@@ -38,8 +39,8 @@ import sys
 import time
 from typing import Iterator, Optional
 
-from . import _agree, _stall, _world
-from .errors import SpmdValueError
+from . import _agree, _env, _stall, _world
+from .errors import SpmdTimeoutError, SpmdValueError
 
 __all__ = ["InjectedFault", "inject_fault"]
 
@@ -101,8 +102,17 @@ class _Fault:
         if self.action == "slow":
             time.sleep(self.seconds)
             return None
-        while True:  # "hang"
-            time.sleep(3600)
+        # "hang": until the job ends; past SPMDLAB_TIMEOUT (and the others' reports of
+        # it, _HANG_GRACE later) the hanging worker raises too, so a job of one ends
+        started = time.monotonic()
+        while _env.TIMEOUT is None or \
+                time.monotonic() - started <= _env.TIMEOUT + _HANG_GRACE:
+            time.sleep(0.2)
+        raise SpmdTimeoutError(f"{what}: hung by spmdlab.testing's injected fault, past "
+                               f"SPMDLAB_TIMEOUT={_env.TIMEOUT:g} s")
+
+
+_HANG_GRACE = 5.0
 
 
 @contextlib.contextmanager

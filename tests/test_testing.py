@@ -144,6 +144,21 @@ print("finished", spmd_index(), flush=True)
 
 
 @pytest.mark.mpi_skip
+def test_a_hang_at_one_worker_ends_past_the_timeout():
+    # nobody else is there to time out: the hanging worker slept for ever
+    job = run_job("""
+from spmdlab import *
+from spmdlab.testing import inject_fault
+with inject_fault(worker=1, call="spmd_plus", action="hang"):
+    spmd_plus(1.0)
+""", 1, timeout=60, env={"SPMDLAB_TIMEOUT": "2"})
+    assert job.returncode != 0
+    assert "SpmdTimeoutError: spmd_plus (worker 1, call 1): hung by spmdlab.testing's " \
+        "injected fault, past SPMDLAB_TIMEOUT=2 s" in job.stderr, job.stderr
+    assert job.seconds < 30
+
+
+@pytest.mark.mpi_skip
 def test_a_fault_at_a_call_site():
     job = run_job("""
 from spmdlab import *
@@ -239,11 +254,17 @@ def test_a_test_failed_on_one_worker_is_kept_for_last_failed(tmp_path):
     # failed test was never recorded, and --lf ran every test again
     (tmp_path / "test_a.py").write_text(
         "from spmdlab import spmd_index, spmd_plus, spmd_size\n"
+        "def ran(name):\n"
+        "    with open(f'ran{spmd_index()}.txt', 'a') as f:\n"
+        "        f.write(name)\n"
         "def test_a():\n"
+        "    ran('a')\n"
         "    assert spmd_plus(1) == spmd_size()\n"
         "def test_b():\n"
+        "    ran('b')\n"
         "    assert spmd_index() != spmd_size()\n"
         "def test_c():\n"
+        "    ran('c')\n"
         "    assert spmd_plus(1) == spmd_size()\n")
     import json
 
@@ -251,7 +272,39 @@ def test_a_test_failed_on_one_worker_is_kept_for_last_failed(tmp_path):
     assert job.returncode == 1, out
     saved = tmp_path / ".pytest_cache" / "v" / "cache" / "lastfailed"
     assert json.loads(saved.read_text()) == {"test_a.py::test_b": True}, out
+    (tmp_path / "ran1.txt").unlink()
     job, out = _pytest_job(tmp_path, 2, "--lf")
     assert job.returncode == 1, out
-    assert "1 passed in" in out, out  # worker 1 ran test_b alone
+    assert (tmp_path / "ran1.txt").read_text() == "b", out  # worker 1 ran test_b alone
     assert "test_a.py::test_b failed (call) on worker 2 of 2" in out, out
+
+
+@pytest.mark.mpi_skip
+def test_a_test_skipped_on_some_workers_is_not_paired_with_the_next(tmp_path):
+    # worker 1 skipped a test and went on to the next, whose spmd_plus met the others'
+    # spmd_plus of the skipped test: they summed 3 workers' ones where they meant 2 and
+    # failed for the wrong reason (or passed, summing the wrong values); now every test
+    # ends on every worker together, and a worker still in its collectives is named
+    (tmp_path / "test_a.py").write_text(
+        "import pytest\n"
+        "from spmdlab import spmd_index, spmd_plus, spmd_size\n"
+        "def test_skipped_on_one():\n"
+        "    if spmd_index() == 1:\n"
+        "        pytest.skip('not on worker 1')\n"
+        "    assert spmd_plus(1.0) == spmd_size()\n"
+        "def test_after():\n"
+        "    assert spmd_plus(1.0) == spmd_size()\n"
+        "def test_checked_on_one():\n"  # a skip after the last collective is harmless
+        "    total = spmd_plus(1)\n"
+        "    if spmd_index() != 1:\n"
+        "        pytest.skip('checked on worker 1')\n"
+        "    assert total == spmd_size()\n")
+    job, out = _pytest_job(tmp_path, 3, "-p", "no:cacheprovider", "-k", "not skipped_on")
+    assert job.returncode == 0, out
+    assert out.count("2 passed") == 1 and out.count("1 passed, 1 skipped") == 2, out
+    job, out = _pytest_job(tmp_path, 3, "-p", "no:cacheprovider")
+    assert job.returncode == 1, out
+    assert "workers made different calls (they differ in: call): worker 1: the end of " \
+        "test test_a.py::test_skipped_on_one (skipped there) at test_a.py:3; workers " \
+        "2-3: spmd_plus(float64 scalar py-float) at test_a.py:6" in out, out
+    assert "test_after" not in out, out  # the run ended there
