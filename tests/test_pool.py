@@ -785,6 +785,9 @@ def test_a_name_deleted_in_a_cell_is_deleted_on_the_client_too():
         assert y.exist(1) and not y.exist(2) and y[1] == 1
         pool.run_cell("del D", ns)  # the workers' name only: the client's D stays whole
         assert list(gather(ns["D"])) == [0, 1, 2, 3]
+        pool.run_cell("C = D * 3", ns)  # a cell's own array: del C deletes its data, and
+        pool.run_cell("del C", ns)      # the client's C went on to a bare KeyError
+        assert "C" not in ns, ns["C"]
         pool.delete()
         print("OK")
     """, env)

@@ -782,6 +782,10 @@ class Pool:
                 composite = self._composites.get(name)
                 if composite is not None:  # del x on every worker: x holds no element
                     composite._present = {k: False for k in present}
+                value = namespace.get(name)
+                if isinstance(value, Distributed) and value._pool is self and \
+                        value._name == name:  # del D of a cell's D: its data is gone
+                    del namespace[name]  # (one made here keeps its own, under its name)
                 continue
             if all(p == "codistributed" for p in present.values()):
                 namespace[name] = Distributed(self, name)
