@@ -345,7 +345,6 @@ class _Hub:
             else:
                 queue._arrive(items, own=source == chan.scope.rank, source=source)
 
-
     def _counts_asked(self, chan, source, item):
         """A question ("counts?", n) from scope rank ``source``: answer with this
         worker's counts, once what its listeners sent has left (an item delivered before
@@ -422,7 +421,11 @@ def _control(chan, rank, notice, counted=True):
 
 def _report():
     """This worker's counts as one int64 row: sent to each world rank, then received."""
-    sent, received = _hub.counts()
+    return _row(*_hub.counts())
+
+
+def _row(sent, received):
+    """Counts (world rank -> messages) as one int64 row: sent, then received."""
     row = np.zeros(2 * _world.SIZE, dtype=np.int64)
     for rank, n in sent.items():
         row[rank] = n
@@ -431,9 +434,10 @@ def _report():
     return row
 
 
-def _quiet(rows, previous):
+def _quiet(rows, previous, ranks=None):
     """Whether the queues have ended: every message counted as sent was counted as
-    received, and nobody sent or received anything since the previous round.
+    received, and nobody sent or received anything since the previous round. ``rows``:
+    those of the world ranks ``ranks`` (default: every one), in that order.
 
     Why that suffices: a worker whose program has ended sends only from a listener, for
     an item it has received. A message still on its way after these counts would have
@@ -442,7 +446,9 @@ def _quiet(rows, previous):
     counts; that item was sent after its own sender's count, and so on back, without a
     first one."""
     n = _world.SIZE
-    return np.array_equal(rows, previous) and np.array_equal(rows[:, :n], rows[:, n:].T)
+    ranks = list(range(n)) if ranks is None else list(ranks)
+    return np.array_equal(rows, previous) and np.array_equal(
+        rows[:, ranks], rows[:, [n + r for r in ranks]].T)
 
 
 def _finish():
@@ -1070,15 +1076,11 @@ class PollableDataQueue(_Queue):
                     return False
             finally:
                 _hub.answers.pop(number, None)
-            sent, received = _hub.counts()
-            answers[_world.RANK] = (sent, received)
-            counts = {r: (tuple(sorted(s.items())), tuple(sorted(v.items())))
-                      for r, (s, v) in answers.items()}
-            matched = all(answers[a][0].get(b, 0) == answers[b][1].get(a, 0)
-                          for a in ranks for b in ranks)
-            if matched and counts == previous and not items:
+            answers[_world.RANK] = _hub.counts()
+            rows = np.stack([_row(*answers[r]) for r in ranks])
+            if _quiet(rows, previous, ranks) and not items:
                 return True
-            previous = counts
+            previous = rows
             time.sleep(0.001)
         return False
 

@@ -294,9 +294,9 @@ def matlab(name, A, args, nargout):
     # wait for it in the exchange of another dimension); max(D, B) is element-wise
     # (not compared, as a ufunc's operands are not), max(D) has nothing to compare; nor
     # is it inside a for-drange loop, whose body each worker runs alone
-    compared = D is not None and bool(args) and not LOOPS[0] and not (
-        not isinstance(args[0], str) and not (isinstance(args[0], (list, tuple, np.ndarray))
-                                              and np.size(args[0]) == 0))
+    reducing = bool(args) and (isinstance(args[0], str) or (isinstance(
+        args[0], (list, tuple, np.ndarray)) and np.size(args[0]) == 0))  # (not max(A, B))
+    compared = D is not None and reducing and not LOOPS[0]
     err, options = None, None
     try:
         if nargout not in (1, 2):

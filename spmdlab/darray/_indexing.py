@@ -511,18 +511,18 @@ def _mask_in_loop(call, D, mask, verb):
                     f"getLocalPart of the mask and of the array, or {what} (every "
                     f"worker together)")
     whole = _host(mask)
-    inside = np.zeros(whole.shape, dtype=bool)
-    inside[D.global_slice()] = True
-    outside = np.argwhere(whole & ~inside)
-    if len(outside):
-        where = tuple(int(i) for i in outside[0])
+    mine = whole[D.global_slice()]
+    if np.count_nonzero(mine) != np.count_nonzero(whole):  # (the first one elsewhere)
+        inside = np.zeros(whole.shape, dtype=bool)
+        inside[D.global_slice()] = True
+        where = tuple(int(i) for i in np.argwhere(whole & ~inside)[0])
         index = where[D.axis]
         raise error(SpmdIndexError, call, f"inside a for-drange loop a subscript {verb}s "
                     f"only this worker's part (MATLAB's rule): the mask selects element "
                     f"{where}, held by worker {_owner(D.partition, index)}; this worker "
                     f"holds {_held(D)} of axis {D.axis}; {what} (every worker together) "
                     f"or select this worker's elements alone")
-    return LOCAL[D.family].asarray(whole[D.global_slice()], D.local)
+    return LOCAL[D.family].asarray(mine, D.local)
 
 
 def _held(D):
@@ -754,8 +754,6 @@ def _set_masked(call, scope, D, mask, value):
         value = value.gather()
     if _set_masked_scalar(call, D, local_mask, value):
         return
-    if isinstance(value, (list, tuple)):
-        value = np.asarray(value)
     outer = int(np.prod(D.shape[:D.axis], dtype=np.int64))
     picked = np.asarray(LOCAL[D.family].host(local_mask), dtype=bool)
     picked = picked.reshape(outer, picked.size // outer if outer else 0)
@@ -776,8 +774,7 @@ def _set_masked_in_loop(call, D, local_mask, value):
     if _set_masked_scalar(call, D, local_mask, value):
         return
     count = int(np.count_nonzero(LOCAL[D.family].host(local_mask)))
-    D.local[local_mask] = _masked_vector(call, D, np.asarray(value) if isinstance(
-        value, (list, tuple)) else value, count)
+    D.local[local_mask] = _masked_vector(call, D, value, count)
 
 
 def _local_value_in_loop(call, value):
@@ -808,6 +805,8 @@ def _masked_vector(call, D, value, count):
     """``value``, one value per selected element (``count`` of them) in a 1-D array, in
     the local part's family and dtype (torch writes through a mask only its own dtype);
     else SpmdValueError, on every worker (the whole value is checked)."""
+    if isinstance(value, (list, tuple)):
+        value = np.asarray(value)
     if np.ndim(value) != 1 or np.shape(value)[0] != count:
         raise error(SpmdValueError, call, f"a value of shape {tuple(np.shape(value))} "
                     f"for {count} selected elements (numpy's rule: one value per "

@@ -553,7 +553,6 @@ class codistributed(CodistributedArray):
     cell = _not_here("cell", _CELL)
 
 
-
 def _colon_class(*numbers):
     """MATLAB's class of ``a:d:b``: double for Python numbers (MATLAB's literals), the
     integer class or single of an operand of one (an integer class first)."""
