@@ -42,31 +42,30 @@ from typing import Any, Callable, Optional, Sequence, Tuple, TypeVar, Union
 
 import numpy as np
 
-from . import _checks, collectives, composite, p2p, region
+from . import _backslash, _checks, _world, collectives, composite, p2p, region
 from ._backends import classify
+from .darray._codistributor import error as _darray_error
 from .darray._matlab import (codistributed, codistributor, codistributor1d, distributed,
                              drange, eye, gather, getCodistributor, getLocalPart,
                              globalIndices, iscodistributed, isdistributed, isempty,
                              isreplicated, length, ndims, numel,
                              ones, rand, randi, randn, redistribute, reshape, size,
                              sortrows, zeros)
+from .darray._matlab import _on_client
+from .darray._shaping import _gathered as _darray_gathered, _shaped as _darray_shaped
 from .darray._stencil import conv2, filter2
-from .errors import SpmdError, SpmdMismatchError, SpmdValueError
+from .errors import SpmdError, SpmdMismatchError, SpmdTypeError, SpmdValueError
 
 __all__ = [
-    "Composite", "codistributed", "codistributor", "codistributor1d", "conv2", "distributed",
-    "filter2",
-    "delete", "drange", "eye", "gather", "gcat", "gcp", "getCodistributor", "getLocalPart", "globalIndices",
-    "gop", "gplus", "iscodistributed", "isdistributed", "isempty", "isreplicated",
-    "labBarrier",
-    "labBroadcast", "length",
-    "labProbe", "labProbeStatus", "labReceive", "labReceiveStatus", "labSend",
-    "labSendReceive", "labindex", "mldivide", "mpiprofile", "ndims", "numel", "numlabs",
-    "ones",
-    "parpool", "rand", "randi", "randn", "redistribute", "sortrows", "reshape", "size", "spmdBarrier",
-    "spmdBroadcast", "spmdCat", "spmdIndex", "spmdPlus",
-    "spmd", "spmdProbe", "spmdProbeStatus", "spmdReceive", "spmdReceiveStatus",
-    "spmdReduce", "spmdSend", "spmdSendReceive", "spmdSize", "zeros",
+    "codistributed", "codistributor", "codistributor1d", "Composite", "conv2", "delete",
+    "distributed", "drange", "eye", "filter2", "gather", "gcat", "gcp", "getCodistributor",
+    "getLocalPart", "globalIndices", "gop", "gplus", "iscodistributed", "isdistributed", "isempty",
+    "isreplicated", "labBarrier", "labBroadcast", "labindex", "labProbe", "labProbeStatus",
+    "labReceive", "labReceiveStatus", "labSend", "labSendReceive", "length", "mldivide",
+    "mpiprofile", "ndims", "numel", "numlabs", "ones", "parpool", "rand", "randi", "randn",
+    "redistribute", "reshape", "size", "sortrows", "spmd", "spmdBarrier", "spmdBroadcast",
+    "spmdCat", "spmdIndex", "spmdPlus", "spmdProbe", "spmdProbeStatus", "spmdReceive",
+    "spmdReceiveStatus", "spmdReduce", "spmdSend", "spmdSendReceive", "spmdSize", "zeros"
 ]
 
 # A worker number as MATLAB code gives it: an int, an integral float (every MATLAB number
@@ -879,10 +878,15 @@ def gcp(option: Optional[str] = None) -> Any:
 
 
 def mldivide(A: Any, B: Any) -> Any:
-    """``A \\ B``: the solution of ``A @ X = B`` for a square ``A``, the least-squares one
-    otherwise, as MATLAB's backslash; for a scalar (or 1-by-1) ``A``, ``B / A`` (MATLAB's
-    ``A .\\ B``). Codistributed operands are gathered and the whole system solved on every
-    worker (correct, not parallel); the result is then codistributed (split with no
+    """``A \\ B`` as MATLAB's backslash: for a square ``A`` the solution of ``A @ X = B``
+    (LU; a triangular ``A`` by substitution), for a rectangular one MATLAB's *basic*
+    least-squares solution (QR with column pivoting: at most ``rank(A)`` nonzero rows,
+    not numpy's minimum-norm one); for a scalar (or 1-by-1) ``A``, ``B / A`` (MATLAB's
+    ``A .\\ B``). Where MATLAB warns and goes on, so does this (a ``RuntimeWarning``): a
+    singular ``A`` gives Inf or NaN ("Matrix is singular to working precision"), a
+    rank-deficient one says its rank. Integers count as doubles; single stays single.
+    Codistributed operands are gathered and the whole system solved on every worker
+    (correct, not parallel); the result is then codistributed (split with no
     communication) in the operands' family.
 
     Examples
@@ -890,6 +894,8 @@ def mldivide(A: Any, B: Any) -> Any:
     >>> D = codistributed(np.array([[2.0, 0.0], [0.0, 4.0]]))
     >>> gather(mldivide(D, np.array([2.0, 8.0])))
     array([1., 2.])
+    >>> mldivide(np.array([[2.0, 1.0]]), 1.0)        # [2 1] \\ 1: the basic solution
+    array([0.5, 0. ])
 
     MATLAB
     ------
@@ -900,9 +906,26 @@ def mldivide(A: Any, B: Any) -> Any:
         a = gather(A) if iscodistributed(A) else A
         B = np.asarray(B) if isinstance(B, (list, tuple)) else B
         return B / (a.reshape(()) if hasattr(a, "reshape") else a)
-    if len(shape) == 2 and shape[0] == shape[1]:
-        return np.linalg.solve(A, B)
-    return np.linalg.lstsq(A, B, rcond=None)[0]
+    handle = _on_client(A, B)
+    if handle is not None:  # the client of a pool: solved by the workers
+        return handle._on_workers(mldivide, A, B)
+    call = "mldivide"
+    ref = None
+    if iscodistributed(A) or iscodistributed(B):  # (collective: every worker gathers)
+        ref, family, (A, B) = _darray_gathered(call, A, B)
+    a, b = np.asarray(A), np.asarray(B)
+    if b.ndim == 0:
+        b = b.reshape(1)
+    if a.ndim != 2 or b.ndim > 2 or b.shape[0] != a.shape[0]:
+        rows = f"{b.shape[0]} rows" if b.ndim else "none"
+        raise _darray_error(SpmdValueError, call, (
+            f"A must be a matrix with as many rows as B (got A of size "
+            f"{'x'.join(map(str, a.shape))} and B of {rows})"))
+    if a.dtype.kind not in "biufc" or b.dtype.kind not in "biufc":
+        raise _darray_error(SpmdTypeError, call, (
+            f"A and B must be numbers (got {a.dtype} and {b.dtype})"))
+    x = _backslash.solve(a, b, lambda: f"{call} ({_world.current().who()})")
+    return x if ref is None else _darray_shaped(ref, family, x)
 
 
 def delete(obj: Any) -> None:

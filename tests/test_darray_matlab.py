@@ -1185,3 +1185,47 @@ def test_mldivide_of_a_scalar_divides_as_matlab():
     X = mldivide(codistributed(np.array([[4.0]])), B)
     assert isinstance(X, codistributed)
     np.testing.assert_array_equal(gather(X), np.arange(6.0).reshape(3, 2) / 4)
+
+
+def test_mldivide_gives_matlabs_basic_solution_and_goes_on_where_matlab_warns():
+    # numpy's lstsq gave the minimum-norm solution of a rectangular system ([2 1] \ 1
+    # was [0.4; 0.2]; MATLAB's QR with column pivoting gives [0.5; 0]) and numpy's solve
+    # raised LinAlgError for a singular matrix, where MATLAB warns and returns Inf/NaN
+    from spmdlab.matlab import mldivide
+
+    np.testing.assert_array_equal(mldivide(np.array([[2.0, 1.0]]), 1.0), [0.5, 0.0])
+    np.testing.assert_allclose(mldivide(np.array([[1.0, 2, 3], [4, 5, 6]]), [1.0, 1.0]),
+                               [-0.5, 0.0, 0.5], atol=1e-14)
+    wide = np.random.default_rng(2).standard_normal((3, 7))
+    x = mldivide(wide, np.ones(3))
+    assert np.count_nonzero(x) == 3 and np.allclose(wide @ x, 1.0)
+    tall = np.random.default_rng(3).standard_normal((9, 4))
+    np.testing.assert_allclose(mldivide(tall, np.arange(9.0)),
+                               np.linalg.lstsq(tall, np.arange(9.0), rcond=None)[0])
+    with pytest.warns(RuntimeWarning, match=r"mldivide \(worker \d+ of \d+\): Rank "
+                      r"deficient, rank = 1, tol = "):
+        x = mldivide(np.array([[1.0, 2.0], [2.0, 4.0], [3.0, 6.0]]), [1.0, 2.0, 3.0])
+    np.testing.assert_allclose(x, [0.0, 0.5])
+    singular = r"mldivide \(worker \d+ of \d+\): Matrix is singular to working precision"
+    with pytest.warns(RuntimeWarning, match=singular):
+        x = mldivide(np.array([[1, 2], [2, 4]]), [1, 2])  # MATLAB's literals: doubles
+    assert x.dtype == np.float64 and np.isnan(x).all()
+    with pytest.warns(RuntimeWarning, match=singular):  # triangular: substitution
+        np.testing.assert_array_equal(mldivide(np.array([[1.0, 2.0], [0.0, 0.0]]),
+                                               [1.0, 1.0]), [-np.inf, np.inf])
+    magic4 = np.array([[16.0, 2, 3, 13], [5, 11, 10, 8], [9, 7, 6, 12], [4, 14, 15, 1]])
+    np.testing.assert_allclose(mldivide(magic4, np.full(4, 34.0)), [1.5, 2.5, -0.5, 0.5])
+    lower = np.array([[2.0, 0.0], [1.0, 4.0]])
+    np.testing.assert_array_equal(mldivide(lower, [2.0, 9.0]), [1.0, 2.0])
+    assert mldivide(np.eye(2, dtype=np.float32), np.ones(2)).dtype == np.float32
+    assert mldivide(np.zeros((0, 3)), np.zeros((0, 2))).shape == (3, 2)
+    with pytest.raises(SpmdValueError, match=r"mldivide \(worker \d+ of \d+\): A must be "
+                       r"a matrix with as many rows as B \(got A of size 3x2 and B of 4"):
+        mldivide(np.ones((3, 2)), np.ones(4))
+    # codistributed: gathered, the same basic solution on every worker, codistributed
+    D = codistributed(np.array([[1.0, 2, 3], [4, 5, 6]]), codistributor1d(2))
+    X = mldivide(D, codistributed(np.array([1.0, 1.0])))
+    assert isinstance(X, codistributed)
+    np.testing.assert_allclose(gather(X), [-0.5, 0.0, 0.5], atol=1e-14)
+    with pytest.raises(SpmdValueError, match="A must be a matrix"):
+        mldivide(D, np.ones(3))
