@@ -204,6 +204,24 @@ class Exchange:
         self.armed = room
         self.request = None
 
+    def released(self):
+        """For an exchange a pool's refresh retires (``_world.refresh``): free each of its
+        persistent requests that is inactive (or complete, so made inactive by the
+        test); True when none is left active, so that MPI holds neither its buffers nor
+        its communicator any more. An active one (a stopped block's, that the other
+        workers never started) keeps the exchange, and its buffers, until a later
+        refresh finds it complete."""
+        active = False
+        for request in [self.persistent] + [entry[0] for entry in self._gathers.values()] \
+                + [wide.request for wide in self._wide.values()]:
+            if request is None or request == MPI.REQUEST_NULL:  # (none, or freed)
+                continue
+            if request.Test():
+                request.Free()
+            else:
+                active = True
+        return not active
+
     def disarm(self):
         self.armed = 0
         self.request = self.persistent

@@ -177,6 +177,16 @@ class TreeExchange:
 
     # -- a pass ------------------------------------------------------------------------
 
+    def released(self):
+        """For an exchange a pool's refresh retires: its merges' communicator freed
+        (MPI frees it once any operation a stopped block left on it completes); False
+        while its duplication has not completed (tested again at the next refresh)."""
+        if self._dup is not None and not self._dup.Test():  # (None: waited for)
+            return False
+        if self.own != MPI.COMM_NULL:
+            self.own.Free()
+        return True
+
     def run(self, scope, call, fold=None, nbytes=0):
         """The agreement pass on this worker's ``send`` record (its header, and with
         ``fold`` its first ``nbytes`` payload bytes, folded as ``fold(lo, hi, out)``)."""

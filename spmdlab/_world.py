@@ -323,6 +323,7 @@ def at_refresh(fn):
 
 
 _retired: list = []  # the exchanges of the world scope before each refresh
+_replaced: list = []  # the communicators the last refresh replaced (freed at the next)
 
 
 def refresh():
@@ -341,22 +342,46 @@ def refresh():
     comm, first = world_comm.Idup()
     ctl, second = world_comm.Idup()
     MPI.Request.Waitall([first, second])
+    old = [WORLD.comm, CTL, WORLD._node]
     with notice_lock:  # (the answering thread must not take notices half-way through)
         _drop_notices()
         CTL = ctl
         _post_notices()
     WORLD.comm = comm
-    # (the old exchange keeps its persistent requests and their buffers: one a stopped
-    # block left active is still written by MPI, which must not find the memory freed)
+    # (an old exchange keeps its persistent requests and their buffers while one a
+    # stopped block left active may still be written by MPI, which must not find the
+    # memory freed; the others are freed, and the exchange with them)
     _retired.append(WORLD._exchange)
-    del _retired[:-64]
+    _retired[:] = [ex for ex in _retired[-64:] if not _released(ex)]
     WORLD._exchange = WORLD._node = WORLD.arena = None
+    # The communicators the refresh before this one replaced, freed: MPI frees each once
+    # what a stopped block left on it completes (an MPI has a few thousand; a pool that
+    # kept them all ran out after about a thousand stopped blocks, and had to be
+    # restarted). Not this refresh's: a thread (the answering one) that read CTL a
+    # moment ago may still be using it
+    for old_comm in _replaced:
+        if old_comm is not None and old_comm != MPI.COMM_NULL:
+            try:
+                old_comm.Free()
+            except MPI.Exception:  # (never at the cost of the refresh)
+                pass
+    _replaced[:] = old
     WORLD.regions = {}
     WORLD.self_sends = {}
     _stack[:] = [WORLD]
     SCOPES[:] = [WORLD]
     for fn in _refreshers:
         fn(WORLD)
+
+
+def _released(exchange):
+    """Whether a retired exchange (``refresh``) has let go of everything MPI could still
+    write (see ``released``; a lost scope's keeps nothing)."""
+    released = getattr(type(exchange), "released", None)
+    try:
+        return released is None or released(exchange)
+    except Exception:  # (never at the cost of the refresh: kept, as before)
+        return False
 
 
 def _oversubscribed(places):
@@ -440,6 +465,9 @@ def _drop_notices():
     for request in _receives:
         if request != MPI.REQUEST_NULL:
             request.Cancel()
+    # (a cancelled receive completes at once; completed, it holds its communicator no
+    # more, which can then be freed)
+    MPI.Request.Waitall(_receives)
     _abandoned.extend(_sending)  # (their buffers stay alive; nothing waits for them)
     _sending.clear()
 

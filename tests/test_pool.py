@@ -420,6 +420,41 @@ def test_a_caught_error_for_a_worker_that_ended_the_block_leaves_the_pool_workin
     assert "AFTER [[2], [2], []]" in proc.stdout, proc.stdout + proc.stderr
 
 
+def test_stopped_blocks_free_the_communicators_they_replaced():
+    # each stopped block's refresh duplicated two communicators and freed none: MPICH
+    # has 2048 context ids, so a session with about a thousand failed blocks ran out,
+    # and the pool was restarted with its workers' variables lost
+    env, _ = layout_env("2")
+    proc = run_client("""
+        import spmdlab
+        from mpi4py import MPI
+        from spmdlab import _world, spmd_index, spmd_plus
+        pool = spmdlab.start_pool(3)
+        pids = list(pool.pids)
+        def keep():
+            _world.kept_by_the_test = [_world.WORLD.comm, _world.CTL]
+        def fail():
+            if spmd_index() == 1:
+                raise ValueError("boom")
+            return spmd_plus(1.0)  # stopped in it: its request stays active
+        pool.spmd(spmd_plus, 1.0)
+        pool.spmd(keep)
+        for i in range(3):
+            try:
+                pool.spmd(fail)
+            except spmdlab.SpmdError as exc:
+                assert "ValueError: boom" in str(exc), exc
+        print("FREED", pool.spmd(
+            lambda: [c == MPI.COMM_NULL for c in _world.kept_by_the_test])[:])
+        print("AFTER", pool.spmd(lambda: spmd_plus(1))[:], list(pool.pids) == pids)
+        pool.delete()
+    """, env, timeout=90)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "FREED [[True, True], [True, True], [True, True]]" in proc.stdout, \
+        proc.stdout + proc.stderr
+    assert "AFTER [3, 3, 3] True" in proc.stdout, proc.stdout + proc.stderr
+
+
 def test_sys_exit_in_a_block_is_a_system_exit():
     env, _ = layout_env("2")
     proc = run_client("""
