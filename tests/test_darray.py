@@ -1355,3 +1355,93 @@ def test_python_round_of_a_codistributed_array_is_numpys():
     D = da.distribute(A)
     assert np.array_equal(value(round(D)), np.round(A))
     assert np.array_equal(value(round(D / 3, 2)), np.round(A / 3, 2))
+
+
+def test_clip_of_integers_drops_a_python_int_bound_past_the_dtypes_range_as_numpy():
+    # numpy's clip: a Python int bound at or past an integer dtype's limit bounds nothing
+    # (np.clip(uint16, -2, 1) is uint16); np.maximum(D, -2) raised OverflowError
+    n = spmd_size()
+    for dtype in (np.uint8, np.uint16, np.uint64, np.int8):
+        G = (np.arange(3 * n + 1) % 7).astype(dtype)
+        D = distribute(G)
+        for lo, hi in ((-2, 1), (-2, 10 ** 20), (None, 10 ** 20), (-(10 ** 20), None)):
+            same_result(np.clip(D, lo, hi), np.clip(G, lo, hi), G)
+            same_result(D.clip(lo, hi), np.clip(G, lo, hi), G)
+        same_result(np.clip(D, -2.0, 1), np.clip(G, -2.0, 1), G)  # a float: float64
+        with pytest.raises(OverflowError):  # as numpy's: a bound inside the other side
+            np.clip(D, None, -(10 ** 20))
+
+
+def test_a_mean_in_an_integer_dtype_is_numpys_integer():
+    # numpy divides the sum into its integer dtype (casting="unsafe"): was a float64
+    n = spmd_size()
+    G = (np.arange(6 * (n + 1)) % 5).astype(np.uint32).reshape(n + 1, 6)
+    for axis in (0, 1):
+        D = distribute(G, axis=axis)
+        for dtype in (np.int64, np.int8, np.uint16):
+            for ax in (0, 1, None):
+                for keepdims in (False, True):
+                    got = np.mean(D, axis=ax, dtype=dtype, keepdims=keepdims)
+                    same_result(got, np.mean(G, axis=ax, dtype=dtype, keepdims=keepdims), G)
+        same_result(D.mean(axis=0, dtype=np.int64), np.mean(G, axis=0, dtype=np.int64), G)
+
+
+def test_norms_of_complex_values_square_as_numpy_does():
+    # numpy's norm squares re * re + im * im; abs(x) squared, rounded twice, gave the
+    # norm of [4+2j, -3] 1 ulp off (5.385164807134505 for numpy's 5.385164807134504)
+    n = spmd_size()
+    for dtype in (np.complex128, np.complex64):
+        G = np.array([4 + 2j, -3] + [0] * (n - 1), dtype)
+        same_result(np.linalg.norm(distribute(G)), np.linalg.norm(G), G)
+        M = np.array([[4 + 2j, -3], [0, 0]] * n, dtype)
+        for axis in (0, 1):
+            D = distribute(M, axis=axis)
+            same_result(np.linalg.norm(D), np.linalg.norm(M), M)
+            same_result(np.linalg.norm(D, "fro"), np.linalg.norm(M, "fro"), M)
+            same_result(np.linalg.norm(D, axis=1), np.linalg.norm(M, axis=1), M)
+
+
+def test_a_mask_write_of_a_vector_of_the_wrong_length_on_some_workers_fails_everywhere():
+    # the value's length was checked on each worker alone: a worker whose vector was one
+    # short raised, the others wrote theirs and went on (to the next collective)
+    n, k = spmd_size(), spmd_index()
+    G = np.arange(4.0 * (n + 1)).reshape(n + 1, 4)
+    D = distribute(G)
+    count = int(np.sum(G > 2))
+    with pytest.raises(SpmdValueError, match=rf"\(worker {k} of {n}\): a value of shape "
+                                             rf"\({count - 1},\) for {count} selected"):
+        D[D > 2] = np.ones(count - 1)  # the same on every worker: numpy's message
+    if n > 1:
+        v = np.ones(count if k == 1 else count - 1)
+        with pytest.raises(SpmdValueError, match=rf"\(worker {k} of {n}\): the value must "
+                                                 rf"hold one value per selected element "
+                                                 rf"\({count}\).* on worker 2: "
+                                                 rf"\({count - 1},\)"):
+            D[D > 2] = v
+    assert np.array_equal(D.gather(), G)
+    D[D > 2] = np.arange(count)
+    want = G.copy()
+    want[G > 2] = np.arange(count)
+    assert np.array_equal(D.gather(), want)
+
+
+def test_matmul_with_an_operand_of_each_workers_own_fails_as_dot_does():
+    # ``D @ v`` with a ``v`` of each worker's own mixed the workers' rows silently, where
+    # np.dot(D, v) raised SpmdMismatchError
+    n, k = spmd_size(), spmd_index()
+    G = np.arange(4.0 * (n + 1)).reshape(n + 1, 4)
+    D = distribute(G)
+    v = np.ones(4)
+    same_result(D @ v, G @ v, G)
+    same_result(np.matmul(D, v), G @ v, G)
+    same_result(G[:, :1].T @ D, G[:, :1].T @ G, G)
+    if n == 1:
+        return
+    mine = np.full(4, float(k))
+    cases = [(lambda: D @ mine, "x2"), (lambda: np.matmul(D, mine), "x2"),
+             (lambda: D @ np.outer(mine, [1, 1]), "x2"), (lambda: mine @ D.T, "x1"),
+             (lambda: np.full((1, n + 1), float(k)) @ D, "x1")]
+    for fn, name in cases:
+        with pytest.raises(SpmdMismatchError, match=rf"numpy.matmul \(worker {k} of {n}\).*"
+                                                    rf"they differ in: {name}"):
+            fn()

@@ -748,7 +748,8 @@ def _set_masked(call, scope, D, mask, value):
     vector's elements in numpy's (C) order of the selected positions. Each worker learns
     where its own selected elements fall in that order from every worker's count of
     them per index before the split axis (one gather), then takes them from the value
-    (replicated) with no more communication."""
+    (replicated) with no more communication. The value's shape rides in that gather, so a
+    value of the wrong length on some workers only fails on every worker."""
     local_mask = _mask_for(call, D, mask)
     if isinstance(value, CodistributedArray):
         value = value.gather()
@@ -757,8 +758,10 @@ def _set_masked(call, scope, D, mask, value):
     outer = int(np.prod(D.shape[:D.axis], dtype=np.int64))
     picked = np.asarray(LOCAL[D.family].host(local_mask), dtype=bool)
     picked = picked.reshape(outer, picked.size // outer if outer else 0)
-    counts = np.stack(gather(call, picked.sum(axis=1)))  # (workers, outer)
+    rows = gather(call, (picked.sum(axis=1), tuple(np.shape(value))))
+    counts = np.stack([c for c, _ in rows])  # (workers, outer)
     total = counts.sum(axis=0)
+    _same_vector_shape(call, [s for _, s in rows], int(total.sum()))
     value = _masked_vector(call, D, value, int(total.sum()))
     # C order: index by index before the axis; within one, worker by worker
     start = np.cumsum(total) - total + counts[:scope.rank].sum(axis=0)
@@ -799,6 +802,20 @@ def _set_masked_scalar(call, D, local_mask, value):
     except Exception as exc:  # (torch checks a scalar through a mask: everywhere)
         raise _unwritable(call, family, D.local, exc) from exc
     return True
+
+
+def _same_vector_shape(call, shapes, count):
+    """SpmdValueError on every worker when a worker's value (its shape in ``shapes``, in
+    worker order) is not one value per selected element (``count``) in a 1-D array."""
+    bad = [f"worker {k}: {s}" for k, s in enumerate(shapes, 1) if s != (count,)]
+    if bad and all(s == shapes[0] for s in shapes):
+        raise error(SpmdValueError, call, f"a value of shape {shapes[0]} for {count} "
+                    f"selected elements (numpy's rule: one value per selected element, in "
+                    f"a 1-D array)")
+    if bad:
+        raise error(SpmdValueError, call, f"the value must hold one value per selected "
+                    f"element ({count}) in a 1-D array, the same on every worker (numpy's "
+                    f"rule); its shape on {', '.join(bad)}")
 
 
 def _masked_vector(call, D, value, count):

@@ -191,6 +191,10 @@ def array_ufunc(self, ufunc, method, inputs, kwargs):
             if kwargs:
                 raise error(SpmdTypeError, call, f"takes no options here (got "
                             f"{sorted(kwargs)})")
+            if _outer:  # ``D @ v`` with a ``v`` of each worker's own mixes their answers,
+                # as ``np.dot(D, v)`` would: compared as np.dot's arguments are
+                ref = next(x for x in inputs if isinstance(x, CodistributedArray))
+                _same_arguments(ref, np.matmul, inputs, {})
             return matmul(call, *inputs)
         if ufunc is np.power and len(inputs) == 2:
             _check_integer_power(call, *inputs)
@@ -406,6 +410,15 @@ def _clip(a, a_min=None, a_max=None, out=None, *, min=None, max=None, **kwargs):
     if kwargs:
         raise error(SpmdTypeError, "numpy.clip", f"takes no options {sorted(kwargs)} for "
                     f"a codistributed array")
+    dtype = getattr(a, "dtype", None)
+    if isinstance(dtype, np.dtype) and dtype.kind in "iu":
+        # numpy's own rule (NEP 50): a Python int bound beyond the integer dtype's range
+        # bounds nothing (np.maximum would raise OverflowError for it)
+        info = np.iinfo(dtype)
+        if type(a_min) is int and a_min <= info.min:
+            a_min = None
+        if type(a_max) is int and a_max >= info.max:
+            a_max = None
     result = a if a_min is None else np.maximum(a, a_min)
     result = result if a_max is None else np.minimum(result, a_max)
     if out is not None:
@@ -775,6 +788,13 @@ def mean(a, axis=None, dtype=None, out=None, keepdims=False, where=None):
         return total._new(wide(total.local), total._codist) \
             if isinstance(total, CodistributedArray) else wide(total)
     result = total / count
+    if dtype is not None and np.dtype(dtype).kind in "biu":
+        # numpy divides into the sum's integer dtype (casting="unsafe"): np.mean(x,
+        # dtype=np.int64) is an int64, truncated, not a float64
+        if isinstance(result, CodistributedArray):
+            return result.astype(dtype)
+        return np.dtype(dtype).type(result) if isinstance(result, np.generic) else \
+            LOCAL[a.family].astype(result, dtype)
     if half:
         if isinstance(result, CodistributedArray):
             return result.astype(np.float16)
@@ -1100,6 +1120,11 @@ def _sqrt(x):
 
 
 def _abs2(x):
+    """The squares numpy's norms sum: ``re * re + im * im`` of complex values (``abs``
+    squared, rounded twice, has other bits: the norm of ``[4+2j, -3]`` was 1 ulp off)."""
+    if LOCAL[x.family].dtype(x.local).kind == "c":
+        re, im = x.real, x.imag
+        return re * re + im * im
     a = np.abs(x)
     return a * a
 
