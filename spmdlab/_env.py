@@ -6,23 +6,26 @@ A keyword argument, where one exists, wins over the variable.
 
 import os
 
+from .errors import SpmdValueError
+
 PREFIX = "SPMDLAB_"
 
 
 def get(name, default=None, *, cast=str, valid=None, meaning=None):
     """The value of ``SPMDLAB_<name>`` cast by ``cast``, or ``default`` when unset or empty;
-    a value that ``valid`` refuses (NaN, a negative count) raises, naming the variable,
-    the value and ``meaning``: read at import, the same on every worker."""
+    a value that ``valid`` refuses (NaN, a negative count) raises SpmdValueError (a
+    ValueError), naming the variable, the value and ``meaning``: read at import, the
+    same on every worker."""
     raw = os.environ.get(PREFIX + name, "").strip()
     if not raw:
         return default
     try:
         value = cast(raw)
     except ValueError:
-        raise ValueError(f"{PREFIX}{name} must be {meaning or cast.__name__} (got "
-                         f"{raw!r})") from None
+        raise SpmdValueError(f"{PREFIX}{name} must be {meaning or cast.__name__} (got "
+                             f"{raw!r})") from None
     if valid is not None and not valid(value):
-        raise ValueError(f"{PREFIX}{name} must be {meaning} (got {raw!r})")
+        raise SpmdValueError(f"{PREFIX}{name} must be {meaning} (got {raw!r})")
     return value
 
 

@@ -3,7 +3,7 @@
 A process started by an MPI launcher (mpiexec, srun) is a worker: spmdlab starts MPI
 when it is imported there, as ``from mpi4py import MPI`` would. Anywhere else (a plain
 ``python`` script, a prompt, a notebook) MPI starts at the first call that needs it, so
-a client that only drives a pool of workers (``spmdlab.parpool``) never starts MPI at
+a client that only drives a pool of workers (``spmdlab.start_pool``) never starts MPI at
 all, and a program that imports mpi4py after spmdlab gets MPI started as it expects.
 
 Modules write ``from ._mpi import MPI`` and use ``MPI`` as they would mpi4py's; the first

@@ -188,7 +188,7 @@ def started():
 
 
 # -- the client of a pool -----------------------------------------------------------------
-# A process that drives a pool of workers (``spmdlab.parpool``) is MATLAB's client: it
+# A process that drives a pool of workers (``spmdlab.start_pool``) is MATLAB's client: it
 # never starts MPI. The pool's client side puts here the object that makes the client's
 # own kinds of DataQueue, Composite and distributed array (the core never imports it).
 

@@ -147,7 +147,9 @@ def spmd_reduce(fcn: Callable[[Any, Any], Any], x: T,
     Parameters
     ----------
     fcn
-        ``fcn(a, b)``, associative; folded in worker order: ``fcn(fcn(x1, x2), x3) ...``.
+        ``fcn(a, b)``, associative; folded in worker order: ``fcn(fcn(x1, x2), x3) ...``
+        (a known function among more than 4 workers: along the fixed tree of the
+        execution model, ``fcn(fcn(fcn(x1, x2), x3), fcn(x4, x5))`` at 5 workers).
     x
         This worker's value (any picklable value for a function spmdlab does not know).
     destination

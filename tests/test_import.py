@@ -153,6 +153,8 @@ def test_a_setting_outside_its_range_is_refused(name, value):
                          capture_output=True, text=True, timeout=60)
     assert out.returncode != 0
     assert f"SPMDLAB_{name} must be" in out.stderr and repr(value) in out.stderr, out.stderr
+    # spmdlab's own class (a ValueError), as every refused input is, not a bare ValueError
+    assert f"spmdlab.errors.SpmdValueError: SPMDLAB_{name} must be" in out.stderr, out.stderr
     # the message names the values the guide's table allows (on/off: no "auto")
     on_off = name in ("WATCHDOG", "LABEL_OUTPUT", "ABORT_ON_ERROR")
     assert ("must be 1 or 0 (also true/false" in out.stderr) == on_off, out.stderr

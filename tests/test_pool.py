@@ -1206,6 +1206,39 @@ def test_bad_spmd_magic_arguments_are_spmdlab_errors():
     assert "RAN [1]" in out, out
 
 
+def test_the_pool_composite_class_makes_one_on_the_client():
+    # spmdlab.pool.Composite's page says Composite() on the client makes an empty one:
+    # the class itself raised a bare TypeError telling to "use Composite() on the client"
+    env, _ = layout_env("2")
+    proc = run_client("""
+        import spmdlab
+        from spmdlab import pool as pools
+        pool = spmdlab.start_pool(2)
+        c = pools.Composite()
+        print("EMPTY", type(c).__name__, c.exist(), len(c))
+        c[2] = "two"
+        print("SET", c.exist(), c[2])
+        d = pools.Composite(5, pool=pool)
+        print("VALUE", d[:], pool.spmd(lambda v: v + spmdlab.spmd_index(), d)[:])
+        try:
+            pools.Composite(pool="mine")
+        except spmdlab.SpmdTypeError as exc:
+            print("BAD", exc)
+        pool.delete()
+        try:
+            pools.Composite(pool=pool)
+        except spmdlab.SpmdError as exc:
+            print("DELETED", exc)
+        """, env)
+    out = proc.stdout
+    assert proc.returncode == 0, out + proc.stderr
+    assert "EMPTY Composite [False, False] 2" in out, out
+    assert "SET [False, True] two" in out, out
+    assert "VALUE [5, 5] [6, 7]" in out, out
+    assert "BAD Composite(): 'pool' must be a Pool or None (got str)" in out, out
+    assert "DELETED Composite(): the pool has been deleted" in out, out
+
+
 def test_what_a_worker_cannot_read_fails_the_call_and_the_pool_goes_on(tmp_path):
     # a value a worker cannot unpickle (a Composite element it does not hold, a class
     # only the client can import) fails that call, naming the worker: it used to kill

@@ -911,7 +911,10 @@ class Composite:
     to worker k; ``len(c)`` is the pool's size, ``c.exist(k)`` whether worker k holds an
     element. Printing it fetches nothing. Deleting the client's last reference frees
     the workers' values. Made by a block's assignments (``%%spmd``), by
-    :meth:`Pool.spmd`, or empty by ``Composite()`` on the client.
+    :meth:`Pool.spmd`, or on the client by ``Composite()`` (this class,
+    ``spmdlab.Composite`` or ``spmdlab.matlab.Composite``): empty, over the current pool
+    (started as ``gcp`` starts one) or over ``pool``; ``Composite(value)`` gives every
+    worker ``value``.
 
     Examples
     --------
@@ -936,9 +939,14 @@ class Composite:
     _present: Dict[int, bool]
     _owned: bool
 
+    def __new__(cls, value: Any = None, pool: Optional[Pool] = None) -> "Composite":
+        if pool is not None and not isinstance(pool, Pool):
+            raise SpmdTypeError(f"Composite(): 'pool' must be a Pool or None (got "
+                                f"{type(pool).__name__})")
+        return _new_composite(current_pool() if pool is None else pool, value)
+
     def __init__(self, value: Any = None, pool: Optional[Pool] = None) -> None:
-        raise TypeError("use Composite() on the client of a pool, or spmdlab.Composite "
-                        "inside a block")
+        pass  # made by __new__ (or by _on, which a pool's blocks use)
 
     @classmethod
     def _on(cls, pool, name, present, owned):
@@ -1429,6 +1437,19 @@ def gcp(option: Optional[str] = None) -> Optional[Pool]:
     return current_pool(create=option is None)
 
 
+def _new_composite(pool, value):
+    """``Composite()`` on the client: a Composite over ``pool`` with no element, or with
+    ``value`` sent to every worker."""
+    pool._check_open("Composite()")
+    name = f"_spmdlab_composite_{next(_names)}"
+    present = {k: False for k in range(1, pool.size + 1)}
+    composite = Composite._on(pool, name, present, owned=True)
+    if value is not None:
+        for k in range(1, pool.size + 1):
+            composite[k] = value
+    return composite
+
+
 # -- the client's kinds of DataQueue, Composite and distributed (see _world.CLIENT) ------------
 
 class _ClientKinds:
@@ -1441,14 +1462,7 @@ class _ClientKinds:
 
     @staticmethod
     def composite(value):
-        pool = current_pool()
-        name = f"_spmdlab_composite_{next(_names)}"
-        present = {k: False for k in range(1, pool.size + 1)}
-        composite = Composite._on(pool, name, present, owned=True)
-        if value is not None:
-            for k in range(1, pool.size + 1):
-                composite[k] = value
-        return composite
+        return _new_composite(current_pool(), value)
 
     @staticmethod
     def distributed(x):
