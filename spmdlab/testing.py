@@ -141,22 +141,23 @@ def inject_fault(worker: int, call: Optional[str] = None, at: int = 1, action: s
     ------
     none
     """
-    if action not in _ACTIONS:
-        raise SpmdValueError(f"inject_fault: 'action' must be one of {', '.join(_ACTIONS)} "
-                             f"(got {action!r})")
     size = _world.SIZE
+    who = f"inject_fault (worker {_world.RANK + 1} of {size})"
+    if action not in _ACTIONS:
+        raise SpmdValueError(f"{who}: 'action' must be one of {', '.join(_ACTIONS)} "
+                             f"(got {action!r})")
     if isinstance(worker, bool) or not isinstance(worker, int) or not 1 <= worker <= size:
-        raise SpmdValueError(f"inject_fault: 'worker' must be a worker number from 1 to "
+        raise SpmdValueError(f"{who}: 'worker' must be a worker number from 1 to "
                              f"{size} (got {worker!r})")
     if isinstance(at, bool) or not isinstance(at, int) or at < 1:
-        raise SpmdValueError(f"inject_fault: 'at' must be a count from 1 (got {at!r})")
+        raise SpmdValueError(f"{who}: 'at' must be a count from 1 (got {at!r})")
     if call is not None and (not isinstance(call, str) or not call.isidentifier() and
                              not call.replace(".", "_").isidentifier()):
-        raise SpmdValueError(f"inject_fault: 'call' must be a collective's name such as "
+        raise SpmdValueError(f"{who}: 'call' must be a collective's name such as "
                              f"'spmd_plus' (got {call!r})")
     if site is not None and (not isinstance(site, str) or ":" not in site or
                              not site.rsplit(":", 1)[1].isdigit()):
-        raise SpmdValueError(f"inject_fault: 'site' must be 'file:line' such as "
+        raise SpmdValueError(f"{who}: 'site' must be 'file:line' such as "
                              f"'train.py:42' (got {site!r})")
     fault = _Fault(worker, call, at, action, site, exception, status, seconds)
     _agree.FAULTS.append(fault)

@@ -40,7 +40,8 @@ def test_a_fault_on_the_fast_path_of_a_scalar(spmd_fault):
 
 @pytest.mark.mpi
 def test_bad_arguments_are_refused():
-    with pytest.raises(SpmdValueError, match="'action' must be one of"):
+    with pytest.raises(SpmdValueError, match=r"inject_fault \(worker \d+ of \d+\): 'action' "
+                       r"must be one of"):
         with inject_fault(1, action="explode"):
             pass
     with pytest.raises(SpmdValueError, match="'worker' must be a worker number"):
