@@ -579,6 +579,9 @@ def _raise_everywhere(scope, call, error, describe):
     error = SpmdMismatchError(
         f"{call} ({scope.who()}): {number} does not match: {how}{what}: " + "; ".join(parts))
     error.differ = tuple(differ)
+    # each worker's compared fields, in worker order (a caller that mends a mismatch
+    # checks with them that every worker made a call it can mend)
+    error.fields = tuple(dict(d.fields) for d in descriptions)
     raise error
 
 

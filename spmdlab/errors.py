@@ -109,6 +109,10 @@ class SpmdMismatchError(SpmdValueError):
     #: they made different calls; else fields such as ``"dtype"``, ``"shape"``).
     differ: tuple = ()
 
+    #: Each worker's compared fields (``"call"``, ``"dtype"``, ``"fcn"``, ...), in worker
+    #: order; empty where the mismatch was not found in an exchange of descriptions.
+    fields: tuple = ()
+
 
 class SpmdPeerError(SpmdError, RuntimeError):
     """A collective or receive can never complete because a worker has left the program.

@@ -180,13 +180,32 @@ def _saturating(name, combine):
     worker order, is held at ``intmax``/``intmin`` of the class instead of wrapping.
     MATLAB combines integers only of the same class, and this is element-wise on values
     of one size (as ``spmd_plus``), so a worker whose value differs from worker 1's in
-    class or size raises (on every worker: ``spmd_reduce`` agrees on the outcome)."""
+    class or size raises (on every worker: ``spmd_reduce`` agrees on the outcome). A
+    double (a Python or numpy float, a Python int, a logical) beside an integer class
+    takes that class, as MATLAB's ``int32(5) + 0`` is an int32: converted as MATLAB
+    converts (rounded, held at the class's limits, NaN as 0); two doubles add as
+    doubles, a single beside them as a single (``_integer_mended``: workers that added
+    nothing, beside integer counts). Structs and cells (dicts, lists, tuples) of one
+    structure on every worker are folded leaf by leaf."""
     worker = [1]
 
-    def fold(a, b):
-        worker[0] += 1
+    def leaf(a, b):
         array = isinstance(a, np.ndarray)  # a 0-d array stays one, a numpy scalar too
         a, b = np.asarray(a), np.asarray(b)
+        integers = [x.dtype for x in (a, b) if x.dtype.kind in "iu"]
+        if a.shape == b.shape and len(integers) < 2:
+            if not integers:  # doubles, so far (a logical counts as a double)
+                kinds = [x.dtype if x.dtype.kind in "fc" else np.dtype(np.float64)
+                         for x in (a, b)]
+                single = any(d.itemsize == (4 if d.kind == "f" else 8) for d in kinds)
+                target = np.result_type(*kinds)
+                if single:  # MATLAB's single + double is a single
+                    target = np.dtype(np.complex64 if target.kind == "c" else np.float32)
+                out = np.asarray(combine(a.astype(target), b.astype(target)))
+                return out[()] if out.ndim == 0 and not array else out
+            from .darray._extrema import _to_class
+
+            a, b = _to_class(a, integers[0]), _to_class(b, integers[0])
         if a.dtype != b.dtype or a.shape != b.shape:
             raise SpmdMismatchError(
                 f"MATLAB's integer {name} of the workers' values: worker {worker[0]} "
@@ -199,8 +218,47 @@ def _saturating(name, combine):
         out = np.array(np.clip(wide, info.min, info.max), dtype=object).astype(a.dtype)
         return out[()] if out.ndim == 0 and not array else out
 
+    def walk(a, b):
+        if type(a) is dict and type(b) is dict and list(a) == list(b):
+            return {key: walk(a[key], b[key]) for key in a}
+        if type(a) in (list, tuple) and type(b) is type(a) and len(a) == len(b):
+            return type(a)(walk(x, y) for x, y in zip(a, b))
+        if any(type(x) in (dict, list, tuple) for x in (a, b)):
+            raise SpmdMismatchError(
+                f"MATLAB's integer {name} of the workers' values: worker {worker[0]} "
+                f"passed a structure (dict keys, list lengths) other than worker 1's")
+        return leaf(a, b)
+
+    def fold(a, b):
+        worker[0] += 1
+        return walk(a, b)
+
     fold.__name__ = fold.__qualname__ = name
     return fold
+
+
+def _has_integers(X):
+    """Whether a struct or cell (dict, list, tuple) holds a numpy integer array or scalar."""
+    if type(X) is dict:
+        return any(_has_integers(v) for v in X.values())
+    if type(X) in (list, tuple):
+        return any(_has_integers(v) for v in X)
+    return _is_integer(X)
+
+
+def _counts(X, python=False):
+    """``X`` with its numpy logical values as doubles (and, with ``python``, its Python
+    ints and bools), inside dicts, lists and tuples too: MATLAB's ``plus`` counts
+    logicals as doubles."""
+    if type(X) is dict:
+        return {k: _counts(v, python) for k, v in X.items()}
+    if type(X) in (list, tuple):
+        return type(X)(_counts(v, python) for v in X)
+    if (python and type(X) in (int, bool)) or \
+            (isinstance(X, (np.ndarray, np.bool_)) and _is_logical(X)):
+        value = np.asarray(X, dtype=np.float64)
+        return value if isinstance(X, np.ndarray) else value[()]
+    return X
 
 
 def _doubles(X):
@@ -279,7 +337,9 @@ def spmdPlus(X: Any, destination: Worker = None) -> Any:
     integer types saturate at ``intmax``/``intmin`` instead of wrapping, and logical
     values sum to a double count (``spmdPlus(true)`` is 2 at two workers), and a Python
     int beside floats on other workers is a double (``s = 0`` on a worker that added
-    nothing). The pythonic ``spmd_plus`` keeps numpy's rules.
+    nothing); a double beside an integer class elsewhere takes that class (``hits = 0``
+    beside ``np.sum(mask)``'s int64), and the fields of a struct or cell (dict, list)
+    follow the same rules. The pythonic ``spmd_plus`` keeps numpy's rules.
 
     Parameters
     ----------
@@ -300,13 +360,47 @@ def spmdPlus(X: Any, destination: Worker = None) -> Any:
     ``spmdPlus(X)``, ``spmdPlus(X, destination)``
     """
     dest = _worker(destination)
-    if _is_logical(X):
-        return collectives.spmd_plus(np.asarray(X, dtype=np.float64)
-                                     if not isinstance(X, (bool, np.bool_)) else float(X),
-                                     dest)
-    if _is_integer(X):
-        return collectives.spmd_reduce(_saturating("plus", operator.add), X, dest)
-    return _as_doubles(lambda value: collectives.spmd_plus(value, dest), X)
+    if type(X) in (dict, list, tuple):  # a struct or cell: its logicals count, its ints
+        X = _counts(X)                  # saturate, as the same values alone
+    try:
+        if _has_integers(X):
+            return collectives.spmd_reduce(_saturating("plus", operator.add), X, dest)
+        if _is_logical(X):
+            return collectives.spmd_plus(np.asarray(X, dtype=np.float64)
+                                         if not isinstance(X, (bool, np.bool_)) else
+                                         float(X), dest)
+        return _as_doubles(lambda value: collectives.spmd_plus(value, dest), X)
+    except SpmdMismatchError as mismatch:
+        return _integer_mended(mismatch, X, dest, "plus", operator.add, "spmd_plus")
+
+
+def _integer_mended(mismatch, X, destination, name, combine, plain):
+    """MATLAB's integer ``plus`` or ``times`` (``name``, ``combine``) of an integer class
+    on some workers and doubles or logicals on the others (``hits = 0`` on a worker that
+    counted nothing, ``np.sum(mask)``, an int64, on the others): the two took different
+    calls (the integer fold, and ``plain``: the call or the function the others made),
+    and the mismatch (raised on every worker, whose calls it shows) says that every
+    worker is in this function. Tried again as MATLAB combines them, every worker in the
+    integer fold: the integer class wins, the doubles converted to it; so do a single
+    beside doubles (a single) and complex values beside real ones. The mismatch stands
+    for any other call."""
+    fields = mismatch.fields
+
+    def ours(f):
+        if f.get("call") == "spmd_reduce" and f"{name} at matlab.py:" in str(f.get("fcn")):
+            return True  # the integer fold (``_saturating``)
+        return f.get("call") == plain or (f.get("call") == "spmd_reduce" and
+                                           str(f.get("fcn")).strip("'\"") == plain)
+
+    # (the two paths; or one path where classes differ: a single beside doubles, complex
+    # beside real, which MATLAB adds in the class of the result)
+    paths = mismatch.differ in (("call",), ("fcn",)) or \
+        (mismatch.differ and set(mismatch.differ) <= {"type", "dtype"})
+    if not paths or not fields or not all(ours(f) for f in fields):
+        raise mismatch
+    # (integer classes that differ too raise here, on every worker, naming them)
+    return collectives.spmd_reduce(_saturating(name, combine), _counts(X, python=True),
+                                   destination)
 
 
 @_as_called("spmdReduce")
@@ -348,8 +442,14 @@ def spmdReduce(fcn: Reduction, X: Any, destination: Worker = None) -> Any:
     function = _function(fcn)
     if function is operator.add:
         return spmdPlus(X, dest)
-    if function is operator.mul and _is_integer(X):  # saturating, as MATLAB's times
-        return collectives.spmd_reduce(_saturating("times", operator.mul), X, dest)
+    if function is operator.mul:
+        try:
+            if _is_integer(X):  # saturating, as MATLAB's times
+                return collectives.spmd_reduce(_saturating("times", operator.mul), X, dest)
+            return _as_doubles(lambda value: collectives.spmd_reduce(function, value, dest),
+                               X)
+        except SpmdMismatchError as mismatch:
+            return _integer_mended(mismatch, X, dest, "times", operator.mul, "prod")
     if function in _LOGICAL and not _is_logical(X):  # and(2, 3) is true in MATLAB
         leaf = classify(X)
         if leaf is not None and leaf.dtype is not None and leaf.dtype.kind in "iufc":
@@ -459,10 +559,13 @@ def _cat_class(mismatch, value):
     first integer class in worker order, else single, else double (a logical beside
     them); the class of an empty part has no say. None (no communication where the
     classes cannot differ) where MATLAB's rule does not apply: a part that is not a
-    numpy array of logical, integer or floating values, or classes that agree."""
+    numpy array of logical, integer, floating or complex values, or classes that agree.
+    A complex part makes the result complex (``[1i 2]`` is complex), of single where a
+    part is single; beside an integer class (MATLAB's complex integers, which numpy
+    lacks) the mismatch stands."""
     if not {"dtype", "type"} & set(mismatch.differ):
         return None
-    usable = isinstance(value, np.ndarray) and value.dtype.kind in "biuf" and \
+    usable = isinstance(value, np.ndarray) and value.dtype.kind in "biufc" and \
         value.dtype != np.float16
     code = ("" if value.size == 0 else value.dtype.str) if usable else "x"
     codes = collectives.spmd_cat([code])
@@ -470,9 +573,12 @@ def _cat_class(mismatch, value):
     if "x" in codes or len(set(classes)) < 2:
         return None
     integers = [c for c in classes if c.kind in "iu"]
+    single = any(c in (np.dtype(np.float32), np.dtype(np.complex64)) for c in classes)
+    if any(c.kind == "c" for c in classes):
+        return None if integers else np.dtype(np.complex64 if single else np.complex128)
     if integers:
         return integers[0]
-    return np.dtype(np.float32) if np.dtype(np.float32) in classes else np.dtype(np.float64)
+    return np.dtype(np.float32) if single else np.dtype(np.float64)
 
 
 def _cat_without_empties(mismatch, value, ndim, axis, destination):

@@ -99,6 +99,24 @@ def test_cat_of_unlike_classes_is_in_matlabs_class():
     assert spmdPlus(k) == n * (n + 1) // 2                  # still in step
 
 
+def test_cat_of_complex_beside_real_parts_is_complex():
+    # r = roots(p); R = gcat(r, 1): roots are complex on a worker, real on another
+    # ([1i; 2] is complex in MATLAB); it raised a mismatch of dtypes
+    n, k = spmdSize(), spmdIndex()
+    r = np.roots([1, 0, 1]) if k == 1 else np.roots([1, -3, 2])
+    got = gcat(r.reshape(-1, 1), 1)
+    expected = np.concatenate([np.roots([1, 0, 1])] + [np.roots([1, -3, 2])] * (n - 1))
+    assert got.dtype == np.complex128 and np.array_equal(got.ravel(), expected)
+    x = np.complex64(1j) if k == n else np.float32(2.0)
+    assert gcat(x).dtype == np.complex64 and gcat(x).tolist() == [2.0] * (n - 1) + [1j]
+    assert gop("vertcat", np.array([[1j]]) if k == 1 else np.array([[True]])).dtype == \
+        np.complex128
+    if n > 1:  # MATLAB's complex integers have no numpy class: the mismatch stands
+        with pytest.raises(SpmdValueError, match="cannot be combined"):
+            gcat(1j if k == 1 else np.int8(2))
+    assert spmdPlus(k) == n * (n + 1) // 2                  # still in step
+
+
 def test_cat_of_a_list_among_arrays_fails_everywhere_in_step():
     # a list (or a struct) on one worker where the others pass arrays, some of them
     # empty: every worker raises the same mismatch, and the next collective works
@@ -294,6 +312,86 @@ def test_integer_sums_saturate_past_int64_and_check_class_and_size():
     assert type(zero_d) is np.ndarray and zero_d.shape == () and zero_d.dtype == np.int8
     assert zero_d == min(127, 100 * n)
     assert gplus(np.int8(1)) == n  # the job goes on
+
+
+def test_integer_counts_beside_doubles_take_the_integer_class():
+    # hits = 0; for i = drange(1:2), hits = hits + sum(x < 0.5); end; gplus(hits):
+    # np.sum of a mask is an int64, the worker that counted nothing kept the 0 (a
+    # double in MATLAB); MATLAB's int64 + double is an int64 (it was "workers made
+    # different calls", from the two paths spmdPlus takes)
+    from spmdlab.matlab import drange
+
+    n, k = spmd_size(), spmd_index()
+    hits = 0
+    for _ in drange(1, 2):
+        hits = hits + np.sum(np.ones(10) < 2)
+    total = gplus(hits)
+    assert total == 20 and type(total) is np.int64
+    assert gop("@plus", hits) == 20 and type(gop("plus", hits)) is np.int64
+    # the integer class wins in any worker order; doubles are rounded, as MATLAB's
+    mine = np.int8(100) if k == n else 1.6
+    got = gplus(mine)
+    expected = 100 if n == 1 else min(127, 100 + int(np.round(1.6 * (n - 1))))
+    assert type(got) is np.int8 and got == expected
+    # a logical array beside integers: MATLAB's logical + uint8 is uint8
+    got = gplus(np.array([True, False]) if k == 1 else np.array([5, 6], np.uint8))
+    assert got.dtype == (np.uint8 if n > 1 else np.float64)
+    assert got.tolist() == ([1.0, 0.0] if n == 1 else [1 + 5 * (n - 1), 6 * (n - 1)])
+    got = gplus(np.arange(3, dtype=np.int32) if k != 2 else np.zeros(3), 1)
+    m = max(n - 1, 1)  # the workers that pass the int32 row
+    assert (got is None) if k != 1 else (got.dtype == np.int32 and
+                                         got.tolist() == [0, m, 2 * m])
+    # a single beside doubles is a single, complex beside real complex (MATLAB's class of
+    # single(1.5) + 1 and of 1i + 2; they raised a mismatch of types)
+    got = gplus(np.float32(1.5) if k == 1 else 1)
+    assert type(got) is np.float32 and got == 1.5 + (n - 1)
+    got = gplus(np.ones(2, np.float32) if k == n else np.ones(2))
+    assert got.dtype == np.float32 and got.tolist() == [n, n]
+    got = gplus(1j if k == 1 else 2.0)
+    assert got == 1j + 2.0 * (n - 1) and (n == 1 or type(got) is np.complex128)
+    # MATLAB's times too: p = 1 on a worker, an integer class elsewhere
+    got = spmdReduce("@times", np.int8(100) if k == 2 else 2.0)
+    assert type(got) is (np.int8 if n > 1 else float)
+    assert got == (2.0 if n == 1 else min(127, 100 * 2 ** (n - 1)))
+    assert gop("times", np.int32(3) if k == 1 else 1) == 3
+    if n > 1:  # a size that differs, or a second integer class: still an error everywhere
+        from spmdlab import SpmdError
+
+        with pytest.raises(SpmdError, match=r"gplus .*integer plus.* size"):
+            gplus(np.arange(3, dtype=np.int32) if k != 2 else 0)
+        if n > 2:
+            with pytest.raises(SpmdError, match="worker 3 passed int16"):
+                gplus(np.int8(1) if k == 1 else (np.int16(1) if k == 3 else 0))
+        # another call on a worker is not mended: the mismatch stands
+        with pytest.raises(SpmdError, match="different calls"):
+            gplus(np.int64(1)) if k == 1 else gcat(0)
+        with pytest.raises(SpmdError, match="different functions"):
+            gop("times", np.int8(2)) if k == 1 else gop("max", 1.0)
+    assert gplus(1) == n  # the job goes on
+
+
+def test_structs_and_cells_sum_as_their_values_alone():
+    # gplus(s) of a struct: its int8 field saturated as gplus(int8(100)) is (it wrapped to
+    # -56 with numpy's overflow warning), its logical field a double count (it raised
+    # "cannot sum bool values"), the same class on every worker
+    n, k = spmd_size(), spmd_index()
+    top = min(127, 100 * n)
+    got = gplus({"n": np.int8(100), "mask": np.array([True, False]), "loss": 0.5})
+    assert type(got["n"]) is np.int8 and got["n"] == top
+    assert got["mask"].dtype == np.float64 and got["mask"].tolist() == [n, 0]
+    assert got["loss"] == 0.5 * n
+    cell = spmdPlus([np.int8(100), np.ones(2)])
+    assert type(cell) is list and cell[0] == top and cell[1].tolist() == [n, n]
+    # count = 0 in a struct on a worker that counted nothing: the int64 class everywhere
+    got = gplus({"count": np.int64(k) if k > 1 or n == 1 else 0, "loss": 1.0})
+    assert type(got["count"]) is np.int64
+    assert got["count"] == n * (n + 1) // 2 - (n > 1)
+    if n > 1:
+        from spmdlab import SpmdError
+
+        with pytest.raises(SpmdError, match="structure"):
+            gplus({"a": np.int8(1)} if k == 1 else {"b": np.int8(1)})
+    assert gplus({"a": 1.0})["a"] == n  # the job goes on
 
 
 def test_max_min_ignore_nan_and_logical_functions_on_numbers():
