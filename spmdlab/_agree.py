@@ -85,7 +85,7 @@ HOOKED = False
 def hooks_changed():
     global HOOKED
     HOOKED = bool(FAULTS) or PROFILE is not None or _world.PARFOR_ITEM is not None \
-        or _count.ON
+        or _count.ON or _world.UNEVEN_LOOP is not None
 
 
 hooks_changed()  # counting (SPMDLAB_COUNT=1) sends the fast paths the general way
@@ -308,6 +308,7 @@ class Exchange:
         request = self.request
         if HOOKED:  # a fault to inject, a profile running, a parfor item: the general way
             _world.refuse_in_parfor(call, scope)
+            _world.refuse_in_uneven_loop(call, scope)
             error = _inject(call) if FAULTS else None
             if error is not None:  # flagged: every worker raises
                 _HEAD.pack_into(self.send, 0, 0, 0, 0, FLAG_ERROR, 0)
@@ -451,6 +452,8 @@ def agree(scope, call, key, *, exact=0, nbytes=0, payload=None, error=None,
     equal, and whether every worker's payload rode in its record.
     """
     _world.refuse_in_parfor(call, scope)
+    if _world.UNEVEN_LOOP is not None:
+        _world.refuse_in_uneven_loop(call, scope)
     ex = scope.exchange
     flags = 0
     if FAULTS:
@@ -506,8 +509,8 @@ def _differences(descriptions):
         return ["call"]
     if "fcn" in differ:  # (then the key's digest of the function differs too)
         return ["fcn"]
-    if "dict keys" in differ:  # then the leaves differ too: the keys say why
-        return ["dict keys"]
+    if "dict keys" in differ and all("dict keys" in f for f in fields):
+        return ["dict keys"]  # dicts everywhere: then the leaves differ too, the keys say why
     if "structure" in differ:
         return ["structure"]
     return differ

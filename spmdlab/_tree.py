@@ -225,6 +225,7 @@ class TreeExchange:
         self.send[:HEADER] = header
         if _agree.HOOKED:
             _world.refuse_in_parfor(call, scope)
+            _world.refuse_in_uneven_loop(call, scope)
             error = _agree._inject(call) if _agree.FAULTS else None
             if error is not None:
                 _HEAD.pack_into(self.send, 0, 0, 0, 0, FLAG_ERROR, 0)

@@ -80,6 +80,7 @@ def main(argv):
             dead += _deaths_within(poller, fds, 0.5)
             said = _goodbyes(path)
             silent = sorted(k for k, _ in dead if k not in said)
+        silent = _culprits(silent, path)
         if silent:
             pids = ", ".join(str(pid) for k, pid in sorted(dead) if k in silent)
             # several at once: the watcher woke after the clean-up had begun (one report
@@ -143,6 +144,17 @@ def _deaths_within(poller, fds, seconds):
             break
         ended += _take(poller, fds, left * 1000)
     return ended
+
+
+def _culprits(silent, path):
+    """The workers of ``silent`` to name. Where several ended at once (the watcher woke
+    after the launcher's clean-up began), one whose faulthandler report shows a fatal
+    signal crashed by itself: the clean-up sends SIGKILL or SIGTERM, which leave no such
+    report. Only the crashed are named then; else every one of ``silent``."""
+    if len(silent) < 2:
+        return silent
+    crashed = [k for k in silent if "Fatal Python error: " in _report(path, k)]
+    return crashed or silent
 
 
 def _report(path, k):

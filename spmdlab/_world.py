@@ -141,14 +141,38 @@ LISTENER = None
 def refuse_in_listener(call):
     """Raise if a DataQueue listener, in whatever thread it runs, calls a collective."""
     if threading.get_ident() in listener_running:
-        raise SpmdError(f"{call}: collectives cannot be called from a DataQueue listener "
-                        f"(it runs beside the program, not in step with it)")
+        raise SpmdError(f"{call} (worker {RANK + 1} of {SIZE}): collectives cannot be "
+                        f"called from a DataQueue listener (it runs beside the program, "
+                        f"not in step with it)")
 
 
 # While a parfor item runs on this worker: what it is (``parfor: f(items[3])``). Its
 # items run independently, each on one worker (MATLAB's rule): a collective or a message
 # between workers inside one could never be matched, and is refused where it is called.
 PARFOR_ITEM: Optional[str] = None
+
+
+# While a for-drange loop (``spmdlab.matlab.drange``) whose workers run different
+# numbers of iterations runs on this worker: every worker's count. A collective inside
+# it can never pair up (a worker with fewer iterations goes on to the next call, which
+# meets another's iteration: the same call there is summed with it, silently), and is
+# refused where it is called, in the first iteration, which every worker with any runs.
+UNEVEN_LOOP: Optional[tuple] = None
+
+
+def refuse_in_uneven_loop(call, scope):
+    """Raise if a collective is called inside a for-drange loop of uneven counts."""
+    if UNEVEN_LOOP is not None:
+        groups: dict = {}
+        for k, count in enumerate(UNEVEN_LOOP, 1):
+            groups.setdefault(count, []).append(k)
+        counts = "; ".join(f"{count} on worker{'s' if len(ks) > 1 else ''} "
+                           f"{', '.join(map(str, ks))}" for count, ks in groups.items())
+        raise SpmdError(f"{call} ({scope.who()}): called inside a for-drange loop whose "
+                        f"workers run different numbers of iterations ({counts}): its "
+                        f"collectives cannot pair up (a worker with fewer goes on to the "
+                        f"next call while the others are still in the loop); make the "
+                        f"collective outside the loop, or use getLocalPart in it")
 
 
 def refuse_in_parfor(call, scope):

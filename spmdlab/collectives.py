@@ -203,10 +203,32 @@ def spmd_reduce(fcn: Callable[[Any, Any], Any], x: T,
                               f"{name} raised {type(exc).__name__}: {exc}")
             error.__cause__ = exc
     # The function may fail on some workers only (it may depend on the worker): agree on
-    # the outcome so that every worker raises or none does.
-    agree(scope, "spmd_reduce", digest(("spmd_reduce", "folded", name)), error=error,
-          describe=lambda: f"spmd_reduce({name}, ...)")
+    # the outcome so that every worker raises or none does. Every worker folded the same
+    # values in the same order, so a plain result (a number, a string, a small array)
+    # that differs comes from a function that reads something of the worker's own as it
+    # runs (spmd_index(), random numbers): compared too, else each keeps its own answer.
+    result = _plain_key(acc) if values is not None and destination is None and \
+        error is None else None
+    agree(scope, "spmd_reduce", digest(("spmd_reduce", "folded", name, result)),
+          error=error, describe=lambda: _folded(name, acc, result))
     return acc
+
+
+def _folded(name, acc, result):
+    """The Description of a fold's result for a mismatch message (an array's contents by
+    their digest where they are larger than a few elements)."""
+    if result is None:
+        return f"spmd_reduce({name}, ...)"
+    if isinstance(acc, np.ndarray) and acc.size > 8:
+        text = f"<array {acc.dtype} {acc.shape}, contents {result[2][:8]}>"
+    else:
+        text = repr(acc)
+        text = text if len(text) <= 60 else text[:57] + "..."
+    return _agree.Description(
+        f"spmd_reduce({name}) gave {text}", call="spmd_reduce", result=text,
+        how="the reduction function gave the workers different results from the same "
+            "values (it reads something of each worker's own as it runs, such as "
+            "spmd_index() or random numbers)")
 
 
 def _function_code(fcn, captured=True):

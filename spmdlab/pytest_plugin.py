@@ -118,7 +118,9 @@ def _end_together(item, report):
     from spmdlab.errors import SpmdError
 
     name = item.nodeid
-    how = "skipped" if report.skipped else report.outcome
+    how = report.outcome
+    if report.skipped:  # (an xfail is reported as a skip that says so)
+        how = "xfailed" if hasattr(report, "wasxfail") else "skipped"
     # made from the test's own line, which a mismatch names as this worker's call site
     line = (item.location[1] or 0) + 1
     at_test = compile("\n" * (line - 1) + "end()", str(item.path), "eval")

@@ -1071,6 +1071,35 @@ def test_arguments_that_differ_between_workers_fail_named_on_every_worker():
     assert D.astype(np.float32).dtype == np.float32
 
 
+def test_a_product_with_an_operand_of_each_workers_own_fails_named_on_every_worker():
+    # D @ x and x @ D (numpy's matmul ufunc) with an x of each worker's own mixed the
+    # workers' answers silently, where np.dot(D, x) raised; a larger array's contents
+    # are shown by a digest (each worker was shown the same '<array float64 (6, 2)>')
+    if spmd_size() == 1:
+        pytest.skip("needs a second worker")
+    k, n = spmd_index(), spmd_size()
+    G = whole((2 * n, 6))
+    D = distribute(G)
+    cases = [(lambda: D @ np.full(6, float(k)), "x2", "x2=array([1.", "x2=array([2."),
+             (lambda: np.matmul(D, np.full(6, float(k))), "x2", "x2=array([1.",
+              "x2=array([2."),
+             (lambda: np.full(2 * n, float(k)) @ D, "x1", "x1=array([1.", "x1=array([2."),
+             (lambda: D @ np.full((6, 2), float(k)), "x2", "contents ", "contents "),
+             (lambda: np.dot(D, np.full((6, 2), float(k))), "b", "contents ", "contents ")]
+    for fn, name, first, second in cases:
+        with pytest.raises(SpmdMismatchError) as info:
+            fn()
+        text = str(info.value)
+        assert f"workers passed different arguments (they differ in: {name})" in text, text
+        assert "worker 1: numpy." in text and "worker 2: numpy." in text, text
+        assert first in text and second in text, text
+    # the same operand everywhere: numpy's product
+    x, y = np.arange(6.0), np.arange(2.0 * n)
+    np.testing.assert_array_equal(value(D @ x), G @ x)
+    np.testing.assert_array_equal(value(y @ D), y @ G)
+    np.testing.assert_array_equal(value(D @ np.ones((6, 2))), G @ np.ones((6, 2)))
+
+
 def test_arguments_compared_by_name_and_beside_codistributed_arrays_in_lists():
     # by position on one worker, by keyword on another; keywords in another order (as
     # **options built from a set of names gives, with each process's string hashes)

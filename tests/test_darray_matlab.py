@@ -957,6 +957,36 @@ def test_for_drange_reads_the_local_part_as_matlab_does():
     assert drange(1, 4) == list(drange(1, 4)) and len(drange(1, 3 * spmdSize())) == 3
 
 
+def test_a_collective_inside_a_for_drange_loop_of_uneven_counts_is_refused():
+    # for i = drange(1:n), s = gplus(1); end with n not a multiple of the workers: the
+    # workers with fewer iterations went on to the next gplus, which the others' last
+    # iteration met: gplus(100) after the loop gave 202 at 4 workers, silently
+    N = spmdSize()
+    if N == 1:
+        pytest.skip("needs a second worker")
+    n = 2 * N + 1  # 3 iterations on worker 1, 2 on the others
+    others = "worker 2" if N == 2 else f"workers {', '.join(map(str, range(2, N + 1)))}"
+    counts = rf"\(3 on worker 1; 2 on {others}\)"
+    D = codistributed(np.arange(float(n)))
+    for body in (lambda: gplus(1), lambda: gather(D), lambda: np.sum(D)):
+        with pytest.raises(SpmdError, match=rf"\(worker {spmdIndex()} of {N}\): called "
+                           rf"inside a for-drange loop whose workers run different numbers "
+                           rf"of iterations {counts}: its collectives cannot pair up"):
+            for i in drange(1, n):
+                body()
+        assert gplus(100) == 100 * N  # in step again after the loop
+    # even counts: every worker makes as many, in step
+    total = 0
+    for i in drange(1, 2 * N):
+        total += gplus(1)
+    assert total == 2 * N
+    # local work in an uneven loop, and a collective after a break out of one
+    for i in drange(1, n):
+        D[i - 1] = 2.0 * i
+        break
+    assert gplus(1) == N
+
+
 def test_for_drange_reads_and_writes_through_np_ix_its_own_rows():
     # D(i, [1 3]) inside the loop, as numpy's D[np.ix_([i - 1], [0, 2])]: this worker's
     # row alone, with no agreement (the workers run different iterations)

@@ -57,6 +57,11 @@ def test_structures_differ():
     value = [1.0] if spmd_index() == 1 else [1.0, 2.0]
     with pytest.raises(SpmdMismatchError, match="differ in: structure"):
         spmd_plus(value)
+    # a dict on one worker, a list on another: their structures differ (it said "dict keys")
+    value = {"a": 1.0} if spmd_index() == 1 else [1.0]
+    with pytest.raises(SpmdMismatchError, match=r"differ in: structure\): worker 1: "
+                                                r"spmd_plus\(dict \{a\} of"):
+        spmd_plus(value)
 
 
 @needs2
@@ -323,6 +328,27 @@ def test_spmd_reduce_reads_globals_not_attributes_and_partials_bound_values():
 
 
 start = 0
+
+
+@needs2
+def test_spmd_reduce_with_a_function_that_gives_each_worker_its_own_result_raises():
+    # a function that calls spmd_index() (or draws random numbers) as it runs folds the
+    # same values to a different result on each worker: each kept its own, silently
+    n = spmd_size()
+    with pytest.raises(SpmdMismatchError, match=rf"the reduction function gave the workers "
+                       rf"different results from the same values .*\(they differ in: "
+                       rf"result\): worker 1: spmd_reduce\(\S*<lambda>\) gave {n - 1}.0 "
+                       rf"at .*; worker 2: spmd_reduce\(\S*<lambda>\) gave {2 * n - 2}.0"):
+        spmd_reduce(lambda a, b: a + b + spmd_index(), 0.0)
+    with pytest.raises(SpmdMismatchError, match=r"worker 1: spmd_reduce\(\S*<lambda>\) "
+                       r"gave <array float64 \(10,\), contents \w+>"):
+        spmd_reduce(lambda a, b: a + b * spmd_index(), np.ones(10))
+    # the same result everywhere, a result not compared (a dict) and a destination's fold
+    assert spmd_reduce(lambda a, b: a + b + spmd_size(), 0.0) == spmd_size() * (
+        spmd_size() - 1)
+    assert spmd_reduce(lambda a, b: {"n": a["n"] + b["n"]}, {"n": 1}) == {"n": spmd_size()}
+    total = spmd_reduce(lambda a, b: a + b + spmd_index(), 0.0, destination=2)
+    assert total == (2.0 * (spmd_size() - 1) if spmd_index() == 2 else None)
 
 
 def test_small_arrays_compared_by_bytes_are_not_kept_by_the_digest_cache():

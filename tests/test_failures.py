@@ -571,6 +571,39 @@ def test_the_watcher_reads_how_a_worker_ended(how, tmp_path):
     assert ("line 7 in work" in shown) == (how != "SIGKILL"), shown
 
 
+def test_a_watcher_that_wakes_late_names_the_worker_that_crashed(tmp_path):
+    # woken after the launcher's clean-up had killed the others too (a loaded machine),
+    # the watcher named "one of workers 1, 2, 3 ... ended without a word" although worker
+    # 2's faulthandler file said it crashed (SIGSEGV): the clean-up leaves no such report
+    import signal
+    import subprocess
+    import sys
+
+    children = [subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+                for _ in range(3)]
+    for child in children:  # ended and reaped before the watcher starts: all at once
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+    path = str(tmp_path / "bye")
+    stack = 'Current thread 0x1 (most recent call first):\n  File "job.py", line 7 in work\n'
+    with open(f"{path}.2", "w") as f:
+        f.write("Fatal Python error: Segmentation fault\n\n" + stack)
+    with open(f"{path}.3", "w") as f:
+        f.write(stack)  # a SIGTERM of Open MPI's clean-up
+    watcher = os.path.join(os.path.dirname(spmdlab.__file__), "_watchdog.py")
+    pids = [f"{k}:{child.pid}" for k, child in enumerate(children, 1)]
+    done = subprocess.run([sys.executable, watcher, "vm", "3", path] + pids,
+                          capture_output=True, text=True, timeout=30)
+    assert re.search(rf"### spmdlab: worker 2 of 3 \(vm, pid {children[1].pid}\) "
+                     rf"crashed: Segmentation fault \(SIGSEGV\)", done.stderr), done.stderr
+    assert "line 7 in work" in done.stderr and done.stderr.count("### spmdlab:") == 1
+    # none crashed: every one of them, as before
+    done = subprocess.run([sys.executable, watcher, "vm", "3", path] + pids,
+                          capture_output=True, text=True, timeout=30)
+    assert re.search(r"### spmdlab: one of workers 1, 2, 3 of 3 \(vm, pid [\d, ]+\) ended "
+                     r"without a word", done.stderr), done.stderr
+
+
 @pytest.mark.parametrize("nodes", [1, 2])
 def test_a_killed_worker_is_named(nodes):
     # a SIGKILL (the OOM killer) leaves the worker no chance to speak, and MPICH's

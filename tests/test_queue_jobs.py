@@ -41,7 +41,9 @@ q.send(1.0)
 time.sleep(2)
 """, 2)
     assert job.returncode != 0
-    assert "collectives cannot be called from a DataQueue listener" in job.stderr
+    # the call and the worker named (the worker was not)
+    assert "spmd_plus (worker 1 of 2): collectives cannot be called from a DataQueue " \
+        "listener" in job.stderr, job.stderr
 
 
 def test_collective_in_a_listener_handed_waiting_items_is_refused_too():
@@ -60,7 +62,8 @@ q.after_each(lambda item: spmd_plus(item))
 time.sleep(2)
 """, 2)
     assert job.returncode != 0
-    assert "collectives cannot be called from a DataQueue listener" in job.stderr
+    assert "spmd_plus (worker 1 of 2): collectives cannot be called from a DataQueue " \
+        "listener" in job.stderr, job.stderr
 
 
 @pytest.mark.parametrize("queue", [False, True])

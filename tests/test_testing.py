@@ -309,3 +309,20 @@ def test_a_test_skipped_on_some_workers_is_not_paired_with_the_next(tmp_path):
         "test test_a.py::test_skipped_on_one (skipped there) at test_a.py:3; workers " \
         "2-3: spmd_plus(float64 scalar py-float) at test_a.py:6" in out, out
     assert "test_after" not in out, out  # the run ended there
+
+
+@pytest.mark.mpi_skip
+def test_a_test_xfailed_on_some_workers_is_named_as_xfailed(tmp_path):
+    # an xfail on worker 1 alone was reported as "skipped" there
+    (tmp_path / "test_a.py").write_text(
+        "import pytest\n"
+        "from spmdlab import spmd_index, spmd_plus, spmd_size\n"
+        "def test_xfailed_on_one():\n"
+        "    if spmd_index() == 1:\n"
+        "        pytest.xfail('not on worker 1')\n"
+        "    assert spmd_plus(1.0) == spmd_size()\n")
+    job, out = _pytest_job(tmp_path, 2, "-p", "no:cacheprovider")
+    assert job.returncode == 1, out
+    assert "### spmdlab: test_a.py::test_xfailed_on_one xfailed (call) on worker 1 of 2, " \
+        "but the workers could not end it together" in out, out
+    assert "worker 1: the end of test test_a.py::test_xfailed_on_one (xfailed there)" in out

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .. import _pack
+from .. import _agree, _pack, _world
 from .._agree import agree
 from .._backends import LOCAL
 from ..collectives import broadcast, gather
@@ -361,8 +361,12 @@ class DRange(Sequence):
     a codistributed array reads this worker's part with no communication (MATLAB's
     for-drange), and one another worker holds is an ``SpmdIndexError``."""
 
-    def __init__(self, part):
+    def __init__(self, part, counts=None):
         self._part = part
+        # every worker's number of iterations: where they differ, a collective inside
+        # the loop can never pair up, and is refused (_world.UNEVEN_LOOP)
+        self._counts = tuple(counts) if counts is not None and len(set(counts)) > 1 \
+            else None
 
     def __len__(self):
         return len(self._part)
@@ -372,10 +376,17 @@ class DRange(Sequence):
 
     def __iter__(self):
         LOOPS[0] += 1
+        outer = _world.UNEVEN_LOOP
+        if self._counts is not None:
+            _world.UNEVEN_LOOP = self._counts
+            _agree.hooks_changed()
         try:
             yield from self._part
         finally:  # the loop's end, a break or an exception: CPython closes the iterator
             LOOPS[0] -= 1
+            if self._counts is not None:
+                _world.UNEVEN_LOOP = outer
+                _agree.hooks_changed()
 
     def __array__(self, dtype=None, copy=None):
         return np.asarray(self._part, dtype=dtype)

@@ -1430,7 +1430,7 @@ def drange(*args: Any) -> Sequence[Any]:
     scope = _world.current()
     partition = default_partition(len(whole), scope.size)
     first = sum(partition[:scope.rank])
-    return DRange(whole[first:first + partition[scope.rank]])
+    return DRange(whole[first:first + partition[scope.rank]], partition)
 
 
 # -- MATLAB's zeros(..., "codistributed") and friends --------------------------------------------

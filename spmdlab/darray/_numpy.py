@@ -134,7 +134,7 @@ def _is_default(name, value, default):
 
 def _described(call, named):
     """The Description of a call's arguments, by their names in numpy's signature."""
-    shown = {n: _Shown(v) for n, v in named}
+    shown = {n: _Shown(v, written=n == "out") for n, v in named}
     text = f"{call}({', '.join(f'{k}={v!r}' for k, v in shown.items())})"
     return Description(text, how="workers passed different arguments", call=call,
                        **{k: repr(v) for k, v in shown.items()})
@@ -163,11 +163,15 @@ def _argument_key(value, written=False):
 
 
 class _Shown:
-    """An argument as a mismatch message shows it (a large array by dtype and shape)."""
+    """An argument as a mismatch message shows it (a large array by dtype and shape, and
+    a digest of its contents where they are compared: arrays that differ only there are
+    shown different, not as one group of workers that passed the same)."""
 
-    def __init__(self, value):
+    def __init__(self, value, written=False):
         if isinstance(value, np.ndarray) and value.size > 8:
-            self.text = f"<array {value.dtype} {value.shape}>"
+            key = None if written else _plain_key(value)
+            contents = f", contents {key[2][:8]}" if key is not None else ""
+            self.text = f"<array {value.dtype} {value.shape}{contents}>"
         elif isinstance(value, CodistributedArray):
             self.text = f"<codistributed {value.dtype} {value.shape}>"
         elif isinstance(value, (tuple, list)) and any(isinstance(v, CodistributedArray)
