@@ -475,6 +475,155 @@ def test_sys_exit_in_a_block_is_a_system_exit():
     assert "_NotedExit" not in proc.stdout and "AFTER [2, 2]" in proc.stdout, proc.stdout
 
 
+def test_os_exit_on_one_worker_names_that_worker():
+    # the workers' connections close in the launcher's order: the client named the first
+    # to close (worker 1, nearly always), not the worker that called os._exit
+    env, _ = layout_env("4")
+    proc = run_client("""
+        import os
+        import spmdlab
+        from spmdlab import SpmdError, spmd_barrier, spmd_index
+        for _ in range(2):
+            pool = spmdlab.start_pool(3)
+            try:
+                pool.spmd(lambda: os._exit(3) if spmd_index() == 2 else spmd_barrier())
+            except SpmdError as exc:
+                print("ENDED", exc)
+            assert pool.closed
+    """, env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.count("ENDED worker 2 of 3 called os._exit(3), which ends every "
+                             "worker: the pool has ended; start a new one with "
+                             "parpool(3)") == 2, proc.stdout
+
+
+def test_spmd_n_takes_a_composite_of_an_earlier_spmd_n():
+    # MATLAB's spmd(1), x = f(); end; spmd(1), y = g(x); end: the workers that skip the
+    # block were sent x too, and failed to unpickle it (they hold no element of it); a
+    # Composite missing on a worker that runs the block failed there, unnamed
+    env, _ = layout_env("4")
+    proc = run_client("""
+        import spmdlab
+        from spmdlab import SpmdValueError, spmd_index, spmd_plus
+        pool = spmdlab.start_pool(3)
+        x = pool.spmd_on(1, lambda: 7)
+        print("ONE", pool.spmd_on(1, lambda x: x + 1, x)[1],
+              pool.spmd_on(1, lambda: x + 2)[1], pool.spmd_on(0, lambda x: -x, x)[1])
+        for n in (2, None):
+            try:
+                pool.spmd_on(n, lambda x: x, [0, x])
+            except SpmdValueError as exc:
+                print("MISSING", exc)
+        print("AFTER", pool.spmd(lambda: spmd_plus(1))[:])
+        pool.delete()
+    """, env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    out = proc.stdout
+    assert "ONE 8 9 -7" in out, out
+    for where in ("2", "2-3"):
+        assert f"MISSING spmd: argument 1, a Composite, has no element on worker(s) {where} "\
+            f"of the block (it has elements on worker(s) 1)" in out, out
+    assert "AFTER [3, 3, 3]" in out, out
+
+
+def test_a_composite_element_refuses_a_distributed_array_and_another_pools_handles():
+    # c[1] = D was stored on worker 1, whose c[1] then could never be read back; c[1] = a
+    # Composite of another pool failed on the worker with its internal traceback
+    env, _ = layout_env("2")
+    proc = run_client("""
+        import numpy as np
+        import spmdlab
+        from spmdlab.matlab import distributed
+        from spmdlab.pool import Pool
+        pool = spmdlab.start_pool(2)
+        c = pool.spmd(lambda: 1)
+        D = distributed(np.arange(4.0))
+        beside = Pool(1)
+        other = beside.spmd(lambda: 2)
+        for value in (D, [other], {"a": other}):
+            try:
+                c[1] = value
+            except spmdlab.SpmdError as exc:
+                print("REFUSED", type(exc).__name__, exc)
+        c[2] = 5
+        print("AFTER", c[:], other[:])
+    """, env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    out = proc.stdout
+    assert "REFUSED SpmdTypeError Composite[1] =: a distributed array cannot be one " \
+        "worker's element (its parts live on every worker): gather(D) it first, or pass " \
+        "it to a block" in out, out
+    assert out.count("REFUSED SpmdValueError Composite[1] =: a Composite of another pool "
+                     "(of 1 workers, still open beside this one) cannot be sent to this "
+                     "pool's workers") == 2, out
+    assert "AFTER [1, 5] [2]" in out, out
+
+
+def test_a_composite_read_with_a_worker_named_twice_returns():
+    # c[[1, 1]] asked worker 1 twice and waited for ever for a second reply
+    env, _ = layout_env("2")
+    proc = run_client("""
+        import numpy as np
+        import spmdlab
+        from spmdlab import spmd_index
+        pool = spmdlab.start_pool(2)
+        c = pool.spmd(lambda: spmd_index() * 10)
+        print("READ", c[[1, 1]], c[[2, 1, 2]], c[np.array([2.0, 2.0])])
+    """, env, timeout=60)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "READ [10, 10] [20, 10, 20] [20, 20]" in proc.stdout, proc.stdout
+
+
+def test_distributed_colon_and_refused_constructors_on_the_client():
+    # distributed.colon on the client (MATLAB's) was refused as a codistributed array
+    # made on the client; distributed.cell's refusal was hidden by that one, named after
+    # the function that made it: "refused (the client): this process is a pool's client"
+    env, _ = layout_env("2")
+    proc = run_client("""
+        import numpy as np
+        import spmdlab
+        from spmdlab.matlab import codistributed, distributed, gather, isdistributed
+        pool = spmdlab.start_pool(2)
+        D = distributed.colon(1, 2, 9)
+        print("COLON", isdistributed(D), gather(D).tolist())
+        for make in (lambda: distributed.cell(2), lambda: distributed.sparse(2, 2),
+                     lambda: codistributed.colon(1, 3)):
+            try:
+                make()
+            except spmdlab.SpmdError as exc:
+                print("REFUSED", type(exc).__name__, exc)
+    """, env, timeout=60)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    out = proc.stdout
+    assert "COLON True [1.0, 3.0, 5.0, 7.0, 9.0]" in out, out
+    assert "REFUSED SpmdValueError distributed.cell (the client): not available in " \
+        "spmdlab: a cell array is a Python list" in out, out
+    assert "REFUSED SpmdValueError distributed.sparse (the client): not available" in out
+    assert "REFUSED SpmdError colon (the client): this process is a pool's client" in out, out
+
+
+def test_a_block_takes_keyword_arguments_named_n_and_fn():
+    # pool.spmd(make, n=10) was "spmd_on() got multiple values for argument 'n'", and so
+    # was numpy's n= on a distributed array on the client (np.diff(D, n=2))
+    env, _ = layout_env("2")
+    proc = run_client("""
+        import numpy as np
+        import spmdlab
+        from spmdlab import spmd_index
+        from spmdlab.matlab import distributed, gather
+        pool = spmdlab.start_pool(2)
+        def make(n, fn=0):
+            return n * spmd_index() + fn
+        A = np.arange(12.0).reshape(3, 4) ** 2
+        D = distributed(A)
+        print("KEYWORDS", pool.spmd(make, n=10)[:], pool.spmd(make, 10, fn=1)[:],
+              pool.spmd_on(1, make, n=5, fn=2)[1],
+              np.array_equal(gather(np.diff(D, n=2, axis=1)), np.diff(A, n=2, axis=1)))
+    """, env, timeout=60)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "KEYWORDS [10, 20] [11, 21] 7 True" in proc.stdout, proc.stdout
+
+
 def test_a_restarted_pool_refuses_the_old_pools_composites_and_arrays():
     env, _ = layout_env("2")
     proc = run_client("""
@@ -842,8 +991,8 @@ def test_a_block_the_workers_cannot_read_leaves_the_last_blocks_arrays():
         pool = spmdlab.start_pool(2)
         ns = {"D": distributed(np.arange(4.0))}
         pool.run_cell("D = D * 2", ns)
-        try:
-            pool.spmd(lambda v: v, Composite())
+        try:  # (nested: a Composite argument itself is checked at the client)
+            pool.spmd(lambda v: v, [[Composite()]])
         except SpmdError as exc:
             assert "holds no element of the Composite" in str(exc), exc
         else:
@@ -1255,7 +1404,8 @@ def test_what_a_worker_cannot_read_fails_the_call_and_the_pool_goes_on(tmp_path)
         pool = spmdlab.start_pool(2)
         e = Composite()
         e[2] = 1
-        calls = [lambda: pool.spmd(lambda x: x, e),
+        calls = [lambda: pool.spmd(lambda x: x, e),  # refused at the client
+                 lambda: pool.spmd(lambda x: x, [[e]]),  # (deeper): on worker 1
                  lambda: pool.spmd(lambda t: t.v, client_only.Thing()),
                  lambda: e.__setitem__(1, client_only.Thing())]
         for call in calls:
@@ -1294,12 +1444,16 @@ def test_what_a_worker_cannot_read_fails_the_call_and_the_pool_goes_on(tmp_path)
     """, env, timeout=60)
     out = proc.stdout
     assert proc.returncode == 0, out + proc.stderr
+    assert "FAILED spmd: argument 1, a Composite, has no element on worker(s) 1 of the " \
+        "block (it has elements on worker(s) 2)" in out, out
     assert "FAILED spmd: worker 1 of 2 failed: SpmdValueError: this worker holds no " \
         "element of the Composite" in out
     # both workers fail to read the class; which one the client hears of first varies
     assert re.search(r"FAILED spmd: worker [12] of 2 failed( \(worker [12] failed too\))?: "
                      r"ModuleNotFoundError", out), out
-    assert "FAILED Composite[1] =: worker 1 of 2 failed: ModuleNotFoundError" in out
+    assert "FAILED Composite[1] =: worker 1 of 2 failed: ModuleNotFoundError: No module " \
+        "named 'client_only' (the client sent worker 1 a value it cannot read: is the " \
+        "module that defines it importable on the workers?)" in out, out
     assert "COPY [0.0, 1.0, 2.0, 3.0] [9.0, 1.0, 2.0, 3.0]" in out
     assert "ZEROS (2, 3)" in out
     assert "OLD spmd: a distributed array of another pool, which has been deleted" in out
@@ -1307,6 +1461,77 @@ def test_what_a_worker_cannot_read_fails_the_call_and_the_pool_goes_on(tmp_path)
                      r"named 'worker_only' \(worker [12] sent a value this client cannot "
                      r"read: is the module that defines it importable here\?\) True", out), out
     assert "NEXT [2, 2]" in out, out
+
+
+def test_an_error_the_client_cannot_unpickle_is_shown_and_the_pool_kept(tmp_path):
+    # the outcome of the failed block carried the exception itself, which the client
+    # could not unpickle (its class only the workers import; an __init__ of two arguments):
+    # the error was lost ("No module named ..."), the worker's outcome never arrived, and
+    # the pool was restarted as "did not stop", its variables lost
+    (tmp_path / "worker_only.py").write_text(
+        "class Trouble(Exception):\n    pass\n\n"
+        "def fail():\n    raise Trouble('the real reason')\n")
+    env, _ = layout_env("2")
+    proc = run_client(f"""
+        import spmdlab
+        from spmdlab import SpmdError, spmd_barrier, spmd_index, spmd_plus
+        pool = spmdlab.start_pool(2)
+        keep = pool.spmd(lambda: spmd_index() * 7)
+        pool.spmd(lambda: __import__("sys").path.insert(0, {str(tmp_path)!r}))
+        def block():
+            import worker_only
+            if spmd_index() == 2:
+                worker_only.fail()
+            spmd_barrier()
+        class Pair(Exception):  # made at the prompt, but pickle cannot make it again
+            def __init__(self, a, b):
+                super().__init__(f"{{a}} and {{b}}")
+        def pair():
+            if spmd_index() == 2:
+                raise Pair(1, 2)
+            spmd_barrier()
+        for fn in (block, pair):
+            try:
+                pool.spmd(fn)
+            except SpmdError as exc:
+                print("FAILED", str(exc).splitlines()[0], exc.remote_type, exc.__cause__)
+        print("KEPT", keep[:], pool.spmd(lambda: spmd_plus(1))[:])
+    """, env, timeout=60)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "FAILED spmd: worker 2 of 2 failed: Trouble: the real reason " \
+        "worker_only.Trouble None" in proc.stdout, proc.stdout + proc.stderr
+    assert "FAILED spmd: worker 2 of 2 failed: Pair: 1 and 2 __main__.Pair None" in \
+        proc.stdout, proc.stdout + proc.stderr
+    assert "KEPT [7, 14] [2, 2]" in proc.stdout, proc.stdout + proc.stderr
+    assert "restarted" not in proc.stderr, proc.stderr
+
+
+def test_an_error_whose_str_fails_leaves_the_pool():
+    # describing the error called str() of it, outside any try: the worker's loop ended,
+    # and with it every worker and the pool
+    env, _ = layout_env("2")
+    proc = run_client("""
+        import spmdlab
+        from spmdlab import SpmdError, spmd_barrier, spmd_index, spmd_plus
+        class Unsayable(Exception):
+            def __str__(self):
+                raise RuntimeError("no words")
+        pool = spmdlab.start_pool(2)
+        keep = pool.spmd(lambda: spmd_index() * 7)
+        def block():
+            if spmd_index() == 2:
+                raise Unsayable()
+            spmd_barrier()
+        try:
+            pool.spmd(block)
+        except SpmdError as exc:
+            print("FAILED", str(exc).splitlines()[0])
+        print("KEPT", keep[:], pool.spmd(lambda: spmd_plus(1))[:])
+    """, env, timeout=60)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "FAILED spmd: worker 2 of 2 failed: Unsayable: <exception str() failed>" in \
+        proc.stdout, proc.stdout + proc.stderr
+    assert "KEPT [7, 14] [2, 2]" in proc.stdout, proc.stdout + proc.stderr
 
 
 def test_what_a_cell_reads_and_assigns():

@@ -16,8 +16,10 @@ from ..errors import SpmdTypeError, SpmdValueError
 
 
 def error(kind, call, text):
-    """``kind("call (worker k of n): text")``: the form of every error of the arrays."""
-    return kind(f"{call} ({_world.current().who()}): {text}")
+    """``kind("call (worker k of n): text")``: the form of every error of the arrays (a
+    pool's client is "the client": there current() raises its own error, which hid this
+    one, named after the function that made it: "refused (the client)")."""
+    return kind(f"{call} ({_world.here().who()}): {text}")
 
 
 def default_partition(n: int, workers: Optional[int] = None) -> Tuple[int, ...]:

@@ -533,6 +533,9 @@ class codistributed(CodistributedArray):
         ------
         ``codistributed.colon(a, b)``, ``codistributed.colon(a, d, b)``
         """
+        client = _world.client()
+        if client is not None and cls is distributed:  # made by the pool's workers
+            return client.construct(_colon_made, cls, "colon", (a,) + args)
         call = f"{cls.__name__}.colon"
         numbers = [x for x in (a,) + args if not isinstance(x, (codistributor1d, str))]
         codist = next((x for x in args if isinstance(x, codistributor1d)), None)
@@ -689,6 +692,11 @@ def _parse(call, args):
     # MATLAB's ones(2, 3, 1) is 2x3: trailing singletons past the second are dropped
     # (a codistributor along a dimension past them adds the one it names back)
     return _matlab_size(shape), dtype, codist, like, wanted
+
+
+def _colon_made(cls, name, args):
+    """(On a pool's workers) ``distributed.colon(*args)`` that the client called."""
+    return cls.colon(*args)
 
 
 def _construct(cls, name, args):

@@ -167,6 +167,8 @@ class Pool:
         self._dropped: List[str] = []  # workers' variables whose handles the client dropped
         self._unreadable: Dict[int, dict] = {}  # a block's first value the client could
         # not read (a queue's item of a class only the workers can import)
+        self._leaving: Optional[Tuple[int, Any]] = None  # (worker, status): the first
+        # worker that called os._exit, which ends every worker (see _lost)
         self._proc: Optional[subprocess.Popen] = None
         self._launcher_lines: collections.deque = collections.deque(maxlen=200)
         self.hosts: List[str] = []
@@ -376,6 +378,7 @@ class Pool:
         self._replies.clear()
         self._dropped = []
         self._unreadable.clear()
+        self._leaving = None
         self._output = _Output()
         self._start()
 
@@ -463,6 +466,9 @@ class Pool:
         elif kind == "launcher":
             self._output.flush()
             sys.stderr.write(message[1] + "\n")
+        elif kind == "leaving":  # os._exit on a worker: the job ends (see _lost)
+            if self._leaving is None:
+                self._leaving = (message[1], message[2])
         elif kind == "closed":
             self._lost(message[1])
         elif kind == "unreadable_request":
@@ -502,12 +508,17 @@ class Pool:
         try:
             while True:
                 message = self._inbox.get_nowait()
-                if message[0] == "launcher":
+                if message[0] in ("launcher", "leaving"):
                     self._handle(message)
         except queues_.Empty:
             pass
         self.closed = True
         self._kill()
+        if self._leaving is not None:  # its connection closes in the launcher's order
+            index, status = self._leaving
+            raise SpmdError(f"worker {index} of {self.size} called os._exit({status}), "
+                            f"which ends every worker: the pool has ended; start a new "
+                            f"one with parpool({self.size})")
         raise SpmdError(f"worker {index} of {self.size} ended (killed, or the launcher "
                         f"ended the job): the pool has ended; start a new one with "
                         f"parpool({self.size})")
@@ -561,13 +572,19 @@ class Pool:
         self._waiting = ("run", block)
         interrupted = False  # Ctrl-C here: raised even if every worker had ended the block
         try:
+            # the workers that skip a block of spmd(n) are sent no function nor arguments:
+            # they never call it, and a Composite among them that they hold no element of
+            # (the result of an earlier spmd(n)) failed to unpickle there
+            n = spec.get("n")
+            runs = self.size if n is None or "fn" not in spec else max(n, 1)  # spmd(0): 1
+            skipped = dict(spec, fn=None, args=(), kwargs={})
             # a Ctrl-C while the block is sent waits until every worker has it: sent to
             # some only, it would wait for the others in its first collective, and meet
             # the next block's collectives there
             with _wire.interrupts_deferred():
                 for k in range(1, self.size + 1):
                     try:
-                        self._send(k, ("run", block, spec))
+                        self._send(k, ("run", block, spec if k <= runs else skipped))
                     except Exception:  # nothing has gone (the frame is made first)
                         self._waiting = None
                         if k > 1:
@@ -685,11 +702,12 @@ class Pool:
 
     # -- blocks ------------------------------------------------------------------------------
 
-    def spmd(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> "Composite":
+    def spmd(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> "Composite":
         """Run ``fn(*args, **kwargs)`` on every worker, as a block of a script (spmdlab's
         primitives work in it); returns a Composite of the results (a codistributed
         array that every worker returns: the distributed array, as MATLAB's client sees
-        it after ``spmd``).
+        it after ``spmd``). ``fn`` is positional only: ``kwargs`` may hold any name
+        (``pool.spmd(make, n=10)``).
 
         Examples
         --------
@@ -699,7 +717,7 @@ class Pool:
         """
         return self.spmd_on(None, fn, *args, **kwargs)
 
-    def spmd_on(self, n: Optional[int], fn: Callable[..., Any], *args: Any,
+    def spmd_on(self, n: Optional[int], fn: Callable[..., Any], /, *args: Any,
                 **kwargs: Any) -> "Composite":
         """``spmd`` on the first ``n`` workers (MATLAB ``spmd(n)``): the others skip the
         block and hold no element of the result."""
@@ -709,6 +727,8 @@ class Pool:
             raise SpmdTypeError(f"spmd: the block must be a function to run on every "
                                 f"worker (got {fn!r} that is a {type(fn).__name__})")
         self._check_handles("spmd", list(args) + list(kwargs.values()))
+        self._check_elements(n, [(f"argument {i + 1}", a) for i, a in enumerate(args)] +
+                             [(f"argument {key!r}", a) for key, a in kwargs.items()])
         spec: Dict[str, Any] = {"vars": {}, "aliases": {}, "fn": fn, "args": args,
                                 "kwargs": kwargs, "result": name, "assigned": [], "n": n}
         try:
@@ -736,6 +756,26 @@ class Pool:
                     raise SpmdValueError(f"{call}: a {what} of another pool{where} cannot "
                                          f"be sent to this pool's workers")
                 v._check_current(call)
+
+    def _check_elements(self, n, named):
+        """A Composite argument of a block must have an element on every worker that runs
+        it (each is sent its own): else SpmdValueError here, naming the argument and the
+        workers (it failed on those workers, with their internal traceback)."""
+        running = range(1, (self.size if n is None else max(n, 1)) + 1)  # spmd(0): worker 1
+        for what, value in named:
+            inner = value.values() if isinstance(value, dict) else value \
+                if isinstance(value, (list, tuple)) else (value,)
+            for v in inner:
+                if not isinstance(v, Composite):
+                    continue
+                missing = [k for k in running if not v._present.get(k)]
+                if missing:
+                    where = "no worker" if not any(v._present.values()) else \
+                        "worker(s) " + _ranges(sorted(k for k in v._present
+                                                      if v._present[k]))
+                    raise SpmdValueError(f"spmd: {what}, a Composite, has no element on "
+                                         f"worker(s) {_ranges(missing)} of the block (it "
+                                         f"has elements on {where})")
 
     def _check_n(self, call, n):
         if n is None:
@@ -896,6 +936,8 @@ def _remote_error(call, info, size, others=()):
     error.remote_traceback = info["traceback"]
     error.remote_type = info["type"]
     cause = info.get("exception")
+    if isinstance(cause, bytes):  # (a worker's, pickled apart: see _worker.describe)
+        cause = _wire.unpacked(cause)
     if isinstance(cause, BaseException):
         error.__cause__ = cause
         error.__suppress_context__ = True
@@ -1006,7 +1048,8 @@ class Composite:
             if not self._present.get(j):
                 raise SpmdValueError(f"Composite[{j}]: worker {j} holds no element of "
                                      f"{self._shown()}")
-        values = self._pool._request(call, wanted, "get", self._name)
+        # each worker asked once: c[[1, 1]] waited for ever for a second reply from worker 1
+        values = self._pool._request(call, sorted(set(wanted)), "get", self._name)
         for j in wanted:
             if not values[j][0]:  # dropped on the worker since (a stopped block's restart)
                 self._present[j] = False
@@ -1016,8 +1059,17 @@ class Composite:
         return result if many else result[0]
 
     def __setitem__(self, k: Any, value: Any) -> None:
-        numbers = self._numbers(f"Composite[{_shown_key(k)}] =", k)
-        self._check_current(f"Composite[{_shown_key(k)}] =")
+        call = f"Composite[{_shown_key(k)}] ="
+        numbers = self._numbers(call, k)
+        self._check_current(call)
+        # checked here, not on the worker: a distributed array stored as one worker's
+        # element could never be read back (its parts live on every worker), and one of
+        # another pool failed on the worker, with the worker's internal traceback
+        if isinstance(value, Distributed):
+            raise SpmdTypeError(f"{call}: a distributed array cannot be one worker's "
+                                f"element (its parts live on every worker): gather(D) it "
+                                f"first, or pass it to a block")
+        self._pool._check_handles(call, [value])
         for j in numbers if isinstance(numbers, list) else [numbers]:
             self._pool._request(f"Composite[{j}] =", [j], "set", self._name, value)
             self._present[j] = True
@@ -1119,7 +1171,7 @@ class Distributed(_OperatorsMixin):
     def _check_current(self, call):
         _check_current(self, call, "distributed array")
 
-    def _on_workers(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    def _on_workers(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
         """``fn(*args, **kwargs)`` run by every worker, each distributed array among the
         arguments its codistributed array there: a codistributed result comes back as a
         distributed array, any other as worker 1's (the value of an operation on a

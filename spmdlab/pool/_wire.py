@@ -42,6 +42,23 @@ def dumps(value):
     return data, [b.raw() for b in buffers]
 
 
+def packed(value):
+    """One ``bytes`` pickle of ``value``, its arrays in it: a value travelling inside a
+    frame that is unpickled apart, later (a worker's exception, of a class the client
+    may not be able to import)."""
+    import cloudpickle  # type: ignore[import-untyped,unused-ignore]
+
+    return cloudpickle.dumps(value, protocol=5)
+
+
+def unpacked(data):
+    """The value of :func:`packed`'s ``data``; None when it cannot be read here."""
+    try:
+        return pickle.loads(data)
+    except Exception:
+        return None
+
+
 @contextlib.contextmanager
 def interrupts_deferred():
     """In the main thread, a Ctrl-C (SIGINT) that comes inside is handed on at the end

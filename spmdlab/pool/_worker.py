@@ -145,9 +145,14 @@ class _Worker:
                 # (a block this worker cannot read never runs here: the refresh that
                 # follows its failure must not undo the last block that did run)
                 self.commands.put(("unread",))
+                info = describe(exc, self.index)
+                if isinstance(exc, (ImportError, AttributeError)):  # as the client says
+                    # of what it cannot read: the client's sys.path is not the workers'
+                    info["message"] += (f" (the client sent worker {self.index} a value it "
+                                        f"cannot read: is the module that defines it "
+                                        f"importable on the workers?)")
                 try:
-                    self.conn.send(("unreadable_request", self.index,
-                                    describe(exc, self.index)))
+                    self.conn.send(("unreadable_request", self.index, info))
                 except _wire.Closed:
                     self.client_gone()
                     return
@@ -179,6 +184,28 @@ class _Worker:
         """The client has gone: nobody will ever read this worker's results. End now,
         without the exit handshake (the other workers are ending the same way)."""
         os._exit(0)
+
+    def say_who_leaves(self):
+        """``os._exit`` in a block ends every worker (the launcher ends the job), and the
+        client sees their connections close in the launcher's order, not this worker's:
+        it is told first who called it, so that it names that worker (it named worker 1)."""
+        leave = os._exit
+
+        def leaving(status=0):
+            if not self.conn.closed:  # (not when the client has gone)
+                say = threading.Thread(target=self._say_leaving, args=(status,),
+                                       daemon=True)
+                say.start()
+                say.join(1)  # never held up by a client that no longer reads
+            leave(status)
+
+        os._exit = leaving
+
+    def _say_leaving(self, status):
+        try:
+            self.conn.send(("leaving", self.index, status))
+        except Exception:
+            pass
 
     def deliver(self, tag, item):
         from .. import _world
@@ -489,8 +516,8 @@ def _kind(ns, name):
 
 def describe(exc, index, filename=None):
     """An error as the client shows it: its class, its text, the traceback from the
-    cell's own lines (spmdlab's frames left out), and the exception itself if it can
-    travel (the client chains it)."""
+    cell's own lines (spmdlab's frames left out), and the exception itself, pickled
+    apart, if it can travel (the client chains it if it can read it)."""
     frames = traceback.extract_tb(exc.__traceback__)
     package = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
     kept = [f for f in frames if not f.filename.startswith(package)] or frames
@@ -502,12 +529,16 @@ def describe(exc, index, filename=None):
     lines = ["Traceback (most recent call last):\n"] + traceback.format_list(kept) + \
         traceback.format_exception_only(shown, exc)
     try:
-        _wire.dumps(exc)
-        carried = exc
+        message = str(exc)
+    except Exception:  # (raised out of here, it ended the worker, and the pool with it)
+        message = "<exception str() failed>"  # as Python's traceback says it
+    try:  # pickled apart: one the client cannot read (its class in a module only the
+        # workers import) left the whole outcome unreadable there, and the error lost
+        carried = _wire.packed(exc)
     except Exception:
         carried = None
     return {"type": f"{shown.__module__}.{shown.__qualname__}",
-            "name": shown.__name__, "message": str(exc),
+            "name": shown.__name__, "message": message,
             "traceback": "".join(lines), "exception": carried, "worker": index}
 
 
@@ -548,6 +579,7 @@ def main():
     # every worker starts spmdlab now, before any code of the user's (its host's watcher
     # keeps the launcher's stderr, so a killed worker is still named)
     _world.current()
+    worker.say_who_leaves()
     worker.capture_output()
     threading.Thread(target=worker.listen, daemon=True, name="spmdlab-pool").start()
     conn.send(("ready", worker.index))
