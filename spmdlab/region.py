@@ -196,7 +196,7 @@ class Region:
         finally:
             _world.pop(scope)
 
-    def run(self, fn: Callable[..., R], *args: Any, **kwargs: Any) -> Optional[R]:
+    def run(self, fn: Callable[..., R], /, *args: Any, **kwargs: Any) -> Optional[R]:
         """``fn(*args, **kwargs)`` inside the region; None on workers outside it."""
         result = None
         for _ in self:

@@ -37,6 +37,8 @@ def test_region_run_and_nesting():
         assert result == 10 * max(1, world - 1)
     else:
         assert result is None
+    # a keyword argument named fn goes to the function (it clashed with run's own)
+    assert spmd().run(lambda fn, n: fn(n), fn=spmd_plus, n=1) == world
     for _ in spmd():
         for _ in spmd(1):
             assert spmd_size() == 1 and spmd_plus(5) == 5
