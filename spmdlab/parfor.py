@@ -110,21 +110,23 @@ def parfor(fn: Callable[[T], R], items: Iterable[T],
             _world.PARFOR_ITEM = None
             _agree.hooks_changed()
     gathered = spmd_cat(mine, destination=destination)
-    if gathered is None:
-        return None
-    results: List[Any] = [None] * len(items)
-    failures = []
-    for i, value in gathered:
-        if isinstance(value, _Failure):
-            failures.append((i, value))
-        results[i] = value
+    if destination is None:
+        failures = [(i, value) for i, value in gathered if isinstance(value, _Failure)]
+    else:  # the results go to destination only, but every worker raises: the failures
+        # (small: their tracebacks) reach every worker
+        failures = spmd_cat([(i, value) for i, value in mine if isinstance(value, _Failure)])
     if failures:
-        i, failure = failures[0]
+        i, failure = min(failures, key=lambda pair: pair[0])  # the first item that failed
         raise SpmdError(
             f"parfor ({scope.who()}): {name}(items[{i}]) on worker {i % scope.size + 1} "
             f"raised {failure.kind}" + (f" ({len(failures)} items failed)"
                                         if len(failures) > 1 else "") +
             f":\n{failure.text}")
+    if gathered is None:
+        return None
+    results: List[Any] = [None] * len(items)
+    for i, value in gathered:
+        results[i] = value
     return results
 
 

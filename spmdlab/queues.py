@@ -927,11 +927,20 @@ class PollableDataQueue(_Queue):
         be ``math.inf`` (wait until an item comes); SpmdValueError for one that is not a
         number of seconds (NaN, None, a bool). A wait without end that no worker can end
         raises: SpmdPeerError once every other worker has finished, SpmdDeadlockError
-        while every worker that could send waits itself (as a receive's deadlock).
+        while every worker that could send waits itself (as a receive's deadlock). A
+        listener may poll without a timeout only (SpmdError otherwise): it runs in the
+        thread that delivers the items.
         """
         timeout = _seconds(self, "poll", timeout, none_ok=False)
         if not self.is_owner:
             return default
+        if threading.get_ident() == _world.LISTENER and (timeout is None or timeout > 0):
+            # (it waited out its timeout, or for ever, blind to the items that came)
+            raise SpmdError(f"{self._who('poll')}: called with a timeout "
+                            f"({'math.inf' if timeout is None else f'{timeout:g} s'}) from "
+                            f"a listener, which runs in the thread that delivers the items "
+                            f"it would wait for, so none could come; a listener may only "
+                            f"take what has arrived, with poll()")
         items = self._items
         if items or (timeout is not None and timeout <= 0):
             with self._cond:

@@ -42,6 +42,46 @@ def test_records_on_worker_1_only_and_plots():
             assert not os.path.exists(plot)
 
 
+@pytest.mark.mpi
+def test_a_value_that_is_not_a_number_raises_on_every_worker_and_records_nothing(tmp_path):
+    # it was a bare ValueError or TypeError on worker 1 only (the others went on), and
+    # the step had been recorded without its value: the history lost its pairing
+    import csv
+
+    import numpy as np
+    import torch
+
+    from spmdlab import SpmdTypeError, spmd_plus, spmd_size
+
+    monitor = TrainingProgressMonitor(metrics=["loss", "accuracy"], plot_file=None,
+                                      stream=io.StringIO(), show=False,
+                                      log_dir=str(tmp_path / "logs"))
+    who = rf"\(worker {spmd_index()} of {spmd_size()}\)"
+    for step, values, shown in [
+            (1, {"loss": "abc"}, r"the metric 'loss' must be a real number \(got 'abc' "
+                                 r"that is a str\)"),
+            (1, {"loss": 0.5, "accuracy": np.ones(2)}, r"the metric 'accuracy' must be a "
+                                                        r"real number \(got a ndarray of "
+                                                        r"shape \(2,\)\)"),
+            (None, {"loss": 0.5}, r"the step must be a real number \(got None")]:
+        with pytest.raises(SpmdTypeError, match=rf"TrainingProgressMonitor.record_metrics "
+                                                rf"{who}: {shown}"):
+            monitor.record_metrics(step, **values)
+    assert spmd_plus(1) == spmd_size()  # every worker raised: they are still in step
+    # numpy numbers and one-element tensors are numbers, as for progress
+    monitor.record_metrics(np.int64(2), loss=np.float32(0.5), accuracy=torch.tensor([0.75]))
+    monitor.progress = np.float32(50)
+    if spmd_index() == 1:
+        assert monitor.history("loss") == ([2.0], [0.5])
+        assert monitor.history("accuracy") == ([2.0], [0.75])
+        assert monitor.progress == 50.0
+    monitor.close()
+    if spmd_index() == 1:  # the log has numbers, not a tensor's repr
+        with open(tmp_path / "logs" / "metrics.csv") as f:
+            rows = list(csv.DictReader(f))
+        assert [(r["loss"], r["accuracy"]) for r in rows] == [("0.5", "0.75")], rows
+
+
 @pytest.mark.mpi_skip
 def test_stop_file_and_ctrl_c():
     with tempfile.TemporaryDirectory() as folder:

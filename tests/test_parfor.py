@@ -31,6 +31,24 @@ def test_a_failing_item_raises_on_every_worker():
         parfor(fn, range(5))
 
 
+def test_a_failing_item_raises_on_every_worker_with_a_destination():
+    # the results go to one worker, the error to all: a worker that returned None while
+    # the destination raised would go on as if every item had run
+    def fn(x):
+        if x in (2, 3):
+            raise ValueError("bad setting")
+        return x
+
+    for destination in sorted({1, spmd_size()}):
+        with pytest.raises(SpmdError, match=r"parfor \(worker \d+ of \d+\): test_a_failing_"
+                                             r"item_raises_on_every_worker_with_a_destination"
+                                             r".<locals>.fn\(items\[2\]\) on worker \d "
+                                             r"raised ValueError \(2 items failed\)"):
+            parfor(fn, range(5), destination=destination)
+    assert parfor(abs, [-1, -2], destination=spmd_size()) == (
+        [1, 2] if spmd_index() == spmd_size() else None)
+
+
 def test_every_worker_must_give_as_many_items():
     # a different count on one worker would lose items or run some twice: refused
     # before any item runs, on every worker

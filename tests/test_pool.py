@@ -1029,6 +1029,50 @@ def test_a_deleted_pools_worker_queue_says_so_on_send():
     assert proc.returncode == 0 and "OK" in proc.stdout, proc.stdout + proc.stderr
 
 
+def test_a_client_queue_checks_timeouts_values_and_close_as_a_workers_queue_does():
+    # poll(None) was a TypeError, poll(True) waited a second, poll(nan) did not wait;
+    # a worker's unpicklable item was a bare TypeError; a closed queue kept the items
+    env, _ = layout_env("2")
+    proc = run_client("""
+        import math, threading
+        import spmdlab
+        from spmdlab import PollableDataQueue, SpmdError, SpmdValueError
+        pool = spmdlab.start_pool(2)
+        q = PollableDataQueue()
+        for bad in (None, True, float("nan"), "1"):
+            try:
+                q.poll(bad)
+                raise AssertionError(f"poll({bad!r}) did not raise")
+            except SpmdValueError as exc:
+                assert "PollableDataQueue.poll (the client): 'timeout' must be seconds" \\
+                    in str(exc), exc
+        try:
+            q.flush(float("nan"))
+            raise AssertionError("flush(nan) did not raise")
+        except SpmdValueError as exc:
+            assert "PollableDataQueue.flush (the client): 'timeout'" in str(exc), exc
+        try:
+            pool.spmd(lambda q: q.send(threading.Lock()), q)
+            raise AssertionError("an unpicklable item was sent")
+        except SpmdError as exc:
+            assert "SpmdTypeError: PollableDataQueue.send (worker " in str(exc), exc
+            assert "cannot send a value of type lock" in str(exc), exc
+        pool.spmd(lambda q: q.send(1), q)
+        assert q.poll(math.inf) == 1 and q.poll(30) == 1 and q.poll() is None
+        q.close()
+        try:
+            pool.spmd(lambda q: q.send(2), q)
+            raise AssertionError("sent to a closed queue")
+        except SpmdError as exc:
+            assert "SpmdValueError: PollableDataQueue.send (worker " in str(exc), exc
+            assert "closed by its owner, the client" in str(exc), exc
+        assert q.queue_length == 0
+        pool.delete()
+        print("OK")
+    """, env)
+    assert proc.returncode == 0 and "OK" in proc.stdout, proc.stdout + proc.stderr
+
+
 def test_ctrl_c_in_a_loop_of_short_blocks_always_stops_it():
     # a Ctrl-C used to be lost about half the time: when it came as the workers ended
     # the block (the block returned as if never interrupted), or in the __del__ of a

@@ -1,5 +1,6 @@
 """DataQueue and PollableDataQueue at any worker count."""
 
+import re
 import time
 
 import numpy as np
@@ -619,3 +620,35 @@ def test_a_poll_without_end_for_a_worker_that_computes_is_no_deadlock():
     elif spmd_index() == 1:
         assert queues.mine.poll(math.inf) == "late"
     spmd_barrier()
+
+
+def test_a_listener_that_polls_with_a_timeout_is_refused():
+    # the listener runs in the thread that delivers the items: its poll(2) returned None
+    # 2 s later whatever came meanwhile (its poll(math.inf) waited for ever)
+    from spmdlab import SpmdError
+    asks, answers = DataQueue(), PollableDataQueue()
+    seen = []
+
+    def listener(item):
+        for timeout in (2.0, 0.25):
+            try:
+                answers.poll(timeout)
+            except SpmdError as exc:
+                seen.append(str(exc))
+        seen.append(answers.poll())  # what has arrived: allowed
+
+    asks.after_each(listener)
+    spmd_barrier()  # no item comes before the listener (after_each would run it here)
+    if spmd_index() == spmd_size():
+        answers.send("answer")
+        asks.send("ask")
+    asks.flush_all()
+    if spmd_index() == 1:
+        who = rf"PollableDataQueue.poll \(worker 1 of {spmd_size()}\)"
+        assert len(seen) == 3, seen
+        for text, shown in zip(seen, ["2 s", "0.25 s"]):
+            assert re.match(rf"{who}: called with a timeout \({shown}\) from a listener, "
+                            rf"which runs in the thread that delivers the items", text), text
+        assert seen[2] in ("answer", None)  # (sent first: there, unless still on its way)
+    else:
+        assert seen == []

@@ -1317,7 +1317,12 @@ class _ClientQueue:
         _shared.client_queues[self._qid] = self
 
     def __reduce__(self):
-        return _shared.client_queue, (self._qid, self._kind)
+        # closed: the workers' sends are refused there (one racing with a close that a
+        # listener makes while the block runs is kept, as a worker's queue keeps it)
+        return _shared.client_queue, (self._qid, self._kind, self._closed)
+
+    def _who(self, call):
+        return f"{self._kind}.{call} (the client)"
 
     def _arrive(self, item):
         raise NotImplementedError
@@ -1342,6 +1347,9 @@ class _ClientQueue:
         return self._closed
 
     def flush(self, timeout: Optional[float] = None) -> bool:
+        from ..queues import _seconds
+
+        _seconds(self, "flush", timeout, none_ok=True)  # SpmdValueError for a bad one
         return True
 
 
@@ -1387,7 +1395,11 @@ class ClientPollableDataQueue(_ClientQueue):
         self._items.append(item)
 
     def poll(self, timeout: float = 0.0, default: Any = None) -> Any:
-        deadline = time.monotonic() + max(0.0, timeout)
+        from ..queues import _seconds
+
+        # as a worker's queue: SpmdValueError for NaN, None, a bool; math.inf: no end
+        timeout = _seconds(self, "poll", timeout, none_ok=False)
+        deadline = time.monotonic() + (float("inf") if timeout is None else max(0.0, timeout))
         pool = _current
         while not self._items:
             remaining = deadline - time.monotonic()

@@ -30,29 +30,47 @@ def variable(name, what):
     return namespace[name]
 
 
-def client_queue(qid, kind):
-    """Unpickled on the client: the queue itself; on a worker: a reference to it."""
+def client_queue(qid, kind, closed=False):
+    """Unpickled on the client: the queue itself; on a worker: a reference to it
+    (``closed``: whether the client had closed it when it was sent)."""
     if side == "client":
         queue = client_queues.get(qid)
         if queue is not None:
             return queue
-    return ClientQueueRef(qid, kind)
+    return ClientQueueRef(qid, kind, closed)
 
 
 class ClientQueueRef:
     """On a worker: the client's queue. ``send`` delivers to the client's listeners (or
     its ``poll``), in the order sent, over this worker's connection."""
 
-    __slots__ = ("qid", "kind")
+    __slots__ = ("qid", "kind", "closed")
 
-    def __init__(self, qid, kind):
-        self.qid, self.kind = qid, kind
+    def __init__(self, qid, kind, closed=False):
+        self.qid, self.kind, self.closed = qid, kind, closed
 
     def send(self, data: Any) -> None:
+        """Send ``data`` to the client's queue. Raises SpmdValueError when the client had
+        closed the queue before sending it here, SpmdTypeError for a value that cannot be
+        pickled (as a worker's own queue does)."""
         if connection is None:
             raise RuntimeError("this queue belongs to a pool's client, and this process is "
                                "not one of its workers")
-        connection.send(("queue", self.qid, data))
+        from .. import _world
+        from ._wire import Closed
+        from ..errors import SpmdTypeError, SpmdValueError
+
+        call = f"{self.kind}.send ({_world.current().who()})"
+        if self.closed:
+            raise SpmdValueError(f"{call}: the queue was closed by its owner, the client; "
+                                 f"items can no longer be sent to it")
+        try:
+            connection.send(("queue", self.qid, data))
+        except Closed:
+            raise
+        except Exception as exc:  # the value did not pickle: nothing was written
+            raise SpmdTypeError(f"{call}: cannot send a value of type {type(data).__name__}: "
+                                f"it cannot be pickled ({exc})") from None
 
     def after_each(self, fn):
         raise TypeError("after_each: this queue's listeners run on the client; register "
@@ -62,7 +80,7 @@ class ClientQueueRef:
         raise TypeError("poll: only the client, which owns this queue, can poll it")
 
     def __reduce__(self):
-        return client_queue, (self.qid, self.kind)
+        return client_queue, (self.qid, self.kind, self.closed)
 
     def __repr__(self):
         return f"<the client's {self.kind} #{self.qid}>"

@@ -14,6 +14,8 @@ does it itself).
 
 from __future__ import annotations
 
+import math
+import numbers
 import os
 import signal
 import sys
@@ -170,30 +172,46 @@ class TrainingProgressMonitor:
 
     @progress.setter
     def progress(self, value: float) -> None:
-        if not isinstance(value, (int, float)) or not 0 <= value <= 100:
+        # any real number (a numpy one, a one-element tensor too), as MATLAB's Progress
+        if not _is_real(value) or not 0 <= float(value) <= 100:
             raise SpmdValueError(f"TrainingProgressMonitor.progress must be from 0 to 100 "
-                                 f"(got {value!r})")
+                                 f"(got {_shown(value)})")
         self._progress = float(value)
         self._maybe_render()
 
     def record_metrics(self, step: float, **values: Any) -> None:
-        """Record metric values at x = ``step`` (MATLAB ``recordMetrics``)."""
+        """Record metric values at x = ``step`` (MATLAB ``recordMetrics``).
+
+        ``step`` and the values are real numbers (Python or numpy numbers, one-element
+        arrays or tensors); anything else raises SpmdTypeError on every worker (the inert
+        ones check too), and nothing of the call is recorded."""
         unknown = [k for k in values if k not in self._history]
         if unknown:
             raise SpmdValueError(f"TrainingProgressMonitor.record_metrics: {unknown[0]!r} "
                                  f"is not a declared metric (declared: "
                                  f"{', '.join(self.metrics) or 'none'})")
+        # checked on every worker without converting (a tensor on a GPU would be copied
+        # to the host on every worker): a bad value raises everywhere, not on worker 1
+        # only, and nothing is recorded (a step without its value broke the history)
+        for what, value in [("step", step)] + [(f"metric {k!r}", v) for k, v in
+                                               values.items()]:
+            if not _is_real(value):
+                raise SpmdTypeError(f"TrainingProgressMonitor.record_metrics "
+                                    f"({_world.here().who()}): the {what} must be a real "
+                                    f"number (got {_shown(value)})")
         if not self.active:
             return
+        x = float(step)
+        recorded = {k: float(v) for k, v in values.items()}
         with self._lock:
-            for name, value in values.items():
+            for name, value in recorded.items():
                 xs, ys = self._history[name]
-                xs.append(float(step))
-                ys.append(float(value))
-            self._records.append((float(step), {k: float(v) for k, v in values.items()}))
-        self._last_step = float(step)
+                xs.append(x)
+                ys.append(value)
+            self._records.append((x, recorded))
+        self._last_step = x
         if self._log is not None:
-            self._log.write(step, values, self._info_values)
+            self._log.write(step, recorded, self._info_values)  # numbers, not tensors
         self._maybe_render()
 
     def update_info(self, **values: Any) -> None:
@@ -416,6 +434,34 @@ class StopRequest:
 
 def _in_main_thread():
     return threading.current_thread() is threading.main_thread()
+
+
+def _is_real(value):
+    """Whether ``value`` is one real number: a Python or numpy number, or an array or
+    tensor of one element of a real (or bool) type. Looks at its type and shape only."""
+    if isinstance(value, numbers.Real):
+        return True
+    dtype, shape = getattr(value, "dtype", None), getattr(value, "shape", None)
+    try:
+        if dtype is None or shape is None or math.prod(shape) != 1:
+            return False
+        if hasattr(dtype, "is_complex"):  # torch
+            return not dtype.is_complex
+        import numpy as np
+
+        return np.dtype(dtype).kind in "biuf"
+    except TypeError:
+        return False
+
+
+def _shown(value):
+    """``value`` for an error message: its repr, or its type and shape for an array."""
+    shape = getattr(value, "shape", None)
+    if shape is not None and not isinstance(value, numbers.Number):
+        return f"a {type(value).__name__} of shape {tuple(shape)}"
+    text = repr(value)
+    return (text if len(text) <= 60 else text[:57] + "...") + \
+        f" that is a {type(value).__name__}"
 
 
 def _names(kind, names):
