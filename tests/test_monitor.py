@@ -7,7 +7,7 @@ import tempfile
 
 import pytest
 
-from spmdlab import SpmdValueError, spmd_index
+from spmdlab import SpmdTypeError, SpmdValueError, spmd_index
 from spmdlab.training import TrainingProgressMonitor
 
 
@@ -28,7 +28,7 @@ def test_records_on_worker_1_only_and_plots():
             monitor.record_metrics(6, lr=0.1)
         with pytest.raises(SpmdValueError, match="'batch' is not declared information"):
             monitor.update_info(batch=3)
-        with pytest.raises(SpmdValueError, match="progress must be from 0 to 100"):
+        with pytest.raises(SpmdValueError, match="progress .*must be a number from 0 to 100"):
             monitor.progress = 120
         monitor.close()
         if spmd_index() == 1:
@@ -80,6 +80,38 @@ def test_a_value_that_is_not_a_number_raises_on_every_worker_and_records_nothing
         with open(tmp_path / "logs" / "metrics.csv") as f:
             rows = list(csv.DictReader(f))
         assert [(r["loss"], r["accuracy"]) for r in rows] == [("0.5", "0.75")], rows
+
+
+def test_values_are_checked_on_every_worker_and_numpy_numbers_accepted():
+    # found by tester V: a metric value that is not a number raised a bare ValueError on
+    # worker 1 alone (the others went on); numpy's float32 progress was refused as out
+    # of range; the errors named no worker
+    np = pytest.importorskip("numpy")
+    monitor = TrainingProgressMonitor(metrics=["loss"], plot_file=None,
+                                      stream=io.StringIO(), refresh=0)
+    monitor.progress = np.float32(50)
+    monitor.record_metrics(np.int64(1), loss=np.float32(0.5))
+    with pytest.raises(SpmdTypeError, match=r"record_metrics \(worker \d+ of \d+\): "
+                       r"the metric 'loss' must be a real number \(got 'abc'"):
+        monitor.record_metrics(2, loss="abc")
+    with pytest.raises(SpmdTypeError, match="metric 'loss' must be a real number"):
+        monitor.record_metrics(2, loss=np.array([1.0, 2.0]))
+    with pytest.raises(SpmdValueError, match=r"progress \(worker \d+ of \d+\): must be a "
+                       r"number from 0 to 100 \(got 'half'"):
+        monitor.progress = "half"
+    with pytest.raises(SpmdValueError, match=r"progress \(worker \d+ of \d+\): must be a "
+                       r"number from 0 to 100"):
+        monitor.progress = np.float64(101)
+    with pytest.raises(SpmdValueError, match=r"record_metrics \(worker \d+ of \d+\): 'lr' "
+                       r"is not a declared metric"):
+        monitor.record_metrics(2, lr=0.1)
+    with pytest.raises(SpmdValueError, match=r"update_info \(worker \d+ of \d+\): 'batch' "
+                       r"is not declared information"):
+        monitor.update_info(batch=3)
+    monitor.close()
+    assert monitor.progress == 50.0
+    if spmd_index() == 1:
+        assert monitor.history("loss") == ([1.0], [0.5])
 
 
 @pytest.mark.mpi_skip

@@ -202,6 +202,29 @@ def test_a_weight_that_is_not_a_number_fails_on_every_worker():
     assert spmd_plus(1) == n
 
 
+def test_a_state_weight_that_is_not_a_number_fails_on_every_worker():
+    # found by tester V: aggregate_state and aggregate_state_values did not check the
+    # weight; the bad worker alone raised a bare TypeError and the others went on into
+    # the sum, to fail later in an unrelated call
+    from spmdlab import SpmdTypeError
+
+    n, k = spmd_size(), spmd_index()
+    model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.BatchNorm1d(4))
+    model(torch.randn(8, 3))
+    values = [np.ones(2), np.ones(2)]
+    for bad in ("x", None, np.ones(2)):
+        with pytest.raises(SpmdTypeError, match=f"aggregate_state .*worker {n} of {n}.*"
+                           "the weight must be a real number"):
+            aggregate_state(model, bad if k == n else 1.0 / n)
+        with pytest.raises(SpmdTypeError, match=f"aggregate_state_values .*worker {n} of "
+                           f"{n}.*the weight must be a real number"):
+            aggregate_state_values(values, bad if k == n else 1.0 / n, [True, False],
+                                   [False, True])
+    merged = aggregate_state_values(values, np.float32(1 / n), [True, False], [False, True])
+    np.testing.assert_allclose(np.array(merged), np.ones((2, 2)), rtol=1e-6)  # float32 1/n
+    assert spmd_plus(1) == n
+
+
 def test_sgdm_on_arrays_matches_matlab_formula():
     params = {"w": np.ones(3), "b": [np.zeros(2)]}
     grads = {"w": np.full(3, 2.0), "b": [np.ones(2)]}

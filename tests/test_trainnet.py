@@ -195,6 +195,20 @@ def test_population_statistics_are_the_training_data_moments():
     np.testing.assert_allclose(bn.running_var.numpy(), x.var(0).numpy(), rtol=1e-5)
 
 
+def test_population_statistics_take_in_the_observations_after_the_last_mini_batch():
+    # found by tester V: the pass covered only the first floor(n / B) * B observations in
+    # datastore order, so 5 of 125 rows (trained on in shuffled epochs) were left out
+    x, y = _data(n=125)
+    x[120:] += 5.0  # the rows after the last full mini-batch move the moments
+    net = torch.nn.Sequential(torch.nn.BatchNorm1d(6), torch.nn.Linear(6, 3))
+    _train("parallel-cpu", data=(x, y), net=net, mini_batch_size=12, max_epochs=1,
+           batch_normalization_statistics="population")
+    bn = net[0]
+    np.testing.assert_allclose(bn.running_mean.numpy(), x.mean(0).numpy(), atol=1e-6)
+    np.testing.assert_allclose(bn.running_var.numpy(), x.var(0).numpy(), rtol=1e-5)
+    _same_everywhere(bn.running_var.numpy())
+
+
 # -- options at work -----------------------------------------------------------------------
 
 
@@ -273,6 +287,36 @@ def test_string_labels_and_datastores():
         "sgdm", max_epochs=2, mini_batch_size=10, verbose=False,
         execution_environment="parallel-cpu"))
     assert info.class_names == ["ant", "bee", "cat"]
+
+
+def test_labels_that_are_names_without_class_names_are_a_named_error():
+    # found by tester V: a transformed datastore keeps no labels, so its names reached
+    # torch.from_numpy (a bare TypeError "can't convert np.ndarray of type numpy.str_")
+    x, y = _data(n=60)
+    names = np.array(["ant", "bee", "cat"])[y.numpy()]
+    ds = ArrayDatastore(x.numpy(), names).transform(lambda obs: (obs[0] * 2, obs[1]))
+    options = training_options("sgdm", max_epochs=1, mini_batch_size=10, verbose=False,
+                               execution_environment="parallel-cpu")
+    with pytest.raises(SpmdValueError, match=r"label '(ant|bee|cat)' is not a number .* "
+                       r"pass class_names="):
+        trainnet(ds, _mlp(), "crossentropy", options)
+    net, info = trainnet(ds, _mlp(), "crossentropy", options,
+                         class_names=["ant", "bee", "cat"])
+    assert info.class_names == ["ant", "bee", "cat"] and len(info.training_history) == 6
+
+
+def test_accuracy_is_the_exact_fraction_at_every_layout():
+    # found by tester V: the accuracy was a float32 mean, 67.56756788975483 for 25 of 37
+    # (67.567567567...), and differed between layouts in the sixth digit
+    x, y = _data(n=110)
+    net, info = _train("parallel-cpu", data=(x, y), metrics="accuracy", max_epochs=1,
+                       validation_data=(x[:37], y[:37]))
+    with torch.no_grad():
+        correct = int((net(x[:37]).argmax(1) == y[:37]).sum())
+    assert info.final_validation["accuracy"] == pytest.approx(100 * correct / 37,
+                                                              rel=0, abs=1e-12)
+    for record in info.training_history:  # 10 per mini-batch: a whole percent
+        assert record["accuracy"] == pytest.approx(round(record["accuracy"]), abs=1e-12)
 
 
 def test_minibatch_predict_converts_image_datastores(tmp_path):
@@ -413,6 +457,28 @@ def test_workers_with_different_data_all_raise():
     with pytest.raises(SpmdMismatchError, match="the workers disagree: observations=10"):
         _train("parallel-cpu", data=_data(n=100 + spmd_index()))
     _train("parallel-cpu", max_epochs=1)  # the next call still works
+
+
+def test_workers_with_another_random_split_all_raise():
+    # found by tester V: split_each_label(..., randomize=True) without seed= (as the
+    # guide's MATLAB table wrote it) drew another split on every worker; trainnet checked
+    # only the sizes and trained each worker on its own split, validating on a mix
+    from spmdlab.training import split_each_label
+
+    if spmd_size() == 1:
+        pytest.skip("needs several workers")
+    x, y = _data(n=60)
+    ds = ArrayDatastore(x.numpy(), y.numpy())
+    train, test = split_each_label(ds, 0.8, randomize=True, seed=spmd_index())
+    with pytest.raises(SpmdMismatchError, match=r"training_selection=.*pass seed= to "
+                       r"split_each_label"):
+        _train("parallel-cpu", data=train, max_epochs=1)
+    shuffled = ds.shuffle(seed=0 if spmd_index() == 1 else 1)
+    with pytest.raises(SpmdMismatchError, match=r"validation_selection=.* on worker 1"):
+        _train("parallel-cpu", data=ds, max_epochs=1, validation_data=shuffled)
+    train, test = split_each_label(ds, 0.8, randomize=True, seed=5)  # the same everywhere
+    net, info = _train("parallel-cpu", data=train, max_epochs=1, validation_data=test)
+    assert len(info.training_history) == len(train) // 10
 
 
 def test_workers_with_different_options_all_raise():

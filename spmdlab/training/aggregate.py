@@ -221,7 +221,8 @@ def aggregate_state(x: M, factor: float) -> M:
     ``var = sum_k w_k (var_k + (mu_k - mu)^2)`` (``w_k`` = ``factor``); other floating
     buffers are averaged with the same weights. All of it in one collective, computed in
     float64 (the sums of ``w (var + mu^2)`` lose no precision a float32 state can hold).
-    Returns the module, updated in place.
+    Returns the module, updated in place. Raises SpmdTypeError on every worker when a
+    worker's ``factor`` is not a real number.
 
     Parameters
     ----------
@@ -243,6 +244,7 @@ def aggregate_state(x: M, factor: float) -> M:
     ------
     ``state.Value = dlupdate(@aggregateState, state.Value, {factor})``
     """
+    _check_factor("aggregate_state", factor)  # else that worker alone raised numpy's error
     if not _is_module(x):
         raise SpmdTypeError(f"aggregate_state: expects a torch.nn.Module (got "
                             f"{type(x).__name__}); for MATLAB-style state values use "
@@ -369,7 +371,8 @@ def aggregate_state_values(values: Sequence[Any], factor: float, is_mean: Sequen
     Collective: every worker must call this. ``values`` is a list of arrays or tensors;
     the j-th value flagged ``is_mean`` pairs with the j-th flagged ``is_variance`` (the
     order of a MATLAB ``net.State`` table); they are merged with the pooled formula,
-    every other value is averaged with weight ``factor``. Returns a new list.
+    every other value is averaged with weight ``factor``. Returns a new list. Raises
+    SpmdTypeError on every worker when a worker's ``factor`` is not a real number.
 
     Examples
     --------
@@ -382,6 +385,7 @@ def aggregate_state_values(values: Sequence[Any], factor: float, is_mean: Sequen
     ------
     ``aggregateState(state, factor, isBatchNormalizationStateMean, ...)``
     """
+    _check_factor("aggregate_state_values", factor)
     n = len(values)
     if len(is_mean) != n or len(is_variance) != n:
         raise SpmdTypeError(f"aggregate_state_values: {n} values but {len(is_mean)} mean "

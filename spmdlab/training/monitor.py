@@ -174,7 +174,8 @@ class TrainingProgressMonitor:
     def progress(self, value: float) -> None:
         # any real number (a numpy one, a one-element tensor too), as MATLAB's Progress
         if not _is_real(value) or not 0 <= float(value) <= 100:
-            raise SpmdValueError(f"TrainingProgressMonitor.progress must be from 0 to 100 "
+            raise SpmdValueError(f"TrainingProgressMonitor.progress "
+                                 f"({_world.here().who()}): must be a number from 0 to 100 "
                                  f"(got {_shown(value)})")
         self._progress = float(value)
         self._maybe_render()
@@ -187,7 +188,8 @@ class TrainingProgressMonitor:
         ones check too), and nothing of the call is recorded."""
         unknown = [k for k in values if k not in self._history]
         if unknown:
-            raise SpmdValueError(f"TrainingProgressMonitor.record_metrics: {unknown[0]!r} "
+            raise SpmdValueError(f"TrainingProgressMonitor.record_metrics "
+                                 f"({_world.here().who()}): {unknown[0]!r} "
                                  f"is not a declared metric (declared: "
                                  f"{', '.join(self.metrics) or 'none'})")
         # checked on every worker without converting (a tensor on a GPU would be copied
@@ -218,7 +220,8 @@ class TrainingProgressMonitor:
         """Show information values (MATLAB ``updateInfo``)."""
         unknown = [k for k in values if k not in self.info]
         if unknown:
-            raise SpmdValueError(f"TrainingProgressMonitor.update_info: {unknown[0]!r} is "
+            raise SpmdValueError(f"TrainingProgressMonitor.update_info "
+                                 f"({_world.here().who()}): {unknown[0]!r} is "
                                  f"not declared information (declared: "
                                  f"{', '.join(self.info) or 'none'})")
         if self.active:

@@ -11,6 +11,7 @@ drift. "auto" / "cpu" / "gpu" train in-process, on the whole mini-batch.
 
 from __future__ import annotations
 
+import itertools
 import math
 import os
 import sys
@@ -32,7 +33,8 @@ from .datastores import partition
 from .helpers import can_use_gpu, select_gpu
 from .minibatch import MiniBatchQueue, worker_mini_batch_sizes
 from .monitor import StopRequest, TrainingProgressMonitor
-from .netdata import Metric, Source, _torch, call, epoch_order, loss_function
+from .netdata import (Metric, Source, _torch, call, epoch_order, loss_function,
+                      selection_digest)
 from .options import TrainingOptions
 from .updates import adam_update, rmsprop_update, sgdm_update
 
@@ -456,6 +458,11 @@ class _Run:
         self.config["metrics"] = [name for name, _ in o.metrics]
         self.config["validation_data"] = None if self.validation is None \
             else f"{len(self.validation.ds)} observations"
+        # the same observations, not just as many: a random split or shuffle drawn on
+        # each worker (no seed=) gave every worker its own training and validation sets
+        self.config["training_selection"] = selection_digest(self.train_data.ds)
+        self.config["validation_selection"] = None if self.validation is None \
+            else selection_digest(self.validation.ds)
         self.config["checkpoint_path"] = "set" if o.checkpoint_path else None
         self.output = o.output_network
         if self.output == "auto":
@@ -484,6 +491,12 @@ class _Run:
         shared = group.broadcast(shared)
         mismatch = [f"{k}={v!r} here, {shared['config'][k]!r} on worker 1"
                     for k, v in self.config.items() if v != shared["config"][k]]
+        if any(k.endswith("_selection") and v != shared["config"][k]
+               for k, v in self.config.items()):
+            mismatch.append("the datastores select other observations (or another order) "
+                            "on different workers: pass seed= to split_each_label(..., "
+                            "randomize=True) and shuffle(), so that every worker draws the "
+                            "same")
         group.check(SpmdMismatchError(f"{call()}: the workers disagree: "
                                       f"{'; '.join(mismatch)}") if mismatch else None)
         if self.o.checkpoint_path:  # one that cannot be written fails now, not epochs later
@@ -778,17 +791,28 @@ def _check_writable(folder):
 
 def _population_statistics(net, train, group, count, batch, offset, mine, device):
     """MATLAB's "population" batch-norm statistics over the training data: one pass over
-    this worker's part of every full global mini-batch, summed over the group. Returns
+    this worker's part of every full global mini-batch and of the observations after
+    the last (every observation once, over the group), summed over the group. Returns
     False, the network unchanged, where they are not finite (NaN or infinite data)."""
     kept = [b.detach().clone() for b in net.buffers() if b.is_floating_point()]
     per_epoch = count // batch
     positions = np.arange(per_epoch * batch).reshape(per_epoch, batch)[:, offset:offset + mine]
-    mbq = train.queue(positions.reshape(-1), mine)
+    # the count % batch observations no full mini-batch of this order holds are training
+    # data too (shuffled epochs train on them): split over the workers, each worker's
+    # share joins its last batch (a batch of one would fail a batch-norm layer)
+    rest = np.arange(per_epoch * batch, count)
+    base, extra = divmod(len(rest), group.size)
+    k = group.index - 1
+    start = k * base + min(k, extra)
+    last = np.concatenate([positions[-1], rest[start:start + base + (k < extra)]])
+    queues = [train.queue(positions[:-1].reshape(-1), mine), train.queue(last, len(last))]
     try:
         with group.local("batch-norm statistics"):
-            sums = batch_norm_moments(net, (b[0].to(device) for b in mbq))
+            sums = batch_norm_moments(net, (b[0].to(device)
+                                            for b in itertools.chain(*queues)))
     finally:
-        mbq.close()
+        for mbq in queues:
+            mbq.close()
     sums = group.plus(sums)
     if not np.isfinite(sums).all():  # the same on every worker: the sums are
         with _torch().no_grad():  # the pass ran the layers in training mode
