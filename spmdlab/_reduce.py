@@ -542,8 +542,9 @@ def _tree_fold(scope, ex, call, k, op, dtype, shape, value, describe):
 
 def _wrap_int64(value):
     """A Python int as int64 wraps it (numpy's int64 arithmetic, step by step, gives the
-    same bits: sums and products modulo 2**64)."""
-    return np.int64((value + 2 ** 63) % 2 ** 64 - 2 ** 63)
+    same bits: sums and products modulo 2**64). ``value`` may be a numpy integer already
+    (``max`` and ``min`` fold Python ints with numpy's ufuncs)."""
+    return np.int64((int(value) + 2 ** 63) % 2 ** 64 - 2 ** 63)
 
 
 def _tree_scalar(scope, call, x, op, fast, ex):

@@ -22,6 +22,7 @@ from ._mpi import MPI
 
 _PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
 _SKIPPED = (_PACKAGE, os.path.dirname(os.path.abspath(np.__file__)) + os.sep)
+_SKIPPED_FILES = (contextlib.__file__, threading.__file__)
 PROGRAM = threading.get_ident()  # the program thread (the one that imported spmdlab)
 # (call, scope, since, kind) while the program thread waits in a spmdlab call (``_wait``
 # sets it): what this worker answers, and what the answering thread reports when it
@@ -44,10 +45,11 @@ def call_site():
 
 def call_site_of(frame):
     """``call_site`` from ``frame`` outwards (the top frame of another thread, say)."""
-    # spmdlab's frames, contextlib's that its context managers run in, and numpy's that
-    # hand a codistributed array's operation over (``np.linalg.norm(D)``: the user's line)
+    # spmdlab's frames, contextlib's that its context managers run in, threading's that
+    # it waits in (``PollableDataQueue.poll``), and numpy's that hand a codistributed
+    # array's operation over (``np.linalg.norm(D)``: the user's line)
     while frame is not None and (frame.f_code.co_filename.startswith(_SKIPPED) or
-                                 frame.f_code.co_filename == contextlib.__file__):
+                                 frame.f_code.co_filename in _SKIPPED_FILES):
         frame = frame.f_back
     if frame is None:
         return "?"
@@ -80,8 +82,10 @@ def _where():
                           for s in list(_world._stack))
         return f"waits|{state[0]}|{count}|{call_site_of(frame)}|{state[2]!r}|" \
             f"{_needs(state)}|{counts}"
-    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE):
-        frame = frame.f_back  # inside spmdlab but not waiting: the user's line
+    while frame is not None and (frame.f_code.co_filename.startswith(_PACKAGE) or
+                                 frame.f_code.co_filename in _SKIPPED_FILES):
+        frame = frame.f_back  # inside spmdlab (or a lock it waits on) but not waiting:
+        # the user's line
     if frame is None:
         return f"runs|?|{count}|{last}"
     code = frame.f_code

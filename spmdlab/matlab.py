@@ -493,10 +493,10 @@ def spmdCat(X: Any, dim: Worker = 2, destination: Worker = None) -> Any:
     ``spmdCat(X)``, ``spmdCat(X, dim)``, ``spmdCat(X, dim, destination)``
     """
     d, dest = _worker(dim), _worker(destination)
-    if isinstance(d, bool) or not isinstance(d, (int, np.integer)) or d < 1:
+    if isinstance(d, bool) or not isinstance(d, (int, np.integer)) or not 1 <= d <= 64:
         _checks.fail_together("spmdCat", SpmdValueError(
             f"spmdCat (worker {spmdIndex()} of {spmdSize()}): 'dim' must be a positive int "
-            f"(1-based, as in MATLAB; got {d!r})"))
+            f"up to 64, numpy's most dimensions (1-based, as in MATLAB; got {d!r})"))
     leaf = classify(X)
     if leaf is None:
         try:

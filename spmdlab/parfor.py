@@ -77,7 +77,7 @@ def parfor(fn: Callable[[T], R], items: Iterable[T],
     scope = _world.current()
     call = "parfor"
     name = _name(fn)
-    error = None
+    error: Optional[SpmdError] = None
     if not callable(fn):
         error = SpmdTypeError(f"parfor ({scope.who()}): 'fn' must be callable (got "
                               f"{fn!r} that is a {type(fn).__name__})")
@@ -87,12 +87,17 @@ def parfor(fn: Callable[[T], R], items: Iterable[T],
         items = []
         error = error or SpmdTypeError(f"parfor ({scope.who()}): 'items' must be a "
                                        f"sequence or an iterable ({exc})")
+    except Exception as exc:  # a generator that raised: on every worker, not here alone
+        items = []
+        error = error or SpmdError(f"parfor ({scope.who()}): reading 'items' raised "
+                                   f"{type(exc).__name__}: {exc}")
     error = error or check_worker(call, scope, "destination", destination)
     # before any item runs: the same function and item count on every worker (else items
     # would be lost, or run twice, and the workers leave parfor at different calls)
     count = len(items)
-    agree(scope, call, digest((call, name if error is None else None, count,
-                               destination)),
+    if error is not None:  # (a bad destination may be unhashable: a list, an array)
+        name, destination = None, None
+    agree(scope, call, digest((call, name, count, destination)),
           error=error, describe=lambda: describe_call(
               call, f"{name} over {count} items",
               {"function": name, "item count": str(count)}, destination=destination))

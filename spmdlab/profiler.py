@@ -24,10 +24,12 @@ few microseconds more (two clock reads and the call-site lookup).
 from __future__ import annotations
 
 import json
+import os
 import time
 from typing import IO, Any, Dict, List, Optional
 
 from . import _agree, _wait, _world
+from .errors import SpmdTypeError
 
 __all__ = ["Profile", "profile"]
 
@@ -146,6 +148,10 @@ class Profile:
     def save(self, path: str = "spmdlab-profile") -> Optional[List[str]]:
         """Collective: write ``path.json`` (and ``path.png`` with matplotlib) on worker 1;
         returns the paths written there."""
+        if not isinstance(path, (str, os.PathLike)):  # (None wrote "None.json")
+            raise SpmdTypeError(f"Profile.save ({_world.current().who()}): 'path' must be "
+                                f"a str or a path (got {path!r} that is a "
+                                f"{type(path).__name__})")
         summary = self.summary()
         if summary is None:
             return None

@@ -198,6 +198,9 @@ class Region:
 
     def run(self, fn: Callable[..., R], /, *args: Any, **kwargs: Any) -> Optional[R]:
         """``fn(*args, **kwargs)`` inside the region; None on workers outside it."""
+        if not callable(fn):  # on every worker, the ones outside the region too
+            raise SpmdTypeError(f"spmd(...).run ({_world.current().who()}): 'fn' must be "
+                                f"callable (got {fn!r} that is a {type(fn).__name__})")
         result = None
         for _ in self:
             result = fn(*args, **kwargs)

@@ -143,7 +143,7 @@ def inject_fault(worker: int, call: Optional[str] = None, at: int = 1, action: s
     """
     size = _world.SIZE
     who = f"inject_fault (worker {_world.RANK + 1} of {size})"
-    if action not in _ACTIONS:
+    if not isinstance(action, str) or action not in _ACTIONS:  # (an array: no bare error)
         raise SpmdValueError(f"{who}: 'action' must be one of {', '.join(_ACTIONS)} "
                              f"(got {action!r})")
     if isinstance(worker, bool) or not isinstance(worker, int) or not 1 <= worker <= size:

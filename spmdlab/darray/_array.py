@@ -373,6 +373,8 @@ class CodistributedArray(np.lib.mixins.NDArrayOperatorsMixin):
         """The axes permuted (reversed by default): no communication."""
         from ._numpy import _same_arguments, transpose
 
+        if len(axes) == 1 and axes[0] is None:  # numpy's a.transpose(None): reversed
+            axes = ()
         order = axes[0] if len(axes) == 1 and axes[0] is not None and np.ndim(axes[0]) \
             else (axes or None)
         _same_arguments(self, np.transpose, (self, order), {})  # (collective if given)

@@ -260,18 +260,29 @@ class Codistributor:
 
 def check_shape(call, shape):
     """A shape as a tuple of ints (one int is a 1-D shape); SpmdTypeError otherwise."""
-    if type(shape) is tuple and all(type(s) is int and s >= 0 for s in shape):
+    if type(shape) is tuple and all(type(s) is int and 0 <= s <= _MAX_LENGTH for s in shape):
         return shape  # the common case, checked cheaply
-    values = list(np.asarray(shape).reshape(-1)) if np.ndim(shape) else [shape]
-    if np.ndim(shape) > 1 or any(isinstance(v, (bool, np.bool_)) or
-                                 not isinstance(v, (int, np.integer, float, np.floating)) or
-                                 not float(v).is_integer() for v in values):
+    try:  # (a tensor that requires grad, say, refuses np.asarray)
+        values = list(np.asarray(shape).reshape(-1)) if np.ndim(shape) else [shape]
+        bad = np.ndim(shape) > 1 or any(
+            isinstance(v, (bool, np.bool_)) or
+            not isinstance(v, (int, np.integer, float, np.floating)) or
+            not float(v).is_integer() for v in values)
+    except Exception:
+        bad = True
+    if bad:
         raise error(SpmdTypeError, call, f"'shape' must be an int or a sequence of ints "
                     f"(got {shape!r})")
     out = tuple(int(v) for v in values)
     if any(s < 0 for s in out):
         raise error(SpmdValueError, call, f"'shape' must not be negative (got {out})")
+    if any(s > _MAX_LENGTH for s in out):
+        raise error(SpmdValueError, call, f"'shape' must not exceed {_MAX_LENGTH} along "
+                    f"any axis, numpy's largest (got {out})")
     return out
+
+
+_MAX_LENGTH = int(np.iinfo(np.intp).max)
 
 
 def _check_partition(call, partition):

@@ -385,8 +385,26 @@ def full(shape: Any, fill_value: Any, dtype: Any = None, *,
     """
     if dtype is None and like is None:
         dtype = np.asarray(fill_value).dtype
-    return _made(CodistributedArray, "full", shape, codistributor, axis, like, dtype,
-                 lambda ops, c, d, lk: ops.full(c.local_shape(), fill_value, d, lk))
+    if np.ndim(fill_value) == 0:
+        return _made(CodistributedArray, "full", shape, codistributor, axis, like, dtype,
+                     lambda ops, c, d, lk: ops.full(c.local_shape(), fill_value, d, lk))
+    # an array fills as numpy's full broadcasts it: to the global shape, each worker then
+    # taking its own piece (not broadcast to the local part: right or wrong by the layout)
+    shape = check_shape("full", shape)
+    try:
+        whole = np.broadcast_to(np.asarray(fill_value), shape)
+    except ValueError:
+        raise error(SpmdValueError, "full", f"'fill_value' of shape "
+                    f"{np.shape(fill_value)} cannot be broadcast to the shape "
+                    f"{shape}") from None
+
+    def fill(ops, codist, dtype, like):
+        r = codist.global_indices()
+        values = np.array(whole[(slice(None),) * codist.axis + (slice(r.start, r.stop),)],
+                          dtype=dtype)
+        return values if ops is LOCAL["numpy"] else ops.like(values, like)
+
+    return _made(CodistributedArray, "full", shape, codistributor, axis, like, dtype, fill)
 
 
 def empty(shape: Any, dtype: Any = None, *, codistributor: Optional[Codistributor] = None,
@@ -499,7 +517,9 @@ def eye(n: int, m: Optional[int] = None, k: int = 0, dtype: Any = None, *,
     ------
     ``codistributed.eye(n)``, ``eye(n, "codistributed")``
     """
-    m = n if m is None else m
+    n, m = check_shape("eye", (n, n if m is None else m))  # eye(2.0) as zeros(2.0)
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)):
+        raise error(SpmdTypeError, "eye", f"'k' must be an int (got {k!r})")
 
     def fill(ops, codist, dtype, like):
         r = codist.global_indices()
@@ -529,13 +549,26 @@ def arange(start: Any, stop: Any = None, step: Any = 1, dtype: Any = None, *,
     """
     if stop is None:
         start, stop = 0, start
-    kind = np.arange(start, start, step if step else 1, dtype=dtype).dtype  # numpy's rule
+    try:  # numpy's rule: the type of start, stop and step together (arange(2.5) is float)
+        some = step if step else 1
+        kind = np.result_type(np.arange(start, start, some, dtype=dtype).dtype,
+                              np.arange(stop, stop, some, dtype=dtype).dtype)
+    except (TypeError, ValueError, OverflowError, RuntimeError) as exc:
+        refused = SpmdTypeError if isinstance(exc, (TypeError, RuntimeError)) else \
+            SpmdValueError
+        raise error(refused, "arange", f"'start', 'stop' and 'step' must be finite real "
+                    f"numbers (got {start!r}, {stop!r}, {step!r}): {exc}") from None
     if step == 0:
         raise error(SpmdValueError, "arange", "'step' must not be zero")
     if all(isinstance(v, (int, np.integer)) for v in (start, stop, step)):
-        count = len(range(int(start), int(stop), int(step)))
+        start, stop, step = int(start), int(stop), int(step)
+        count = max(0, (stop - start + step - (1 if step > 0 else -1)) // step)
     else:
-        count = max(int(np.ceil((stop - start) / step)), 0)
+        count = (stop - start) / step
+        if not np.isfinite(count):
+            raise error(SpmdValueError, "arange", f"cannot count the elements from "
+                        f"{start!r} to {stop!r} by {step!r}")
+        count = max(int(np.ceil(count)), 0)
 
     def fill(ops, codist, dtype, like):
         r = codist.global_indices()
@@ -560,8 +593,18 @@ def drange(start: int, stop: Optional[int] = None, step: int = 1) -> range:
     ------
     ``for i = drange(1:n)``
     """
-    whole = range(start) if stop is None else range(start, stop, step)
+    try:
+        whole = range(start) if stop is None else range(start, stop, step)
+    except (TypeError, ValueError) as exc:  # a float, None; a step of 0
+        kind = SpmdTypeError if isinstance(exc, TypeError) else SpmdValueError
+        raise error(kind, "drange", f"takes ints as range() does (got start={start!r}, "
+                    f"stop={stop!r}, step={step!r}): {exc}") from None
     scope = _world.current()
-    partition = default_partition(len(whole), scope.size)
+    try:
+        length = len(whole)
+    except OverflowError:  # more than sys.maxsize numbers: the same count by arithmetic
+        length = max(0, (whole.stop - whole.start + whole.step -
+                         (1 if whole.step > 0 else -1)) // whole.step)
+    partition = default_partition(length, scope.size)
     first = offsets(partition)[scope.rank]
     return whole[first:first + partition[scope.rank]]

@@ -95,8 +95,8 @@ class codistributor1d:
     def __init__(self, Dimension: Any = 0, Partition: Any = (), gsize: Any = None) -> None:
         call = "codistributor1d"
         self._dim = _number(call, "Dimension", Dimension)
-        if self._dim < 0:
-            raise error(SpmdValueError, call, f"'Dimension' must be 1 or more, or "
+        if not 0 <= self._dim <= _MAX_DIMS:  # (a larger one is no numpy array's)
+            raise error(SpmdValueError, call, f"'Dimension' must be 1 to {_MAX_DIMS}, or "
                         f"codistributor1d.unsetDimension (got {self._dim})")
         unset = Partition is None or np.size(Partition) == 0
         self._part = None if unset else tuple(
@@ -191,6 +191,9 @@ class codistributor1d:
         size = "" if self._gsize is None else \
             f", size [{' '.join(map(str, self._gsize))}]"
         return f"codistributor1d(Dimension {self._dim}, Partition {part}{size})"
+
+
+_MAX_DIMS = 32 if np.lib.NumpyVersion(np.__version__) < "2.0.0" else 64  # numpy's limit
 
 
 def _shaped_for(dim, shape):
@@ -580,7 +583,7 @@ def _colon(call, a, d, b, dtype=None):
         if isinstance(value, (bool, np.bool_)) or not isinstance(
                 value, (int, float, np.integer, np.floating)):
             raise error(SpmdTypeError, call, f"'{name}' must be a real number (got {value!r})")
-        if not np.isfinite(value):
+        if isinstance(value, (float, np.floating)) and not np.isfinite(value):
             raise error(SpmdValueError, call,
                         f"'{name}' must be finite (got {value!r})")
         numbers.append(value.item() if isinstance(value, np.generic) else value)
@@ -592,6 +595,10 @@ def _colon(call, a, d, b, dtype=None):
         return np.zeros(0)
     if all(float(v).is_integer() for v in (a, d, b)):
         count = (int(b) - int(a)) // int(d) + 1
+        if count > np.iinfo(np.intp).max or not -2 ** 63 <= int(b) < 2 ** 63 or \
+                not -2 ** 63 <= int(a) < 2 ** 63:  # (a Python int beyond int64)
+            raise error(SpmdValueError, call, f"{a}:{d}:{b} is beyond what an int64 "
+                        f"array holds")
         return int(a) + int(d) * np.arange(count)
     a, d, b = float(a), float(d), float(b)
     n = int(round((b - a) / d))
@@ -1430,15 +1437,33 @@ def drange(*args: Any) -> Sequence[Any]:
         whole = args[0]
     elif len(args) in (2, 3):
         a, d, b = (args[0], 1, args[1]) if len(args) == 2 else args
-        values = _colon(call, a, d, b)
-        whole = range(int(a), int(a) + int(d) * len(values), int(d)) if \
-            values.dtype.kind in "iu" and len(values) else values
+        whole = _whole_range(a, d, b)
+        if whole is None:
+            values = _colon(call, a, d, b)
+            whole = range(int(a), int(a) + int(d) * len(values), int(d)) if \
+                values.dtype.kind in "iu" and len(values) else values
     else:
         raise error(SpmdTypeError, call, "takes drange(a, b), drange(a, d, b) or a range")
     scope = _world.current()
     partition = default_partition(len(whole), scope.size)
     first = sum(partition[:scope.rank])
     return DRange(whole[first:first + partition[scope.rank]], partition)
+
+
+def _whole_range(a, d, b):
+    """``a:d:b`` of whole numbers within int64 as a range, without making the array
+    (``drange(1, 1e9)`` held 8 GB on every worker); None for anything else."""
+    values = []
+    for v in (a, d, b):
+        if isinstance(v, (bool, np.bool_)) or not isinstance(
+                v, (int, float, np.integer, np.floating)) or not np.isfinite(float(v)) or \
+                not float(v).is_integer() or not -2 ** 63 <= int(v) < 2 ** 63:
+            return None
+        values.append(int(v))
+    a, d, b = values
+    if d == 0 or (b - a) * d < 0:
+        return None  # (empty: as _colon makes it)
+    return range(a, a + d * ((b - a) // d + 1), d)
 
 
 # -- MATLAB's zeros(..., "codistributed") and friends --------------------------------------------

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import inspect
 import math
+import operator
 from typing import Any, Callable, Dict
 
 import numpy as np
@@ -515,7 +516,15 @@ _FUNCTIONS[np.full_like] = lambda a, fill_value, dtype=None, **kw: _like(
 def transpose(a, axes=None):
     if axes is None:
         axes = tuple(range(a.ndim - 1, -1, -1))
-    axes = tuple(int(x) % a.ndim if -a.ndim <= int(x) < a.ndim else -1 for x in axes)
+    try:  # ints only, as numpy's (1.5 or "0" are no axis)
+        given = (axes,) if isinstance(axes, (int, np.integer)) else tuple(axes)
+        if any(isinstance(x, (bool, np.bool_)) for x in given):
+            raise TypeError
+        given = tuple(operator.index(x) for x in given)
+    except TypeError:
+        raise error(SpmdTypeError, "transpose", f"'axes' must be a sequence of ints "
+                    f"(got {axes!r})") from None
+    axes = tuple(x % a.ndim if -a.ndim <= x < a.ndim else -1 for x in given)
     if sorted(axes) != list(range(a.ndim)):
         raise error(SpmdValueError, "transpose", f"the axes {axes} do not permute the "
                     f"{a.ndim} axes of the array")
@@ -530,7 +539,10 @@ def transpose(a, axes=None):
 def new_shape(call, size, shape):
     """numpy's ``shape`` argument of a reshape of ``size`` elements (ints, one of them
     -1 at most) as a tuple; SpmdValueError naming ``call`` when it does not fit."""
-    values = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
+    try:
+        values = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
+    except TypeError:  # None, a float, a function: not a sequence
+        values = (shape,)
     if any(isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer))
            for v in values):
         raise error(SpmdTypeError, call, f"the new shape must be ints (got {shape!r})")
