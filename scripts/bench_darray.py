@@ -126,13 +126,13 @@ def human(nbytes):
 def report(res):
     print(f"\n== {res['workers']} workers, layout {res['layout']} (nodes x workers per "
           f"node): times in us per call, ratio = spmdlab / raw (1.00 is raw speed)")
-    print(f"{'matrix':>16} {'raw Allgatherv':>14} {'gather rows':>16} {'gather cols':>16} "
+    print(f"{'matrix':>20} {'raw Allgatherv':>14} {'gather rows':>16} {'gather cols':>16} "
           f"{'raw Alltoallv':>14} {'rows->cols':>16} {'rows->rows':>16} "
           f"{'element-wise':>16}")
     for r in res["rows"]:
         def pair(name, base):
             return f"{r[name] * 1e6:9.0f} {r[name] / r[base]:5.2f}x"
-        print(f"{r['n']}x{r['n']} ({human(r['bytes'])}):"[:16].rjust(16) + " "
+        print(f"{r['n']}x{r['n']} ({human(r['bytes'])}):".rjust(20) + " "  # whole, 16 MiB's too
               f"{r['raw gather'] * 1e6:14.0f} {pair('gather rows', 'raw gather'):>16} "
               f"{pair('gather cols', 'raw gather'):>16} {r['raw alltoall cols'] * 1e6:14.0f} "
               f"{pair('rows to cols', 'raw alltoall cols'):>16} "

@@ -14,6 +14,8 @@ SCRIPTS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 @pytest.mark.parametrize("script, args, expect", [
     ("bench_collectives.py", ["--quick"], "16 MiB float32: spmd_plus reaches"),
+    # the largest matrix's label was cut to "1448x1448 (16 Mi" (tester X)
+    ("bench_darray.py", ["--quick"], " 1448x1448 (16 MiB): "),
     ("bench_dataqueue.py", ["--items", "100", "--rounds", "1"], "delivered in order"),
     ("bench_training.py", ["--steps", "1", "--rounds", "1"], "spmdlab/DDP"),
     ("bench_trainnet.py", ["--iterations", "2", "--rounds", "1"], "trainnet/DDP"),

@@ -114,6 +114,28 @@ def test_values_are_checked_on_every_worker_and_numpy_numbers_accepted():
         assert monitor.history("loss") == ([1.0], [0.5])
 
 
+def test_plain_lines_show_one_step_never_half_of_it():
+    # into a file or a pipe (the examples under mpiexec, a CI log) a line is written when
+    # a metric is recorded: a new epoch's information or progress set before its metric
+    # wrote a line that paired them with the previous epoch's loss ("33.3% | loss 1.292
+    # | epoch 2 of 3" from examples/digits_spmd.py)
+    out = io.StringIO()
+    monitor = TrainingProgressMonitor(metrics=["loss"], info=["epoch"], plot_file=None,
+                                      stream=out, refresh=0)
+    for epoch in range(1, 4):
+        monitor.update_info(epoch=f"{epoch} of 3")
+        monitor.progress = 100 * epoch / 3
+        monitor.record_metrics(epoch, loss=float(epoch))
+    monitor.status = "done"
+    monitor.close()
+    if spmd_index() != 1:
+        assert out.getvalue() == ""
+        return
+    assert out.getvalue().splitlines() == [
+        " 33.3% | loss 1 | epoch 1 of 3", " 66.7% | loss 2 | epoch 2 of 3",
+        "100.0% | loss 3 | epoch 3 of 3", "100.0% | loss 3 | epoch 3 of 3 | done"]
+
+
 @pytest.mark.mpi_skip
 def test_stop_file_and_ctrl_c():
     with tempfile.TemporaryDirectory() as folder:

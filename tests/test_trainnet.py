@@ -396,6 +396,10 @@ def test_log_dir_writes_every_iteration(tmp_path):
             lines = f.read().splitlines()
         assert lines[0] == "step,loss,accuracy,epoch,learn_rate"
         assert len(lines) == 1 + len(info.training_history)
+        # each row carries its own iteration's epoch (it carried the one before: the
+        # first row none, the first row of epoch 2 "1 of 3")
+        epochs = [line.split(",")[3] for line in lines[1:]]
+        assert epochs == [f"{r['epoch']} of 3" for r in info.training_history]
 
 
 def test_parallel_device_choice(monkeypatch):

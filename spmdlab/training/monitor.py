@@ -178,7 +178,7 @@ class TrainingProgressMonitor:
                                  f"({_world.here().who()}): must be a number from 0 to 100 "
                                  f"(got {_shown(value)})")
         self._progress = float(value)
-        self._maybe_render()
+        self._maybe_render(metric=False)
 
     def record_metrics(self, step: float, **values: Any) -> None:
         """Record metric values at x = ``step`` (MATLAB ``recordMetrics``).
@@ -232,7 +232,7 @@ class TrainingProgressMonitor:
                 self._epochs.append((self._last_step, str(epoch)))  # a new epoch begins
             with self._lock:
                 self._info_values.update(values)
-            self._maybe_render()
+            self._maybe_render(metric=False)
 
     def history(self, metric: str) -> Tuple[List[float], List[float]]:
         """``(steps, values)`` recorded for ``metric`` on worker 1 (empty elsewhere)."""
@@ -269,10 +269,15 @@ class TrainingProgressMonitor:
             self.stream.write(("\n" if self._tty else "") + text + "\n")
         self.stream.flush()
 
-    def _maybe_render(self, force=False):
+    def _maybe_render(self, force=False, metric=True):
         self._check_stop_file()
         now = time.monotonic()
         if not self.active or (not force and now - self._last_render < self.refresh):
+            return
+        if not force and not metric and self._live is None and not self._tty:
+            # plain lines (a file, a pipe, a CI log) are never redrawn: a line is written
+            # when a metric is recorded, with the progress and information set before it,
+            # never half-way through a step's updates (the new epoch beside the old loss)
             return
         if not force and not self._records:
             return  # nothing to show before the first metric (info and progress come first)

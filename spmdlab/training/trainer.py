@@ -681,10 +681,12 @@ class _Run:
                 shown["validation_loss"] = validation["loss"]
                 shown.update({f"validation_{m.name}": validation[m.name]
                               for m in self.metrics})
-            self.monitor.record_metrics(done, **shown)
+            # the information and progress first: the row (metrics.csv, a log line) that
+            # record_metrics writes carries this iteration's epoch and learn rate
             self.monitor.update_info(epoch=f"{epoch} of {self.o.max_epochs}",
                                      learn_rate=f"{learn_rate:.4g}")
             self.monitor.progress = min(100.0, 100.0 * done / self.total)
+            self.monitor.record_metrics(done, **shown)
 
     def _validate(self, epoch, history=True):
         """Loss and metrics of the whole validation set: each worker scores its part."""
