@@ -22,8 +22,8 @@
 # Then the core on the newest Python found (3.13 or 3.12), MPICH, without torch, and
 # pytest-mpi at 3 workers there with the tree forced (SPMDLAB_TREE_ABOVE=0).
 # Every mpiexec is bounded by a timeout. SPMDLAB_TEST_MPI=mpich (or openmpi) tests one MPI
-# only. About 21 minutes on this 2-core VM (20.6 in a fresh-clone run on 2026-11-25,
-# nothing else running), more on a busy host.
+# only. About 29-31 minutes on this 2-core VM (fresh-clone runs on 2026-11-27, nothing
+# else running), more on a busy host.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/_venv.sh
