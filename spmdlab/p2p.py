@@ -18,7 +18,7 @@ from ._mpi import MPI
 
 from . import _count, _ending, _pack, _wait, _world
 from ._checks import check_worker
-from .errors import SpmdTypeError, SpmdValueError
+from .errors import SpmdError, SpmdTypeError, SpmdValueError
 
 __all__ = ["spmd_probe", "spmd_receive", "spmd_send", "spmd_send_receive"]
 
@@ -104,8 +104,44 @@ def spmd_send(x: Any, destination: Union[int, Sequence[int]], tag: int = 0) -> N
             _Rendezvous(scope, array, family, d, tag).wait(call)
             continue
         if buf is None:
-            buf = _message(x, plain, call, scope)
+            buf = _message_or_failure(x, plain, call, scope, targets, tag)
         _isend(scope, buf, d, tag)
+
+
+def _message_or_failure(x, plain, call, scope, destinations, tag):
+    """``_message``; where ``x`` cannot be sent (it cannot be pickled), a failure
+    marker goes to each destination instead before the error is raised here, so that
+    its receive raises too rather than take this worker's next message as this one
+    (sends and receives would be paired one apart from then on, silently)."""
+    try:
+        return _message(x, plain, call, scope)
+    except SpmdError as exc:
+        marker = _pack.encode(_SendFailed(scope.index, f"{type(exc).__name__}: {exc}"),
+                              lambda: call)
+        for d in destinations:
+            _isend(scope, marker, d, tag)
+        raise
+
+
+class _SendFailed:
+    """What a send whose value could not be sent sends in its place (see
+    ``_message_or_failure``): its receiver raises, naming the sender and its error."""
+
+    __slots__ = ("sender", "text")
+
+    def __init__(self, sender, text):
+        self.sender, self.text = sender, text
+
+    def __reduce__(self):
+        return (_SendFailed, (self.sender, self.text))
+
+
+def _refuse_failed(value, scope, call, tag):
+    """Raise on the receiver of a failed send's marker (see ``_SendFailed``)."""
+    raise SpmdError(
+        f"{call} ({scope.who()}): worker {value.sender} could not send the value this "
+        f"receive would have taken{'' if not tag else f' (tag {tag})'}, and raised "
+        f"there: {value.text}")
 
 
 def _kept_message(x):
@@ -304,6 +340,8 @@ def _value(scope, buf, status, call):
         _took_own(scope, status)
     value = _pack.decode_received(buf)
     if value is not _pack.FOLLOWS:
+        if type(value) is _SendFailed:
+            _refuse_failed(value, scope, call, status.Get_tag())
         return value
     source = status.Get_source()
     full, request = _accept(scope, buf, source, status.Get_tag())
@@ -680,7 +718,15 @@ def spmd_send_receive(destination: Optional[int], source: Optional[int], x: Any,
             plain = _plain(x)
             if _by_rendezvous(plain, scope, destination):
                 return _exchange_in_place(call, scope, destination, source, plain, tag)
-            buf = _message(x, plain, call, scope)
+            try:
+                buf = _message_or_failure(x, plain, call, scope, [destination], tag)
+            except SpmdError:
+                if source is not None:  # the message from source is still taken (and
+                    try:               # dropped): the next exchange gets the next one
+                        _receive(scope, source, tag, MPI.Status(), call)
+                    except SpmdError:
+                        pass
+                raise
         if source is not None and source != scope.index and not scope.early:
             # the receive is posted first, so that the message from source lands
             # straight in it, and sends on its way
@@ -744,6 +790,8 @@ def _exchange_in_place(call, scope, destination, source, apart, tag):
     if state["request"] is not None:
         _wait.wait_body(state["request"], scope, call, needed, collective=False)
         state["value"] = _pack.decode(state.pop("full"))
+    if type(state["value"]) is _SendFailed:
+        _refuse_failed(state["value"], scope, call, tag)
     return state["value"]
 
 

@@ -111,11 +111,38 @@ def test_send_receive_with_empty_sides():
         assert got == left()
 
 
-def test_unpicklable_object_fails_on_the_sender_only():
-    from spmdlab import SpmdTypeError
+def test_an_unpicklable_value_fails_its_send_and_the_receive_it_was_for():
+    # the sender raised, and its receiver waited on: a caught error then left every
+    # later send and receive of the pair one apart (each exchange on the receiver
+    # returned the previous round's value, silently). A marker goes in its place
+    from spmdlab import SpmdError, SpmdTypeError, spmd_size
 
+    k, n = spmd_index(), spmd_size()
     with pytest.raises(SpmdTypeError, match="spmd_send.*cannot be pickled"):
         spmd_send(lambda: 0, right())
+    with pytest.raises(SpmdError, match=rf"spmd_receive \(worker {k} of {n}\): worker "
+                                        rf"{left()} could not send the value this receive "
+                                        rf"would have taken, and raised there: "
+                                        rf"SpmdTypeError: .*cannot be pickled"):
+        spmd_receive(left())
+    # a ring in which the last worker's value cannot be sent: it and its right-hand
+    # neighbour raise, and the next exchanges are in step everywhere
+    value = (lambda: 0) if k == n else k
+    try:
+        got = spmd_send_receive(right(), left(), value)
+    except SpmdTypeError:
+        got = "own" if k == n else "?"
+    except SpmdError as exc:
+        got = "left" if f"worker {n} could not send" in str(exc) else str(exc)
+    assert got == ("own" if k == n else "left" if k == 1 else left()), got
+    for r in range(3):
+        assert spmd_send_receive(right(), left(), 10 * k + r) == 10 * left() + r
+    # a struct holding something unpicklable, with a tag: the receive of that tag raises
+    with pytest.raises(SpmdTypeError):
+        spmd_send({"f": lambda: 0}, right(), tag=5)
+    with pytest.raises(SpmdError, match=rf"worker {left()} could not send .* \(tag 5\)"):
+        spmd_receive(left(), tag=5)
+    assert spmd_send_receive(right(), left(), k) == left()
 
 
 def test_receive_from_oneself_with_nothing_sent_raises_at_once():
