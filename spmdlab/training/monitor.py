@@ -173,11 +173,11 @@ class TrainingProgressMonitor:
     @progress.setter
     def progress(self, value: float) -> None:
         # any real number (a numpy one, a one-element tensor too), as MATLAB's Progress
-        if not _is_real(value) or not 0 <= float(value) <= 100:
+        if not _is_real(value) or not 0 <= _as_float(value) <= 100:
             raise SpmdValueError(f"TrainingProgressMonitor.progress "
                                  f"({_world.here().who()}): must be a number from 0 to 100 "
                                  f"(got {_shown(value)})")
-        self._progress = float(value)
+        self._progress = _as_float(value)
         self._maybe_render(metric=False)
 
     def record_metrics(self, step: float, **values: Any) -> None:
@@ -203,8 +203,8 @@ class TrainingProgressMonitor:
                                     f"number (got {_shown(value)})")
         if not self.active:
             return
-        x = float(step)
-        recorded = {k: float(v) for k, v in values.items()}
+        x = _as_float(step)
+        recorded = {k: _as_float(v) for k, v in values.items()}
         with self._lock:
             for name, value in recorded.items():
                 xs, ys = self._history[name]
@@ -460,6 +460,14 @@ def _is_real(value):
         return np.dtype(dtype).kind in "biuf"
     except TypeError:
         return False
+
+
+def _as_float(value):
+    """A real number of ``_is_real`` as a float (a one-element array or tensor through
+    its ``item()``: numpy 2 refuses ``float`` of an array of one or more dimensions)."""
+    if isinstance(value, numbers.Real):
+        return float(value)
+    return float(value.item())
 
 
 def _shown(value):
