@@ -1030,7 +1030,7 @@ def mldivide(A: Any, B: Any) -> Any:
     if a.dtype.kind not in "biufc" or b.dtype.kind not in "biufc":
         raise _darray_error(SpmdTypeError, call, (
             f"A and B must be numbers (got {a.dtype} and {b.dtype})"))
-    x = _backslash.solve(a, b, lambda: f"{call} ({_world.current().who()})")
+    x = _backslash.solve(a, b, lambda: f"{call} ({_world.here().who()})")
     return x if ref is None else _darray_shaped(ref, family, x)
 
 

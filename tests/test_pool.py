@@ -592,10 +592,20 @@ def test_distributed_colon_and_refused_constructors_on_the_client():
                 make()
             except spmdlab.SpmdError as exc:
                 print("REFUSED", type(exc).__name__, exc)
+        # plain arrays on the client: MATLAB's singular warning names the client (it
+        # raised the client's "no workers of its own" instead of the warning)
+        import warnings
+        from spmdlab.matlab import mldivide
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            x = mldivide(np.array([[1.0, 2.0], [2.0, 4.0]]), np.array([1.0, 2.0]))
+        print("SOLVED", np.isnan(x).all(), [str(w.message) for w in caught])
     """, env, timeout=60)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     out = proc.stdout
     assert "COLON True [1.0, 3.0, 5.0, 7.0, 9.0]" in out, out
+    assert "SOLVED True ['mldivide (the client): Matrix is singular to working " \
+        "precision.']" in out, out
     assert "REFUSED SpmdValueError distributed.cell (the client): not available in " \
         "spmdlab: a cell array is a Python list" in out, out
     assert "REFUSED SpmdValueError distributed.sparse (the client): not available" in out
