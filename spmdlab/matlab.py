@@ -81,6 +81,8 @@ _FUNCTIONS: dict = {"plus": operator.add, "times": operator.mul, "max": np.fmax,
               "xor": np.logical_xor,
               "bitand": np.bitwise_and, "bitor": np.bitwise_or, "bitxor": np.bitwise_xor}
 _LOGICAL = (np.logical_and, np.logical_or, np.logical_xor)
+_PYTHON_NAMES = {max: np.fmax, min: np.fmin}
+_BUILTIN = type(max)
 
 
 def _any(value: Any) -> Any:
@@ -161,7 +163,9 @@ def _function(fcn: Any) -> Any:
                 f"{', '.join(sorted(list(_FUNCTIONS) + list(_CATS) + ['cat']))} (with or "
                 f"without '@') or pass a Python function"))
         return _FUNCTIONS[name]
-    return fcn
+    # Python's max and min, where a port writes MATLAB's @max and @min: MATLAB's rules
+    # (element-wise, NaN ignored), not Python's (the first of two NaN-compared values)
+    return _PYTHON_NAMES.get(fcn, fcn) if type(fcn) is _BUILTIN else fcn
 
 
 def _concatenation(fcn: Any) -> Any:
@@ -410,7 +414,9 @@ def spmdReduce(fcn: Reduction, X: Any, destination: Worker = None) -> Any:
     ``fcn`` may be a MATLAB name, with or without ``@``: ``"plus"`` (saturating on
     integers, a count on logicals, as ``spmdPlus``), ``"times"``, ``"max"``, ``"min"``,
     ``"and"``, ``"or"``, ``"xor"``, ``"bitand"``, ``"bitor"``, ``"bitxor"``,
-    ``"vertcat"``, ``"horzcat"``, or ``("cat", dim)``; or a Python function.
+    ``"vertcat"``, ``"horzcat"``, or ``("cat", dim)``; or a Python function (Python's
+    own ``max`` and ``min``, as a port of ``@max`` writes them, fold as MATLAB's: NaN
+    is ignored).
 
     Parameters
     ----------
@@ -943,10 +949,12 @@ def mpiprofile(action: str = "on", path: str = "mpiprofile") -> Any:
                          f"'info' or 'viewer' (got {action!r})")
 
 
-def parpool(n: Optional[int] = None, **options: Any) -> Any:
+def parpool(n: Optional[float] = None, **options: Any) -> Any:
     """``pool = parpool(n)``: start a pool of ``n`` workers driven from this process
-    (MATLAB's client, which never starts MPI); an error if one is open. ``options`` as
-    :class:`spmdlab.Pool`'s (``launcher="mpich"``, ``"openmpi"``, ``"srun"``).
+    (MATLAB's client, which never starts MPI); an error if one is open. ``n`` as MATLAB
+    code gives it: a double (``parpool(2.0)``, ``parpool(numel(x) / 2)``) is a number of
+    workers where it is whole. ``options`` as :class:`spmdlab.Pool`'s
+    (``launcher="mpich"``, ``"openmpi"``, ``"srun"``).
 
     Examples
     --------
@@ -962,7 +970,7 @@ def parpool(n: Optional[int] = None, **options: Any) -> Any:
     """
     from .pool import _client
 
-    return _client.parpool(n, **options)
+    return _client.parpool(_count(n), **options)
 
 
 def gcp(option: Optional[str] = None) -> Any:

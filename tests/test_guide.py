@@ -59,3 +59,18 @@ def test_every_link_between_pages_leads_to_a_file_and_heading():
                 assert anchor in anchors, f"{page}: {link} leads to no heading of its page"
             checked += 1
     assert checked > 50, "the guide's pages link to each other less than they did"
+
+
+def test_the_contributing_layout_names_every_module_and_script():
+    # the layout of docs/guide/contributing.md is where a contributor looks for a module:
+    # one it leaves out (eleven modules, four scripts and an example once) is one nobody
+    # finds
+    with open(os.path.join(ROOT, "docs", "guide", "contributing.md")) as f:
+        layout = f.read().split("\n## Layout\n", 1)[1].split("```")[1]
+    files = [os.path.relpath(p, ROOT) for pattern in ("spmdlab/*.py", "spmdlab/darray/*.py",
+                                                     "scripts/*", "examples/*.py")
+             for p in glob.glob(os.path.join(ROOT, pattern)) if os.path.isfile(p)]
+    missing = sorted(f for f in files if os.path.basename(f) != "__init__.py"
+                     and os.path.basename(f) not in layout and f not in layout
+                     and not f.startswith("examples/train_"))
+    assert not missing, f"the contributing guide's layout leaves out: {missing}"

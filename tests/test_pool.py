@@ -1317,6 +1317,28 @@ def test_bad_calls_say_what_is_wrong():
     assert "DELETED Composite[1]: the pool has been deleted" in out
 
 
+def test_matlabs_parpool_takes_a_whole_double():
+    # every MATLAB number is a double: spmdlab.matlab takes spmd(2.0), labSend(x, 2.0),
+    # zeros(3.0), ... but parpool(1.0) was "the number of workers must be a positive
+    # integer (got 1.0)"; a fraction is still refused
+    env, _ = layout_env("1")
+    proc = run_client("""
+        import spmdlab
+        from spmdlab.matlab import parpool, delete, gcp
+        try:
+            parpool(1.5)
+        except spmdlab.SpmdValueError as exc:
+            print("BAD", exc)
+        pool = parpool(1.0)
+        print("WORKERS", pool.NumWorkers, pool.spmd(lambda: spmdlab.spmd_size())[:])
+        delete(gcp)
+    """, env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "BAD parpool: the number of workers must be a positive integer (got 1.5)" in \
+        proc.stdout, proc.stdout + proc.stderr
+    assert "WORKERS 1 [1]" in proc.stdout, proc.stdout + proc.stderr
+
+
 def test_bad_pool_arguments_and_a_second_open_pool_are_named():
     # launcher_args="-foo" was split into its characters ("mpiexec -n 2 - f o o"), a
     # launcher's bad name was a bare ValueError, a timeout of -1 waited for nothing;
