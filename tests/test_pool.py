@@ -612,6 +612,39 @@ def test_distributed_colon_and_refused_constructors_on_the_client():
     assert "REFUSED SpmdError colon (the client): this process is a pool's client" in out, out
 
 
+def test_a_client_operation_that_gives_a_tuple_of_arrays_gives_distributed_arrays():
+    # np.nonzero(D), np.divmod(D, 3), np.modf(D) on the client (MATLAB's find(D) there):
+    # worker 1 was asked for the tuple of its codistributed arrays, and the call failed
+    # with 'Composite[1]: ... distributed cannot be pickled or sent'
+    env, _ = layout_env("4")
+    proc = run_client("""
+        import gc
+        import numpy as np
+        import spmdlab
+        from spmdlab.matlab import distributed, gather
+        pool = spmdlab.start_pool(3)
+        A = np.arange(-3.0, 9.0).reshape(3, 4)
+        D = distributed(A)
+        rows, cols = np.nonzero(D > 0)
+        want = np.nonzero(A > 0)
+        assert np.array_equal(gather(rows), want[0]) and gather(cols).dtype == want[1].dtype
+        assert np.array_equal(gather(cols), want[1])
+        q, m = np.divmod(D, 3)
+        assert np.array_equal(gather(q), A // 3) and np.array_equal(gather(m), A % 3)
+        frac, whole = np.modf(D / 2)
+        assert np.array_equal(gather(frac) + gather(whole), A / 2)
+        assert float(D.sum()) == A.sum()  # any other result: worker 1's value, as before
+        del rows, cols, q, m, frac, whole, D
+        gc.collect()
+        ns = {}
+        pool.run_cell("left = [k for k in globals() if k.startswith('_spmdlab')]", ns)
+        assert ns["left"][:] == [[], [], []], ns["left"][:]
+        pool.delete()
+        print("OK")
+    """, env)
+    assert proc.returncode == 0 and "OK" in proc.stdout, proc.stdout + proc.stderr
+
+
 def test_a_block_takes_keyword_arguments_named_n_and_fn():
     # pool.spmd(make, n=10) was "spmd_on() got multiple values for argument 'n'", and so
     # was numpy's n= on a distributed array on the client (np.diff(D, n=2))
@@ -982,6 +1015,100 @@ def test_a_name_deleted_in_a_cell_is_deleted_on_the_client_too():
         pool.run_cell("C = D * 3", ns)  # a cell's own array: del C deletes its data, and
         pool.run_cell("del C", ns)      # the client's C went on to a bare KeyError
         assert "C" not in ns, ns["C"]
+        pool.delete()
+        print("OK")
+    """, env)
+    assert proc.returncode == 0 and "OK" in proc.stdout, proc.stdout + proc.stderr
+
+
+def test_a_cell_of_spmd_n_leaves_the_other_workers_without_the_clients_variables():
+    # MATLAB's t = 7; spmd(2), t = t + 1; end: t{3} does not exist. The cell's variables
+    # were stored on every worker, the skipping ones too: t came back with an element on
+    # workers 3-4 (the client's 7), and a large array was kept on every worker
+    env, _ = layout_env("4")
+    proc = run_client("""
+        import numpy as np
+        import spmdlab
+        pool = spmdlab.start_pool(4)
+        x = pool.spmd(lambda: 5)
+        ns = {"t": 7, "big": np.ones(4), "y": x}
+        pool.run_cell("t = t + 1\\ns = float(big.sum())\\nz = y + 1\\ny = y * 2", ns, n=2)
+        for name in ("t", "s", "z"):
+            assert ns[name].exist() == [True, True, False, False], (name, ns[name])
+        assert ns["t"][[1, 2]] == [8, 8] and ns["z"][[1, 2]] == [6, 6]
+        assert ns["y"][:] == [10, 10, 5, 5], ns["y"][:]  # a Composite keeps its elements
+        try:
+            ns["t"][3]
+        except spmdlab.SpmdValueError as exc:
+            assert "worker 3 holds no element of t" in str(exc), exc
+        else:
+            raise AssertionError("t[3] was read")
+        pool.run_cell("held = sorted(k for k in ('t', 'big', 'y') if k in globals())", ns)
+        assert ns["held"][:] == [["big", "t", "y"]] * 2 + [["y"]] * 2, ns["held"][:]
+        pool.run_cell("t = 0", ns, n=0)  # spmd(0): worker 1 alone
+        assert ns["t"].exist() == [True, True, False, False] and ns["t"][[1, 2]] == [0, 8]
+        pool.delete()
+        print("OK")
+    """, env)
+    assert proc.returncode == 0 and "OK" in proc.stdout, proc.stdout + proc.stderr
+
+
+def test_deleting_a_cells_distributed_array_frees_the_workers_array():
+    # a distributed array a cell assigned stayed on the workers when the client deleted
+    # it (a Composite's elements went), and so did one made on the client that a cell had
+    # read (the workers kept it under the name the cell read it by)
+    env, _ = layout_env("2")
+    proc = run_client("""
+        import gc
+        import numpy as np
+        import spmdlab
+        from spmdlab.matlab import distributed, gather
+        pool = spmdlab.start_pool(2)
+        ns = {"D": distributed(np.arange(6.0))}
+
+        def held():
+            pool.run_cell("held = sorted(k for k in ('D', 'E', 'c') if k in globals())", ns)
+            return ns["held"][1]
+
+        pool.run_cell("import numpy as np\\nfrom spmdlab.matlab import codistributed\\n"
+                      "E = D + 1\\nc = spmd_index()", ns)
+        assert held() == ["D", "E", "c"], held()
+        del ns["D"], ns["E"], ns["c"]
+        gc.collect()
+        assert held() == [], held()
+        F = distributed(np.arange(4.0))
+        ns["F"] = F
+        pool.run_cell("F[0] = 9", ns)  # F assigned: the cell's F is the client's to free
+        del F
+        gc.collect()
+        assert list(gather(ns["F"])) == [9, 1, 2, 3]
+        pool.delete()
+        print("OK")
+    """, env)
+    assert proc.returncode == 0 and "OK" in proc.stdout, proc.stdout + proc.stderr
+
+
+def test_a_composite_that_a_later_cell_makes_a_distributed_array_keeps_it():
+    # x = spmd_index() in a cell, then x = codistributed(...): the Composite x's last
+    # reference deleted the workers' x, the array that had replaced it (gather: a bare
+    # KeyError on the workers)
+    env, _ = layout_env("2")
+    proc = run_client("""
+        import gc
+        import spmdlab
+        from spmdlab.matlab import gather
+        pool = spmdlab.start_pool(2)
+        ns = {}
+        pool.run_cell("import numpy as np\\nfrom spmdlab.matlab import codistributed", ns)
+        pool.run_cell("x = spmd_index()", ns)
+        pool.run_cell("x = codistributed(np.arange(4.0))", ns)
+        gc.collect()
+        assert list(gather(ns["x"])) == [0, 1, 2, 3]
+        pool.run_cell("x = x * 2", ns)  # the same array, by name, on the client
+        assert list(gather(ns["x"])) == [0, 2, 4, 6]
+        pool.run_cell("x = 3", ns)  # and back: the array's handle frees nothing now
+        gc.collect()
+        assert ns["x"][:] == [3, 3], ns["x"][:]
         pool.delete()
         print("OK")
     """, env)
@@ -1641,6 +1768,17 @@ def test_what_a_cell_reads_and_assigns():
     assert "j" in loaded and "x" in loaded
     assert _cells.is_prompt_name("_i3") and _cells.is_prompt_name("Out")
     assert not _cells.is_prompt_name("_x")
+
+
+def test_a_cell_that_cannot_compile_fails_on_the_client():
+    # return outside a function parses: it failed on every worker, as SpmdError with the
+    # worker's internal frames, not as the SyntaxError of the cell's line
+    from spmdlab.pool import _cells
+
+    for code in ("x = 1\nreturn x\n", "nonlocal y\n", "def f():\n    x = 1\n    global x\n"):
+        with pytest.raises(SyntaxError) as info:
+            _cells.names(code, "<spmd cell [3]>")
+        assert info.value.filename == "<spmd cell [3]>", info.value
 
 
 # -- a real Jupyter kernel --------------------------------------------------------------------

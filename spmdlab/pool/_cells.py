@@ -118,8 +118,10 @@ class _Names(ast.NodeVisitor):
 def names(code: str, filename: str = "<cell>") -> Tuple[List[str], Set[str], Set[str]]:
     """``(assigned, definitions, loaded)`` of a cell's code: the names it binds at the
     top level (in order), those of them bound by import, def or class (which stay on
-    the workers), and every name it reads. A syntax error raises SyntaxError."""
+    the workers), and every name it reads. A syntax error raises SyntaxError, those
+    found only as the code is compiled too (``return`` outside a function)."""
     tree = ast.parse(code, filename, "exec")
+    compile(tree, filename, "exec", dont_inherit=True)
     visitor = _Names()
     visitor.visit(tree)
     return visitor.assigned, visitor.definitions, visitor.loaded

@@ -162,6 +162,10 @@ class Pool:
         self._output = _Output()
         self._composites: "weakref.WeakValueDictionary[str, Composite]" = \
             weakref.WeakValueDictionary()
+        # the distributed arrays the cells assigned, by name (as _composites): the last
+        # reference to one frees the workers' array
+        self._arrays: "weakref.WeakValueDictionary[str, Distributed]" = \
+            weakref.WeakValueDictionary()
         self._busy = False
         self._waiting: Optional[Tuple[str, int]] = None  # the block or reply awaited
         self._dropped: List[str] = []  # workers' variables whose handles the client dropped
@@ -369,6 +373,7 @@ class Pool:
         self.closed = True
         self._kill()
         self._composites.clear()
+        self._arrays.clear()
         self._generation += 1
         self._inbox = queues_.Queue()  # the old workers' last notices stay in the old
         sys.stderr.write(f"spmdlab: {why}; the pool was restarted with {self.size} "
@@ -572,12 +577,15 @@ class Pool:
         self._waiting = ("run", block)
         interrupted = False  # Ctrl-C here: raised even if every worker had ended the block
         try:
-            # the workers that skip a block of spmd(n) are sent no function nor arguments:
-            # they never call it, and a Composite among them that they hold no element of
-            # (the result of an earlier spmd(n)) failed to unpickle there
+            # the workers that skip a block of spmd(n) are sent no function, arguments nor
+            # client variables: they never call it, a Composite among them that they hold
+            # no element of (the result of an earlier spmd(n)) failed to unpickle there,
+            # and a cell's variables stored there came back as elements they never had
+            # (%%spmd 2 of t = t + 1: t[3] was the client's t). A cell's Composites read
+            # under another name are theirs still: y = y * 2 leaves them their y
             n = spec.get("n")
-            runs = self.size if n is None or "fn" not in spec else max(n, 1)  # spmd(0): 1
-            skipped = dict(spec, fn=None, args=(), kwargs={})
+            runs = self.size if n is None else max(n, 1)  # spmd(0): 1
+            skipped = dict(spec, fn=None, args=(), kwargs={}, vars={})
             # a Ctrl-C while the block is sent waits until every worker has it: sent to
             # some only, it would wait for the others in its first collective, and meet
             # the next block's collectives there
@@ -828,13 +836,31 @@ class Pool:
                     del namespace[name]  # (one made here keeps its own, under its name)
                 continue
             if all(p == "codistributed" for p in present.values()):
-                namespace[name] = Distributed(self, name)
+                namespace[name] = self._array(name)
             else:
                 namespace[name] = self._result(name, outcomes, owned=True)
         return returned
 
+    def _array(self, name):
+        """A cell's codistributed ``name`` as the client's distributed array (the one it
+        has already, if any): dropping its last reference frees the workers' array. A
+        Composite of that name from an earlier cell no longer frees it (its last
+        reference deleted the array that had replaced its elements)."""
+        composite = self._composites.pop(name, None)
+        if composite is not None:
+            composite._owned = False
+        array = self._arrays.get(name)
+        if array is None:
+            array = Distributed(self, name)
+            array._owned = True
+            self._arrays[name] = array
+        return array
+
     def _result(self, name, outcomes, owned):
         present = {k: bool(outcomes[k][1].get(name)) for k in outcomes}
+        array = self._arrays.pop(name, None)  # a distributed array of an earlier cell: its
+        if array is not None:  # last reference would delete the elements that replaced it
+            array._owned = False
         composite = self._composites.get(name)
         if composite is None:
             composite = Composite._on(self, name, present, owned)
@@ -1139,8 +1165,9 @@ class Distributed(_OperatorsMixin):
     with it: arithmetic, comparisons, numpy's functions (``np.sin(D)``,
     ``np.sum(D, axis=0)``), subscripts (``D[1, :]``, ``D[0, 0] = 5``), ``D.T`` and the
     codistributed array's methods (``D.sum()``, ``D.astype(...)``) run on the workers;
-    a codistributed result comes back as a distributed array, any other (a sum, an
-    element) as its value.
+    a codistributed result comes back as a distributed array (a tuple of them, as from
+    ``np.nonzero(D)``, as a tuple of distributed arrays), any other (a sum, an element)
+    as its value.
 
     Examples
     --------
@@ -1160,13 +1187,16 @@ class Distributed(_OperatorsMixin):
     ``D = distributed(X)``, ``spmd, L = getLocalPart(D); end``, ``X = gather(D)``
     """
 
-    __slots__ = ("_pool", "_name", "_shape", "_generation", "__weakref__")
+    __slots__ = ("_pool", "_name", "_shape", "_generation", "_owned", "__weakref__")
     __hash__ = object.__hash__  # (the operators' __eq__ is element-wise)
 
     def __init__(self, pool: Pool, name: str) -> None:
         self._pool, self._name = pool, name
         self._shape: Optional[Tuple[int, ...]] = None
         self._generation = pool._generation
+        # whether its last reference frees the workers' array: the pool's own names; a
+        # cell's name is the one its pool keeps (Pool._array)
+        self._owned = name.startswith("_spmdlab")
 
     def _check_current(self, call):
         _check_current(self, call, "distributed array")
@@ -1175,9 +1205,18 @@ class Distributed(_OperatorsMixin):
         """``fn(*args, **kwargs)`` run by every worker, each distributed array among the
         arguments its codistributed array there: a codistributed result comes back as a
         distributed array, any other as worker 1's (the value of an operation on a
-        codistributed array is the same on every worker)."""
-        result = self._pool.spmd(fn, *args, **kwargs)
-        return result if isinstance(result, Distributed) else result[1]
+        codistributed array is the same on every worker). A tuple that holds
+        codistributed arrays (``np.nonzero(D)``, ``np.divmod(D, 3)``) comes back as a
+        tuple, each of them a distributed array (worker 1 could not send it whole)."""
+        prefix = f"_spmdlab_part_{next(_names)}"
+        result = self._pool.spmd(_apart, prefix, fn, *args, **kwargs)
+        if isinstance(result, Distributed):
+            return result
+        value = result[1]
+        if isinstance(value, _Parts):
+            return tuple(v if name is None else Distributed(self._pool, name)
+                         for name, v in value.items)
+        return value
 
     def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
         return self._on_workers(_ufunc_call, ufunc, method, inputs, kwargs)
@@ -1281,15 +1320,48 @@ class Distributed(_OperatorsMixin):
 
     def __del__(self):
         try:
-            if self._name.startswith("_spmdlab") and not self._pool.closed and \
-                    self._generation == self._pool._generation:
-                self._pool._drop(self._name)
+            pool = self._pool
+            held = pool._arrays.get(self._name)  # (not `in`: == is element-wise here)
+            if self._owned and not pool.closed and (held is None or held is self) and \
+                    self._generation == pool._generation:
+                pool._drop(self._name)
         except Exception:
             pass
 
 
 # a codistributed array's attributes that differ from worker to worker
 _PER_WORKER = frozenset(("local", "global_indices", "global_slice"))
+
+
+class _Parts:
+    """(From a worker) a tuple of results that holds codistributed arrays: ``items``,
+    ``(name, None)`` for one (kept on the worker under ``name``), ``(None, value)`` for
+    any other."""
+
+    __slots__ = ("items",)
+
+    def __init__(self, items):
+        self.items = items
+
+
+def _apart(prefix, fn, /, *args, **kwargs):
+    """(On a worker) ``fn(*args, **kwargs)`` for the client's operations on distributed
+    arrays; a tuple holding codistributed arrays is returned as :class:`_Parts`, its
+    arrays kept here under names from ``prefix``."""
+    from ..darray import CodistributedArray
+
+    result = fn(*args, **kwargs)
+    if not isinstance(result, tuple) or \
+            not any(isinstance(v, CodistributedArray) for v in result):
+        return result
+    items = []
+    for i, v in enumerate(result):
+        if isinstance(v, CodistributedArray):
+            _shared.namespace[f"{prefix}_{i}"] = v
+            items.append((f"{prefix}_{i}", None))
+        else:
+            items.append((None, v))
+    return _Parts(items)
 
 
 def _ufunc_call(ufunc, method, inputs, kwargs):

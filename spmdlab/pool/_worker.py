@@ -65,6 +65,9 @@ class _Worker:
         # the bindings the last block's assigned names had before it, until the next
         # block: put back for codistributed arrays if it was stopped or failed (refresh)
         self.before = {}
+        # name -> source: the client's handles a cell read under another name (D sent as
+        # its D): deleted with the source's value, that the alias would keep for good
+        self.aliases = {}
 
     # -- output ----------------------------------------------------------------------------
 
@@ -247,8 +250,7 @@ class _Worker:
             elif kind == "set":
                 self.reply(message[1], self.set, message[2], message[3])
             elif kind == "del":
-                for name in message[1]:
-                    self.ns.pop(name, None)
+                self.delete(message[1])
             elif kind == "refresh":
                 self.reply(message[1], self.refresh, *message[2:])
             elif kind == "distribute":
@@ -280,6 +282,18 @@ class _Worker:
 
     def set(self, name, value):
         self.ns[name] = value
+
+    def delete(self, names):
+        """The client dropped its handles of ``names``: their values go, with the names a
+        cell read them under (unless a cell has bound those to something else since)."""
+        for name in names:
+            value = self.ns.pop(name, _MISSING)
+            self.aliases.pop(name, None)
+            for alias, source in list(self.aliases.items()):
+                if source == name:
+                    del self.aliases[alias]
+                    if value is not _MISSING and self.ns.get(alias, _MISSING) is value:
+                        del self.ns[alias]
 
     def refresh(self, restore=False):
         """New communicators after a stopped block (``restore``: it was stopped or
@@ -376,6 +390,8 @@ class _Worker:
             for name, source in spec["aliases"].items():
                 if source in self.ns:
                     self.ns[name] = self.ns[source]
+                    if name != source:
+                        self.aliases[name] = source
                 else:
                     self.ns.pop(name, None)
             code = spec.get("code")
@@ -392,6 +408,8 @@ class _Worker:
                 else:
                     self.ns[spec["result"]] = spec["fn"](*spec["args"], **spec["kwargs"])
             names = spec["assigned"] + ([spec["result"]] if spec.get("result") else [])
+            for name in spec["assigned"]:  # the client holds a handle of its own of these
+                self.aliases.pop(name, None)
             return ("done", {name: _kind(self.ns, name) for name in names})
         except (Stopped, KeyboardInterrupt) as exc:
             keep_requests(exc)
