@@ -79,12 +79,16 @@ _SCALAR_STRUCT = {"py-float": struct.Struct("<d"), "py-int": struct.Struct("<q")
                   "py-bool": struct.Struct("<?")}
 
 
-def key(call, op, destination, tree, leaves):
+def key(call, op, destination, tree, leaves, layout=None):
     """The agreement key of a reduction: the one builder every path uses.
 
     ``tree`` is ``_pack.tree_signature`` of the value, ``leaves`` its leaves'
     ``(dtype.str, shape)``: equal keys mean the same call on values that can be combined.
+    ``layout``: what else the workers must agree on (a codistributed array's global
+    shape and partition, of which each worker reduces its share), or None.
     """
+    if layout is not None:
+        return digest((call, op.name, destination, tree, tuple(leaves), layout))
     return digest((call, op.name, destination, tree, tuple(leaves)))
 
 
@@ -141,24 +145,28 @@ def _has_sequences(treedef):
 # -- the general path ---------------------------------------------------------------------
 
 
-def reduce_op(call, x, op, destination):
+def reduce_op(call, x, op, destination, layout=None):
     """Reduce ``x`` over the current scope with ``op``: on every worker, or on worker
-    ``destination`` only (None elsewhere)."""
+    ``destination`` only (None elsewhere). ``layout`` (a string, or None): what the
+    workers must also agree on, shown where they differ (the global shape and partition
+    of the codistributed array whose shares ``x`` holds: a worker whose array is another
+    size would otherwise fold its share in silently)."""
     scope = _world.current()
     if destination is None:
         kind = type(x)
         if kind is np.ndarray:
-            entry = array_entry(scope, call, op, x)
+            entry = array_entry(scope, call, op, x, layout)
             if entry is not None:
-                return reduce_array(scope, call, x, op, entry)
+                return reduce_array(scope, call, x, op, entry, layout=layout)
         elif kind.__module__ == "torch":  # a plain CPU tensor: its numpy view's fast path
             array = _pack.tensor_array(x)
             if array is not None:
-                entry = array_entry(scope, call, op, array)
+                entry = array_entry(scope, call, op, array, layout)
                 if entry is not None:
                     return sys.modules["torch"].from_numpy(np.asarray(
-                        reduce_array(scope, call, array, op, entry, shown=x)))
-        fast = FAST.get((call, op, kind))
+                        reduce_array(scope, call, array, op, entry, shown=x,
+                                     layout=layout)))
+        fast = FAST.get((call, op, kind)) if layout is None else None
         if fast is not None and (kind is not int or _INT64_MIN <= x <= _INT64_MAX):
             return reduce_scalar(scope, call, x, op, fast)
     treedef, leaves = _pack.flatten(x)
@@ -173,7 +181,7 @@ def reduce_op(call, x, op, destination):
                     leaf.family, leaf.value, leaf.dtype = "py-int", int(leaf.value), _INT64
         offsets, total = _layout(leaves)
         k = key(call, op, destination, _pack.tree_signature(treedef),
-                ((_leaf_dtype(l, op, treedef), l.shape) for l in leaves))
+                ((_leaf_dtype(l, op, treedef), l.shape) for l in leaves), layout)
         payload = _payload(leaves, offsets, total) if total <= scope.exchange.inline \
             else None
     aux, arrays = _shm.AUX_NO, None
@@ -188,7 +196,7 @@ def reduce_op(call, x, op, destination):
         leaf = leaves[0]  # the fast paths' way, which a worker beside may be taking
         value = leaf.value if leaf.family == "py-int" else arrays[0]
         result = _tree_fold(scope, ex, call, k, op, leaf.dtype, leaf.shape, value,
-                            lambda: _describe(call, treedef, leaves, destination, op))
+                            lambda: _describe(call, treedef, leaves, destination, op, layout))
         if destination is not None and destination != scope.index:
             return None
         if type(result) is int and leaf.family != "py-int":
@@ -200,7 +208,8 @@ def reduce_op(call, x, op, destination):
         aux = _shm.offer(scope, leaves, arrays, list(enumerate(offsets)), total)
     ex, _, inline = agree(scope, call, k, exact=k, nbytes=total, payload=payload,
                           error=error,
-                          describe=lambda: _describe(call, treedef, leaves, destination, op),
+                          describe=lambda: _describe(call, treedef, leaves, destination, op,
+                                                     layout),
                           aux=aux)
     wanted = destination is None or destination == scope.index
     if inline:
@@ -283,13 +292,15 @@ def _check_reducible(call, scope, op, leaves):
     return None
 
 
-def _describe(call, treedef, leaves, destination=None, op=None):
+def _describe(call, treedef, leaves, destination=None, op=None, layout=None):
     """The call as a mismatch shows it: with its operation (``fcn='max'``) but where
-    ``call`` names it (spmd_plus), so that workers passing different functions see why."""
+    ``call`` names it (spmd_plus), so that workers passing different functions see why;
+    with the ``layout`` it was given (``reduce_op``)."""
     fcn = None if op is None or call == "spmd_plus" else op.name
+    more = {} if layout is None else {"layout": layout}
     return describe_call(call, _pack.describe(treedef, leaves),
                          _pack.value_fields(treedef, leaves), destination=destination,
-                         fcn=fcn)
+                         fcn=fcn, **more)
 
 
 # -- strategy: inline (values rode in the agreement record) -------------------------------
@@ -563,17 +574,19 @@ def _tree_scalar(scope, call, x, op, fast, ex):
     return element(result)
 
 
-def _describe_value(call, x, op=None):
-    return _describe(call, None, [_backends.classify(x)], None, op)
+def _describe_value(call, x, op=None, layout=None):
+    return _describe(call, None, [_backends.classify(x)], None, op, layout)
 
 
 _BYTE = np.dtype(np.uint8)
-_ARRAYS: dict = {}  # (call, op, dtype, shape, workers) -> (header, nbytes, inline, key)
+# (call, op, dtype, shape, workers, layout) -> (header, nbytes, inline, key)
+_ARRAYS: dict = {}
 
 
-def array_entry(scope, call, op, x):
-    """The fast-path entry for one numpy array, or None when the general path must run."""
-    k = (call, op, x.dtype, x.shape, scope.size)
+def array_entry(scope, call, op, x, layout=None):
+    """The fast-path entry for one numpy array, or None when the general path must run
+    (``layout``: as ``reduce_op``'s)."""
+    k = (call, op, x.dtype, x.shape, scope.size, layout)
     entry = _ARRAYS.get(k)
     if entry is None:
         dtype = x.dtype
@@ -581,7 +594,7 @@ def array_entry(scope, call, op, x):
                 x.nbytes >= _shm.MIN_BYTES and not gathers(scope.exchange, x.nbytes)):
             return None
         inline = x.nbytes <= scope.exchange.inline
-        digest_ = key(call, op, None, None, ((dtype.str, x.shape),))
+        digest_ = key(call, op, None, None, ((dtype.str, x.shape),), layout)
         header = fast_header(digest_, x.nbytes, inline, _shm.AUX_NO)
         if len(_ARRAYS) > 1024:
             _ARRAYS.clear()
@@ -589,10 +602,10 @@ def array_entry(scope, call, op, x):
     return entry
 
 
-def reduce_array(scope, call, x, op, entry, shown=None):
+def reduce_array(scope, call, x, op, entry, shown=None, layout=None):
     """``reduce_op`` for one small numpy array (below the shared-memory size, or
     gathered); ``shown``: the value an error describes, when ``x`` is its view (a
-    tensor's)."""
+    tensor's); ``layout``: as ``reduce_op``'s (in ``entry``'s key)."""
     header, nbytes, inline, k = entry
     if shown is None:
         shown = x
@@ -600,7 +613,7 @@ def reduce_array(scope, call, x, op, entry, shown=None):
     # among many workers: folded in the agreement's merges
     if ex.tree and nbytes <= _tree.ROOM and along_tree(ex, nbytes):
         result = _tree_fold(scope, ex, call, k, op, x.dtype, x.shape, x,
-                            lambda: _describe_value(call, shown, op))
+                            lambda: _describe_value(call, shown, op, layout))
         return np.asarray(_wrap_int64(result)) if type(result) is int else result
     request = ex.request
     if inline and not (_agree.HOOKED or _world.listener_running or request is None):
@@ -618,7 +631,7 @@ def reduce_array(scope, call, x, op, entry, shown=None):
         for i in ex.key_words:
             if words[i] != k or words[i + 3] != FLAG_INLINE:
                 ex.check(scope, call, k, FLAG_INLINE, None,
-                         lambda: _describe_value(call, shown, op))
+                         lambda: _describe_value(call, shown, op, layout))
         rows = ex.row_views(x.dtype, nbytes)  # each worker's value, read in place
         ufunc = op.ufunc
         result = rows[0].copy() if len(rows) == 1 else ufunc(rows[0], rows[1])
@@ -633,10 +646,10 @@ def reduce_array(scope, call, x, op, entry, shown=None):
         ex.put(x.tobytes())
     result = _pack.results.empty(x.dtype, x.size)  # allocated before agreeing
     if not inline and nbytes <= ex.armed and not (_agree.HOOKED or _world.listener_running):
-        if _wide_fold(scope, ex, call, x, op, header, k, shown, result):
+        if _wide_fold(scope, ex, call, x, op, header, k, shown, result, layout):
             return result.reshape(x.shape)
     else:
-        ex.fast(scope, call, header, _describe_value, call, shown, op)
+        ex.fast(scope, call, header, _describe_value, call, shown, op, layout)
     if inline:  # every worker's bytes, read in place: (workers, count) of the dtype
         fold(op, ex.inline_rows[:, :nbytes].view(x.dtype), result)
     else:
@@ -652,7 +665,7 @@ def reduce_array(scope, call, x, op, entry, shown=None):
 _ONE = (1).to_bytes(8, "little")
 
 
-def _wide_fold(scope, ex, call, x, op, header, k, shown, result):
+def _wide_fold(scope, ex, call, x, op, header, k, shown, result, layout=None):
     """``reduce_array`` for a gathered value when the record has room for it
     (``_agree.Exchange.arm``, after a reduction like it): the record and the value in
     one MPI call, folded in worker order into ``result`` as ``ordered`` folds; True.
@@ -685,7 +698,7 @@ def _wide_fold(scope, ex, call, x, op, header, k, shown, result):
     wide.took(scope, call)
     for i in ex.key_words:
         if ex.words[i] != k or ex.words[i + 3]:
-            ex.check(scope, call, k, 0, None, lambda: _describe_value(call, shown, op))
+            ex.check(scope, call, k, 0, None, lambda: _describe_value(call, shown, op, layout))
             break
     return False
 

@@ -1474,3 +1474,37 @@ def test_matmul_with_an_operand_of_each_workers_own_fails_as_dot_does():
         with pytest.raises(SpmdMismatchError, match=rf"numpy.matmul \(worker {k} of {n}\).*"
                                                     rf"they differ in: {name}"):
             fn()
+
+
+def test_a_reduction_of_an_array_of_another_size_on_one_worker_fails_on_every_worker():
+    # constructors from a shape do not communicate: with ``n`` of each worker's own
+    # (``ones(3, 3 + k, "codistributed")``), np.sum(D), D.sum(), np.max, np.linalg.norm,
+    # np.count_nonzero, np.trace and np.einsum folded each worker's share of another array
+    # silently, and np.mean divided by each worker's own count: different answers on the
+    # workers. The shares' global shape and partition are agreed on with the values.
+    n, k = spmd_size(), spmd_index()
+    G = np.ones((3, n + 2))
+    D = da.ones((3, n + 2), axis=1)
+    same_result(np.sum(D), G.sum(), G)
+    same_result(np.mean(D), G.mean(), G)
+    same_result(np.sum(D, axis=1), G.sum(axis=1), G)
+    if n == 1:
+        return
+    big = da.ones((60000, n + 1 + (k == 2)), axis=1)  # (a value past the inline size)
+    for D in (da.ones((3, n + 1 + k), axis=1), da.ones((n + k, 3), axis=0)):
+        cases = [("numpy.sum", lambda: np.sum(D)), ("numpy.sum", lambda: D.sum()),
+                 ("numpy.sum", lambda: np.sum(D, axis=D.axis)),
+                 ("numpy.mean", lambda: np.mean(D)), ("numpy.max", lambda: np.max(D)),
+                 ("numpy.any", lambda: np.any(D)),
+                 ("numpy.count_nonzero", lambda: np.count_nonzero(D)),
+                 ("numpy.linalg.norm", lambda: np.linalg.norm(D)),
+                 ("numpy.trace", lambda: np.trace(D)),
+                 ("numpy.einsum", lambda: np.einsum("ij,ij->", D, D)),
+                 ("numpy.sum", lambda: np.sum(big, axis=1))]
+        for call, fn in cases:
+            with pytest.raises(SpmdMismatchError, match=rf"{call} \(worker {k} of {n}\).*"
+                                                        rf"they differ in: layout.*worker 2: "
+                                                        rf".*layout="):
+                fn()
+    E = da.ones((n + 1, 3), axis=0)
+    assert float(np.sum(E)) == 3.0 * (n + 1)  # (the workers still in step)

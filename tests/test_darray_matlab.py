@@ -1259,3 +1259,22 @@ def test_mldivide_gives_matlabs_basic_solution_and_goes_on_where_matlab_warns():
     np.testing.assert_allclose(gather(X), [-0.5, 0.0, 0.5], atol=1e-14)
     with pytest.raises(SpmdValueError, match="A must be a matrix"):
         mldivide(D, np.ones(3))
+
+
+def test_like_a_distributed_array_makes_a_distributed_array():
+    # MATLAB's zeros(n, 'like', D) of a distributed D is distributed (p's class); it was
+    # codistributed, so isdistributed of it was false where every other array made from
+    # D (D + 1, sum(D), D', redistribute(D)) is distributed
+    n = spmdSize()
+    D = distributed(np.ones((n + 1, 3), np.float32))
+    for made in (zeros(3, "like", D), ones(2, 4, "like", D), eye(3, "like", D),
+                 rand(3, "like", D), randn(2, "like", D), randi(5, 2, "like", D),
+                 zeros([2, 3], "single", "like", D)):
+        assert isdistributed(made) and iscodistributed(made), type(made)
+        assert made.dtype == np.float32
+    C = codistributed(np.ones(3))
+    for made in (zeros(3, "like", C), zeros(3, "like", D, "codistributed"),
+                 zeros(3, 3, "like", D, codistributor1d(1))):
+        assert iscodistributed(made) and not isdistributed(made), type(made)
+    assert isdistributed(zeros(3, "like", C, "distributed"))
+    assert gather(ones(2, "like", D)).tolist() == [[1, 1], [1, 1]]

@@ -24,7 +24,8 @@ from .._reduce import reduce_op
 from ..collectives import gather
 from ..errors import SpmdTypeError, SpmdValueError
 from ._codistributor import Codistributor, error
-from ._numpy import _axes, _on_host, _replicated_result, _unsupported, implements, split
+from ._numpy import (_axes, _on_host, _replicated_result, _unsupported, implements, layout,
+                     split)
 from ._shaping import (_along_slice, _codist, _host_call, _one_axis, _other_axis, _refused,
                        along, concatenate)
 
@@ -457,7 +458,8 @@ def _einsum(subscripts, *operands, out=None, optimize=False, **kwargs):
         shape = result.shape[:at] + (ref.shape[ref.axis],) + result.shape[at + 1:]
         return ref._new(family.like(result, ref.local), Codistributor(at, partition, shape))
     total = np.asarray(reduce_op(call, result if result.flags.c_contiguous else
-                                 result.copy(), LOR if result.dtype == bool else SUM, None))
+                                 result.copy(), LOR if result.dtype == bool else SUM, None,
+                                 layout(ref)))
     return _replicated_result(ref, family.like(total, ref.local), total.shape)
 
 

@@ -1474,8 +1474,7 @@ def _builtin(name, plain):
         call = name
         shape, dtype, codist, like, wanted = _parse(call, args)
         if wanted:
-            cls = distributed if any(isinstance(a, str) and a.lower() == "distributed"
-                                     for a in args) else codistributed
+            cls = _asked_class(args, like)
             client = _world.client()
             if client is not None and cls is distributed:  # made by the pool's workers
                 return client.construct(_builtin_on_workers, cls, name, args)
@@ -1483,6 +1482,18 @@ def _builtin(name, plain):
         _check_random_class(call, name, dtype, like)
         return plain(shape, dtype, like)
     return _named(fn, name)
+
+
+def _asked_class(args, like):
+    """The class MATLAB's ``zeros(..., "distributed")``, ``zeros(..., "codistributed")``,
+    ``zeros(..., codist)`` and ``zeros(..., "like", D)`` make: distributed when named, or
+    when ``D`` is and neither ``"codistributed"`` nor a codistributor is named (as
+    MATLAB's ``'like'`` takes p's class), else codistributed."""
+    words = {a.lower() for a in args if isinstance(a, str)}
+    if "distributed" in words:
+        return distributed
+    named = "codistributed" in words or any(isinstance(a, codistributor1d) for a in args)
+    return distributed if isinstance(like, distributed) and not named else codistributed
 
 
 def _randi_range(call, r):
@@ -1517,8 +1528,7 @@ def _randi_as(cls, r, args):
         return _plain_like(lambda shape, dtype: np.random.randint(
             low, high + 1, shape, dtype=np.int64).astype(dtype))(shape, dtype, like)
     if cls is None:
-        cls = distributed if any(isinstance(a, str) and a.lower() == "distributed"
-                                 for a in args) else codistributed
+        cls = _asked_class(args, like)
         client = _world.client()
         if client is not None and cls is distributed:
             return client.construct(_randi_as, cls, r, args)

@@ -10,6 +10,7 @@ order (``_reduce``), so every worker gets the same bits at every layout.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import math
 import operator
@@ -680,10 +681,24 @@ def reduction(call, name, a, axis=None, dtype=None, keepdims=False, out=None,
     if name == "prod" and family.dtype(partial).kind == "c" and 0 in a.partition:
         total = _product_of_held(call, a, partial, family)
     else:
-        total = _reduce.reduce_op(call, partial, op, None)
+        total = _reduce.reduce_op(call, partial, op, None, layout(a))
     if not keepdims:
         total = total.reshape(shape)
     return _replicated_result(a, total, shape)
+
+
+def layout(a):
+    """What the workers reducing their shares of ``a`` must agree on (``reduce_op``'s
+    ``layout``): its global shape and partition. Constructors from a shape do not
+    communicate, so a worker that made its array another size (``zeros(3, 3 + k,
+    "codistributed")``) would fold its share into a sum of another array silently, and
+    ``mean`` divide by its own count: instead SpmdMismatchError, on every worker."""
+    return _layout_text(a.shape, a.axis, a.partition)
+
+
+@functools.lru_cache(maxsize=256)
+def _layout_text(shape, axis, partition):
+    return f"{shape} split along axis {axis} as {list(partition)}"
 
 
 def _reducible(call, name, family, local, dtype):
@@ -1016,7 +1031,7 @@ def matmul(call, a, b):
     partial = _as_array(family, partial, ref.local)
     # bools: numpy's matmul of bools is an OR of ANDs
     op = LOR if family.dtype(partial).kind == "b" else SUM
-    total = _reduce.reduce_op(call, partial, op, None)
+    total = _reduce.reduce_op(call, partial, op, None, layout(ref))
     return _replicated_result(ref, total, shape)
 
 
@@ -1088,7 +1103,7 @@ def _trace(a, offset=0, axis1=0, axis2=1, dtype=None, out=None):
     else:
         local = np.asarray(np.trace(a.local, offset=shift, dtype=dtype)) \
             if family is LOCAL["numpy"] else np.trace(a.local, offset=shift, dtype=dtype)
-    total = _reduce.reduce_op(call, local, SUM, None)
+    total = _reduce.reduce_op(call, local, SUM, None, layout(a))
     return total[()] if isinstance(total, np.ndarray) else total
 
 
