@@ -1506,5 +1506,17 @@ def test_a_reduction_of_an_array_of_another_size_on_one_worker_fails_on_every_wo
                                                         rf"they differ in: layout.*worker 2: "
                                                         rf".*layout="):
                 fn()
+    # the calls whose workers exchange other things than a fold of shares: an index
+    # ranked in each worker's own shape, counts of each worker's bins
+    D = da.ones((3, n + 1 + k), axis=1)
+    cases = [("numpy.argmax", lambda: np.argmax(D), "differ in: shape"),
+             ("numpy.unique", lambda: np.unique(D), "differ in layout: worker 1: "),
+             ("numpy.histogram", lambda: np.histogram(D, 3), "differ in: layout"),
+             ("numpy.bincount", lambda: np.bincount(D.astype(np.int64)[0]),
+              "differ in: layout"),
+             ("numpy.searchsorted", lambda: np.searchsorted(D[0], 0.5), "differ in: layout")]
+    for call, fn, why in cases:
+        with pytest.raises(SpmdMismatchError, match=rf"\(worker {k} of {n}\).*{why}"):
+            fn()
     E = da.ones((n + 1, 3), axis=0)
     assert float(np.sum(E)) == 3.0 * (n + 1)  # (the workers still in step)

@@ -105,9 +105,11 @@ for _name, _first, _rest, _inverse in (("fftn", np.fft.fft, None, False),
 # -- histograms and counts ----------------------------------------------------------------------
 
 
-def _summed(call, local):
-    """The sum over the workers, in worker order, of each worker's ``local`` array."""
-    return reduce_op(call, np.ascontiguousarray(local), SUM, None)
+def _summed(call, local, a):
+    """The sum over the workers, in worker order, of each worker's ``local`` array, its
+    part of codistributed ``a`` (whose global shape and partition the workers agree on
+    in the same call)."""
+    return reduce_op(call, np.ascontiguousarray(local), SUM, None, layout(a))
 
 
 def _local_of(call, a, other, name):
@@ -157,7 +159,7 @@ def _histogram(a, bins=10, range=None, density=None, weights=None):
     w = None if weights is None else _local_of(call, a, weights, "weights").reshape(-1)
     host = np.asarray(family.host(a.local)).reshape(-1)
     counts, edges = _refused(call, np.histogram, host, bins, range, None, w)
-    total = _summed(call, counts)
+    total = _summed(call, counts, a)
     if density:  # numpy's: each count over the bin's width and the total
         total = total / np.diff(edges) / total.sum()
     return family.like(np.asarray(total), a.local), family.like(edges, a.local)
@@ -196,7 +198,7 @@ def _bincount(x, weights=None, minlength=0):
     counts = _refused(call, lambda: np.bincount(host, w, minlength=length))
     if w is not None and x.size:  # numpy's float64 (an empty block's are int64 zeros)
         counts = counts.astype(np.float64)
-    return family.like(np.asarray(_summed(call, counts)), x.local)
+    return family.like(np.asarray(_summed(call, counts, x)), x.local)
 
 
 @implements(np.searchsorted)
@@ -228,7 +230,7 @@ def _searchsorted(a, v, side="left", sorter=None):
     block = np.asarray(family.host(a.local))
     counts = np.asarray(_refused(call, lambda: np.searchsorted(block, values, side)),
                         dtype=np.int64)
-    total = np.asarray(_summed(call, counts.reshape(-1))).reshape(counts.shape)
+    total = np.asarray(_summed(call, counts.reshape(-1), a)).reshape(counts.shape)
     return total[()] if total.ndim == 0 else family.like(total, a.local)
 
 

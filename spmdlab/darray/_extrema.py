@@ -139,6 +139,10 @@ def overall(call, a, name, pick, order="C"):
     else:
         value, index = host.reshape(-1)[:0], np.zeros(0, dtype=np.int64)
     scope = a._scope
+    # (the global shape and partition agreed on: a worker whose array was made another
+    # size would otherwise rank its index in a shape of its own)
+    agree(scope, call, a._key(call, "overall", name, order),
+          describe=lambda: a._describe(call))
     values = _cat_arrays(call, scope, classify(np.ascontiguousarray(value)), 0, None)
     indices = _cat_arrays(call, scope, classify(index), 0, None)
     ranked = np.argsort(indices, kind="stable")  # the candidates in the array's order

@@ -17,13 +17,14 @@ import numpy as np
 
 from .._backends import BF16_HOST, LOCAL, bf16_as_float32, float32_as_bf16
 from ..collectives import gather
-from ..errors import SpmdError, SpmdIndexError, SpmdTypeError, SpmdValueError
+from ..errors import (SpmdError, SpmdIndexError, SpmdMismatchError, SpmdTypeError,
+                      SpmdValueError)
 from ._array import CodistributedArray
 from ._codistributor import Codistributor, error, offsets
 from . import _extrema
 from ._numpy import (_axes, _family_call, _kind, _name, _on_host, _replicated_result,
                      _unsupported,
-                     elementwise, implements, reduction, scan, split)
+                     elementwise, implements, layout, reduction, scan, split)
 
 
 def _codist(x):
@@ -300,7 +301,13 @@ def _unique(ar, return_index=False, return_inverse=False, return_counts=False, a
         at = list(np.unravel_index(first, host.shape))
         at[ar.axis] = at[ar.axis] + ar.global_indices().start
         first = np.ravel_multi_index(tuple(at), ar.shape)
-    parts = gather(call, (values, first.astype(np.int64), counts.astype(np.int64)))
+    # (each worker's layout rides along: one whose array was made another size would
+    # otherwise place its first indices in a shape of its own)
+    parts = gather(call, (values, first.astype(np.int64), counts.astype(np.int64),
+                          layout(ar)))
+    if any(p[3] != parts[0][3] for p in parts):
+        raise error(SpmdMismatchError, call, "the workers' arrays differ in layout: " +
+                    "; ".join(f"worker {k}: {p[3]}" for k, p in enumerate(parts, 1)))
     # every worker's values in the order of their first places, so that values numpy
     # keeps apart although equal in order (NaNs with equal_nan=False) come in C order,
     # as numpy's stable sort leaves them
