@@ -153,7 +153,11 @@ def _drain_unreceived():
     from . import _pack
     for scope in _world.SCOPES:
         status = MPI.Status()
-        unreceived = [(source, tag) for source, tag, _ in scope.early]
+        unreceived = []
+        for source, tag, message in scope.early:
+            if hasattr(message, "request"):  # its bytes still on their way (p2p._Following)
+                message.request.Wait()
+            unreceived.append((source, tag))
         scope.early.clear()
         while True:
             message = scope.comm.Improbe(MPI.ANY_SOURCE, MPI.ANY_TAG, status)

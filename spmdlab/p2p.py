@@ -42,6 +42,10 @@ def _check(call, scope, name, worker, *, none_ok):
 
 
 def _destinations(call, scope, destination):
+    if isinstance(destination, np.ndarray) and destination.ndim > 1:  # (its rows: arrays)
+        raise SpmdTypeError(f"{call} ({scope.who()}): 'destination' must be a worker "
+                            f"number or a 1-D list of them (got a {destination.ndim}-D "
+                            f"array {destination.tolist()!r})")
     many = isinstance(destination, (list, tuple, range)) or \
         (isinstance(destination, np.ndarray) and destination.ndim > 0)  # (0-d: one number)
     targets = list(destination) if many else [destination]
@@ -333,7 +337,10 @@ def _check_self_sent(call, scope, tag):
 
 def _value(scope, buf, status, call):
     """The value of a received first message ``buf``, with the bytes that follow it
-    apart received when it has them (see ``_Rendezvous``, ``_isend``)."""
+    apart received when it has them (see ``_Rendezvous``, ``_isend``); ``buf`` may also
+    be a ``_Following`` kept from a receive that gave up waiting for those bytes."""
+    if type(buf) is _Following:
+        return buf.value(scope, call)
     if _count.ON:
         _count.p2p(received=len(buf))
     if scope.self_sends:
@@ -343,14 +350,35 @@ def _value(scope, buf, status, call):
         if type(value) is _SendFailed:
             _refuse_failed(value, scope, call, status.Get_tag())
         return value
-    source = status.Get_source()
-    full, request = _accept(scope, buf, source, status.Get_tag())
-    if len(full) >= _WAIT_IN_MPI:
-        _wait.wait_body(request, scope, call, [scope.world_ranks[source]],
-                        collective=False)
-    elif not request.Test():
-        _wait.spin(request.Test, scope, call, [scope.world_ranks[source]])
-    return _pack.decode(full)
+    source, tag = status.Get_source(), status.Get_tag()
+    return _Following(source, tag, *_accept(scope, buf, source, tag)).value(scope, call)
+
+
+class _Following:
+    """A message whose first part has been received and whose bytes that follow apart
+    are on their way into ``full`` (``request``). A receive that gives up waiting for
+    them (SPMDLAB_TIMEOUT, an interrupt) keeps it in ``scope.early``, so that the next
+    receive from its source gets it, rather than the source's next message (and the
+    bytes do not land in a buffer recycled meanwhile)."""
+
+    __slots__ = ("source", "tag", "full", "request")
+
+    def __init__(self, source, tag, full, request):
+        self.source, self.tag, self.full, self.request = source, tag, full, request
+
+    def value(self, scope, call):
+        """The message's value once its bytes are in; kept for the next receive if the
+        wait for them raises."""
+        request, needed = self.request, [scope.world_ranks[self.source]]
+        try:
+            if len(self.full) >= _WAIT_IN_MPI:
+                _wait.wait_body(request, scope, call, needed, collective=False)
+            elif not request.Test():
+                _wait.spin(request.Test, scope, call, needed)
+        except BaseException:
+            scope.early.append((self.source, self.tag, self))
+            raise
+        return _pack.decode(self.full)
 
 
 def _accept(scope, head, source, tag):
@@ -744,15 +772,18 @@ def _exchange_in_place(call, scope, destination, source, apart, tag):
     from its own memory when the receiver is ready."""
     array, family = apart
     sending = _Rendezvous(scope, array, family, destination, tag)
-    state = {"value": None, "pending": source is not None, "request": None}
+    state = {"value": None, "pending": source is not None, "following": None}
     status, src = MPI.Status(), None if source is None else source - 1
 
     def received(buf):
         state["pending"] = False
+        if type(buf) is _Following:  # (kept from a receive that gave up waiting for it)
+            state["following"] = buf
+            return
         _took_own(scope, status)
         value = _pack.decode(buf)
         if value is _pack.FOLLOWS:  # the rest follows
-            state["full"], state["request"] = _accept(scope, buf, src, tag)
+            state["following"] = _Following(src, tag, *_accept(scope, buf, src, tag))
         else:
             state["value"] = value
 
@@ -769,10 +800,11 @@ def _exchange_in_place(call, scope, destination, source, apart, tag):
                 buf = bytearray(status.Get_count(MPI.BYTE))
                 message.Recv(buf)
                 received(buf)
-        if state["request"] is not None and state["request"].Test():
-            state["value"] = _pack.decode(state.pop("full"))
-            state["request"] = None
-        done = sent and not state["pending"] and state["request"] is None
+        following = state["following"]
+        if following is not None and following.request.Test():
+            state["value"] = _pack.decode(following.full)
+            state["following"] = None
+        done = sent and not state["pending"] and state["following"] is None
         # once both sends of large arrays are posted, nothing is left to look for: the
         # rest is waited for inside MPI
         return done or (in_mpi and not state["pending"] and
@@ -782,14 +814,18 @@ def _exchange_in_place(call, scope, destination, source, apart, tag):
 
     needed = sorted({sending.world_rank} | (set() if source is None else
                                             {scope.world_ranks[source - 1]}))
-    if not step():
-        _wait.spin(step, scope, call, needed)
-    if not sending.copied and sending.request:
-        _wait.wait_body(sending.request, scope, call, [sending.world_rank],
-                        collective=False)
-    if state["request"] is not None:
-        _wait.wait_body(state["request"], scope, call, needed, collective=False)
-        state["value"] = _pack.decode(state.pop("full"))
+    try:
+        if not step():
+            _wait.spin(step, scope, call, needed)
+        if not sending.copied and sending.request:
+            _wait.wait_body(sending.request, scope, call, [sending.world_rank],
+                            collective=False)
+    except BaseException:
+        if state["following"] is not None:  # the next receive from source gets it
+            scope.early.append((src, tag, state["following"]))
+        raise
+    if state["following"] is not None:
+        state["value"] = state["following"].value(scope, call)
     if type(state["value"]) is _SendFailed:
         _refuse_failed(state["value"], scope, call, tag)
     return state["value"]

@@ -217,3 +217,12 @@ def test_profile_save_refuses_a_path_that_is_no_path():
         spmd_plus(1)
     for bad in (None, 3, ["a"]):
         raises_here(SpmdTypeError, "Profile.save", lambda: prof.save(bad))
+
+
+def test_send_to_a_2d_array_of_workers_names_the_array():
+    # named one of its rows ("got array([1]) that is a ndarray"), not what was passed
+    from spmdlab import spmd_send
+
+    text = raises_here(SpmdTypeError, "spmd_send",
+                       lambda: spmd_send(1, np.array([[1, spmd_size()]])))
+    assert f"2-D array [[1, {spmd_size()}]]" in text, text

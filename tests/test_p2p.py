@@ -446,6 +446,36 @@ def test_a_receive_that_timed_out_takes_nothing_from_the_next(monkeypatch):
     spmd_barrier()
 
 
+def test_a_receive_that_gives_up_as_a_large_message_follows_keeps_it(monkeypatch):
+    """A receive whose wait raises (a timeout, a Ctrl-C) once a large message's first
+    part has come, its bytes still on their way, keeps the message for the next receive:
+    it was lost, the next receive took the sender's next message instead (tester C)."""
+    from spmdlab import _wait
+
+    k, n = spmd_index(), spmd_size()
+    if n == 1:
+        pytest.skip("needs a sender other than this worker")
+    expected = np.arange(1 << 20, dtype=np.float64)
+    for x in (expected, {"x": expected}):  # (by rendezvous; a head, then the rest)
+        if k == 2:
+            spmd_send(x, 1, tag=44)
+            spmd_send("next", 1, tag=44)
+        spmd_barrier()  # both first parts wait at worker 1
+        if k == 1:
+            def gives_up(*args, **kwargs):
+                raise TimeoutError("given up")
+
+            monkeypatch.setattr(_wait, "wait_body", gives_up)  # (the rest's wait)
+            with pytest.raises(TimeoutError):
+                spmd_receive(2, 44)
+            monkeypatch.undo()
+            assert spmd_probe(2, 44, status=True) == (True, 2, 44)
+            got = spmd_receive(2, 44)
+            assert np.array_equal(got["x"] if isinstance(x, dict) else got, expected)
+            assert spmd_receive(2, 44) == "next"
+        spmd_barrier()
+
+
 def test_numpy_scalars_of_one_type_and_other_dtypes_arrive_as_sent():
     # one scalar type holds many dtypes (datetime64's units, str_'s lengths, void's
     # fields): a kept header must be found by the dtype, not the type alone
