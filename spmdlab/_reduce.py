@@ -44,7 +44,7 @@ from . import _agree, _backends, _count, _ending, _env, _pack, _shm, _tree, _wai
 from ._agree import FLAG_INLINE, HEADER, agree, describe_call, fast_header
 from ._backends import Leaf
 from ._checks import check_worker
-from ._ops import KNOWN, PROD, SCALAR_OPS, SUM, VERB, fold
+from ._ops import KNOWN, PROD, SCALAR_OPS, SUM, VERB, fold, quiet
 from ._pack import Obj, digest
 from .errors import SpmdError, SpmdTypeError, SpmdValueError
 
@@ -248,8 +248,10 @@ _ZERO = (0,)
 
 
 def _payload(leaves, offsets, total):
-    leaf = leaves[0]
+    """Every leaf's bytes at its offset (none for a structure without leaves: ``()``,
+    ``[]``, ``{}`` or ``{"a": []}``, whose sum is itself)."""
     if len(leaves) == 1:
+        leaf = leaves[0]
         fmt = _SCALAR_STRUCT.get(leaf.family)
         if fmt is not None:
             return fmt.pack(leaf.value)
@@ -507,14 +509,45 @@ def reduce_scalar(scope, call, x, op, fast):
     if key_ != k or flags_ != flags:  # (key and flags fix the rest of a fast header)
         ex.check(scope, call, k, flags, None, lambda: _describe_value(call, x, op))
     if element is not None:  # numpy scalars fold in their own dtype (float32 rounds)
-        acc = element(acc)
+        first = element(acc)
+        try:  # (numpy scalars warn as arrays do: see ``_rows_fold``)
+            return _scalars_fold(scope, call, x, op, fast, ex, first)
+        except (RuntimeWarning, FloatingPointError):
+            with quiet():
+                return _scalars_fold(scope, call, x, op, fast, ex, first)
     for o in ex.later_rows:  # in worker order
         key_, _, _, flags_, _, value = unpack(view, o)
         if key_ != k or flags_ != flags:
             ex.check(scope, call, k, flags, None, lambda: _describe_value(call, x, op))
-        acc = pyfold(acc, value if element is None else element(value))
+        acc = pyfold(acc, value)
     if element is None:  # Python numbers, and float64 (Python's float arithmetic is IEEE's)
         return acc if type(x) is not np.float64 else np.float64(acc)
+    return acc
+
+
+def _rows_fold(ufunc, rows):
+    """The workers' small values ``rows`` folded with ``ufunc`` in worker order, into a
+    new array. Run as it is, at no cost: a fold that meets inf and -inf or overflows
+    warns as numpy warns (the same on every worker: each folds every row); where the
+    warnings are errors (``-W error``, ``np.seterr(all="raise")``) the caller folds
+    again under ``_ops.quiet``, so that every worker gets inf or NaN, as MPI's sum gives
+    (the rows are read only, so the fold can run twice)."""
+    result = rows[0].copy() if len(rows) == 1 else ufunc(rows[0], rows[1])
+    for row in rows[2:]:  # in worker order
+        ufunc(result, row, out=result)
+    return result
+
+
+def _scalars_fold(scope, call, x, op, fast, ex, acc):
+    """``reduce_scalar``'s fold of numpy scalars from worker 1's ``acc`` on, in their
+    dtype (as ``_rows_fold``: run again under ``_ops.quiet`` where warnings are errors)."""
+    k, _, _, element, _, flags, whole = fast
+    unpack, view, pyfold = whole.unpack_from, ex.view, op.pyfold
+    for o in ex.later_rows:  # in worker order
+        key_, _, _, flags_, _, value = unpack(view, o)
+        if key_ != k or flags_ != flags:
+            ex.check(scope, call, k, flags, None, lambda: _describe_value(call, x, op))
+        acc = pyfold(acc, element(value))
     return acc
 
 
@@ -633,10 +666,11 @@ def reduce_array(scope, call, x, op, entry, shown=None, layout=None):
                 ex.check(scope, call, k, FLAG_INLINE, None,
                          lambda: _describe_value(call, shown, op, layout))
         rows = ex.row_views(x.dtype, nbytes)  # each worker's value, read in place
-        ufunc = op.ufunc
-        result = rows[0].copy() if len(rows) == 1 else ufunc(rows[0], rows[1])
-        for row in rows[2:]:  # in worker order
-            ufunc(result, row, out=result)
+        try:
+            result = _rows_fold(op.ufunc, rows)
+        except (RuntimeWarning, FloatingPointError):
+            with quiet():
+                result = _rows_fold(op.ufunc, rows)
         if result.dtype != x.dtype:  # (a ufunc answers a byte-swapped dtype natively)
             result = result.astype(x.dtype)
         return result if x.ndim == 1 else result.reshape(x.shape)

@@ -35,6 +35,7 @@ import numpy as np
 from . import _agree, _count, _pack, _wait, _world
 from ._agree import FLAG_ERROR, FLAG_INLINE, HEADER, _HEAD, _raise_everywhere
 from ._mpi import MPI
+from ._ops import quiet
 from ._stall import call_site
 
 # merged-record flags (besides FLAG_ERROR and FLAG_INLINE, which keep their meaning: any
@@ -306,7 +307,8 @@ def scalar_fold(fmt, pyfold, element):
             return True
     else:
         def fold(lo, hi, out):
-            pack(out, 0, pyfold(element(unpack(lo, 0)[0]), element(unpack(hi, 0)[0])))
+            with quiet():  # (numpy scalars warn as arrays do: see ``_ops``)
+                pack(out, 0, pyfold(element(unpack(lo, 0)[0]), element(unpack(hi, 0)[0])))
             return True
     return fold
 
@@ -333,8 +335,9 @@ def int_fold(op):
 def array_fold(ufunc, dtype, nbytes):
     """``fold`` of one small array of ``dtype`` (``nbytes`` bytes) with ``ufunc``."""
     def fold(lo, hi, out):
-        ufunc(np.frombuffer(lo[:nbytes], dtype), np.frombuffer(hi[:nbytes], dtype),
-              out=np.frombuffer(out[:nbytes], dtype))
+        with quiet():
+            ufunc(np.frombuffer(lo[:nbytes], dtype), np.frombuffer(hi[:nbytes], dtype),
+                  out=np.frombuffer(out[:nbytes], dtype))
         return True
     return fold
 
@@ -350,8 +353,9 @@ def ordered(scope, call, send, recv, op):
     ufunc, dtype = op.ufunc, send.dtype
 
     def merge(lo, hi, out):
-        ufunc(np.frombuffer(lo, dtype), np.frombuffer(hi, dtype),
-              out=np.frombuffer(out, dtype))
+        with quiet():
+            ufunc(np.frombuffer(lo, dtype), np.frombuffer(hi, dtype),
+                  out=np.frombuffer(out, dtype))
 
     tree_pass(scope, call, comm, memoryview(acc.view(np.uint8)),
               memoryview(other.view(np.uint8)), merge)
@@ -384,7 +388,8 @@ def scattered(scope, call, send, recv, op):
             _recv(scope, call, comm, raw(acc), peer, acc.nbytes)
             return recv
         _recv(scope, call, comm, raw(other), peer, acc.nbytes)
-        ufunc(other, acc, out=acc)  # my left neighbour's value is the lower
+        with quiet():
+            ufunc(other, acc, out=acc)  # my left neighbour's value is the lower
     steps = []
     a, b = 0, count
     for peer, lower in partners:  # keep one half of [a, b), fold the partner's copy in
@@ -393,10 +398,11 @@ def scattered(scope, call, send, recv, op):
         mine, part = acc[keep[0]:keep[1]], other[:keep[1] - keep[0]]
         _exchange(scope, call, comm, raw(acc[give[0]:give[1]]), raw(part), peer,
                   part.nbytes)
-        if lower:  # the partner's workers are the lower ones
-            ufunc(part, mine, out=mine)
-        else:
-            ufunc(mine, part, out=mine)
+        with quiet():
+            if lower:  # the partner's workers are the lower ones
+                ufunc(part, mine, out=mine)
+            else:
+                ufunc(mine, part, out=mine)
         steps.append((peer, keep, give))
         a, b = keep
     for peer, keep, give in reversed(steps):  # every piece back, in the reverse order

@@ -5,6 +5,7 @@ runs every test and asserts on its own result.
 """
 
 import operator
+import warnings
 
 import numpy as np
 import pytest
@@ -170,6 +171,46 @@ def test_plus_identical_on_every_worker():
 def test_plus_empty_array():
     result = spmd_plus(np.zeros((0, 3), np.float32))
     assert result.shape == (0, 3) and result.dtype == np.float32
+
+
+def test_plus_of_structures_without_leaves_gives_them_back():
+    """``()``, ``[]``, ``{}`` and ``{"a": [], "b": ()}`` sum to themselves (an IndexError
+    inside spmdlab before, at every worker count)."""
+    n = spmd_size()
+    for value in [(), [], {}, {"a": [], "b": ()}]:
+        assert spmd_plus(value) == value
+        assert spmd_plus(value, destination=n) == (value if spmd_index() == n else None)
+    mixed = spmd_plus({"a": [], "x": np.ones(2) * spmd_index()})
+    assert mixed["a"] == [] and mixed["x"].tolist() == [n * (n + 1) / 2] * 2
+
+
+@pytest.mark.parametrize("size", [1, 3, 100_000], ids=["scalar", "small", "large"])
+def test_sums_that_overflow_or_meet_inf_and_minus_inf_do_not_warn(size):
+    """inf + -inf is NaN and a float32 overflow inf, as MPI's own sum gives them, with no
+    RuntimeWarning from spmdlab's folds: under ``-W error`` such a warning was raised on
+    some workers only, mid-collective (at 5 or more workers the others then waited)."""
+    k, n = spmd_index(), spmd_size()
+    infinite = np.full(size, np.inf if k == 1 else -np.inf)
+    huge = np.full(size, np.float32(3e38))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        if size == 1:
+            values = [float(infinite[0]), infinite[0], huge[0]]
+        else:
+            values = [infinite, huge, {"a": infinite, "b": 1}]
+        if torch is not None:
+            values.append(torch.from_numpy(infinite.copy()))
+        results = [spmd_plus(v) for v in values]
+        results += [spmd_reduce(np.add, v) for v in values]
+        results.append(spmd_reduce(np.multiply, huge))
+        results.append(spmd_plus(infinite, destination=n))
+    want_inf = np.inf if n == 1 else np.nan
+    for r in results[:1] + results[len(values):len(values) + 1]:
+        assert np.array_equal(np.asarray(r), np.full(size, want_inf).reshape(np.shape(r)),
+                              equal_nan=True), r
+    assert n == 1 or np.all(np.isinf(np.asarray(results[2 if size == 1 else 1])))
+    assert k != n or np.array_equal(results[-1], np.full(size, want_inf), equal_nan=True)
+    assert n == 1 or np.all(np.isinf(np.asarray(results[-2])))
 
 
 # -- spmd_reduce ---------------------------------------------------------------------------

@@ -171,3 +171,28 @@ if spmd_index() != 4:
 """, 5, env=dict(FORCED, SPMDLAB_SHM_BYTES="0"), timeout=120)
     assert job.returncode != 0
     assert "worker 4 finished the program" in job.stderr, job.stderr
+
+
+@pytest.mark.parametrize("n, shm", [(3, True), (5, False)])
+def test_folds_that_meet_inf_and_minus_inf_raise_no_warning_on_some_workers(n, shm):
+    """The tree's merges (in the record, by halves, in shared memory) fold under numpy's
+    quiet state: an inf + -inf gives NaN on every worker, and under ``-W error`` no
+    worker raises a RuntimeWarning mid-pass (the others then waited for it)."""
+    env = dict(FORCED) if shm else dict(FORCED, SPMDLAB_SHM_BYTES="0")
+    job = run_job("""
+import warnings
+import numpy as np
+from spmdlab import spmd_plus, spmd_reduce, spmd_index
+warnings.simplefilter("error")
+k = spmd_index()
+for size in (1, 3, 100_003):
+    x = np.full(size, np.inf if k == 1 else -np.inf)
+    for value in (x, float(x[0]), np.float32(3e38)) if size == 1 else (x,):
+        assert np.isnan(spmd_plus(value)).all() or np.isinf(spmd_plus(value)).all()
+    assert np.isnan(spmd_reduce(np.add, x)).all()
+    assert np.isinf(spmd_reduce(np.multiply, np.full(size, np.float32(3e38)))).all()
+print("OK", k)
+""", n, env=dict(env, SPMDLAB_TIMEOUT="30"), timeout=120)
+    assert job.returncode == 0, job.stderr
+    assert "RuntimeWarning" not in job.stderr, job.stderr
+    assert job.stdout.count("OK") == n, job.stdout
