@@ -370,10 +370,14 @@ def _start_watchdog(places):
         script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_watchdog.py")
         env = {k: v for k, v in os.environ.items()
                if not k.startswith(("PMI_", "PMIX_", "OMPI_", "HYDRA_", "MPIR_"))}
-        subprocess.Popen([sys.executable, "-S", script, host, str(_world.SIZE),
-                          _goodbye_path] + [f"{k}:{pid}" for k, pid in mine],
-                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                         start_new_session=True, env=env, close_fds=True)
+        watcher = subprocess.Popen([sys.executable, "-S", script, host, str(_world.SIZE),
+                                    _goodbye_path] + [f"{k}:{pid}" for k, pid in mine],
+                                   stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                   start_new_session=True, env=env, close_fds=True)
+        # it outlives this worker by design (it names how the workers ended): never
+        # waited for, so marked done, or Popen's finalizer warns "subprocess N is still
+        # running" (ResourceWarning: an error under -W error, shown under python -X dev)
+        watcher.returncode = 0
     except OSError:  # no watcher: a killed worker goes unnamed, nothing else changes
         _goodbye_path = None
 

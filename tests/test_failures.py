@@ -200,6 +200,17 @@ print(f"ok{spmd_index()}")
     assert sorted(re.findall(r"ok(\d)", job.stdout)) == ["1", "2", "3", "4"]
 
 
+def test_a_clean_run_under_python_dev_mode_warns_nothing():
+    # (the host's watcher process outlives the worker that started it: Popen's
+    # finalizer said "ResourceWarning: subprocess N is still running" under -X dev,
+    # and it was an "Exception ignored" under -W error)
+    job = run_job(PROLOGUE + """
+assert spmd_plus(1) == spmd_size()
+""", 2, env={"PYTHONDEVMODE": "1", "PYTHONWARNINGS": "error"})
+    assert job.returncode == 0, job.stderr
+    assert "Warning" not in job.stderr and "Exception ignored" not in job.stderr, job.stderr
+
+
 def test_plain_python_is_one_worker():
     import subprocess
     import sys
