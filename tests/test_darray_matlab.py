@@ -1278,3 +1278,24 @@ def test_like_a_distributed_array_makes_a_distributed_array():
         assert iscodistributed(made) and not isdistributed(made), type(made)
     assert isdistributed(zeros(3, "like", C, "distributed"))
     assert gather(ones(2, "like", D)).tolist() == [[1, 1], [1, 1]]
+
+
+@pytest.mark.skipif(torch is None, reason="torch")
+def test_max_of_bfloat16_parts_and_a_value_stays_bfloat16():
+    # max(D, 2) of bfloat16 torch parts raised numpy's "The DType VoidDType could not be
+    # promoted by Float64DType" (the host stand-in of bfloat16): compared as float32 now,
+    # kept bfloat16 where single would stay single
+    n = spmdSize()
+    t = (torch.arange(4.0 * n + 4).reshape(n + 1, 4) - 5.5).to(torch.bfloat16)
+    D = codistributed(t)
+    for f in (mmax, mmin):
+        for b in (2, 0.3, True, t.flip(0), np.float32(1), torch.ones(4, dtype=torch.int16)):
+            got, want = gather(f(D, b)), f(t, b)
+            assert got.dtype == want.dtype and torch.equal(got, want), (f, b)
+            if got.dtype.is_floating_point:  # (an integer class rounds half away from 0)
+                whole = (np.maximum if f is mmax else np.minimum)(
+                    t.float().numpy(), host(b.float()) if isinstance(b, torch.Tensor) else b)
+                assert torch.equal(got, torch.from_numpy(whole.astype(np.float32)).to(
+                    got.dtype))
+    assert gather(mmax(D, 2)).dtype == torch.bfloat16
+    assert gather(mmax(D, np.float32(1))).dtype == torch.float32

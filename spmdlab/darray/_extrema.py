@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._backends import LOCAL, bf16_as_float32, classify
+from .._backends import BF16_HOST, LOCAL, bf16_as_float32, classify, float32_as_bf16
 from ..collectives import _cat_arrays
 from .._agree import agree
 from ..errors import SpmdError, SpmdTypeError, SpmdValueError
@@ -531,7 +531,15 @@ def _pairwise(call, name, A, B, omitnan, method):
     def apply(family, args, kwargs):
         like = next((x for x in args if theirs(x)), None)
         host = [np.asarray(family.host(x)) if theirs(x) else x for x in args]
+        # bfloat16 (torch's; no MATLAB class) is compared as float32, which holds it
+        # exactly, and stays bfloat16 where single would stay single (max(D, 2))
+        narrow = [isinstance(x, np.ndarray) and x.dtype == BF16_HOST for x in host]
+        single = any(np.asarray(x).dtype == np.float32 for x in host
+                     if isinstance(x, (np.ndarray, np.generic)))
+        host = [bf16_as_float32(x) for x in host]
         result = np.asarray(_pair(name, omitnan, method, *host)).copy()
+        if any(narrow) and not single and result.dtype == np.float32:
+            result = float32_as_bf16(result)
         return result if like is None else family.like(result, like)
 
     if isinstance(A, CodistributedArray) or isinstance(B, CodistributedArray):

@@ -124,8 +124,10 @@ def _scatter(cls, call, x, codistributor, axis, source):
         try:
             x = as_local(call, x)
             family = local_family(x)
-            meta = (tuple(x.shape), LOCAL[family].dtype(x).str, family,
-                    getattr(x, "is_cuda", False) or family == "cupy")
+            dtype = LOCAL[family].dtype(x)  # (bfloat16's stand-in is a structured
+            # dtype, whose .str, "|V2", would arrive as plain bytes: its fields go)
+            meta = (tuple(x.shape), dtype.str if dtype.fields is None else dtype.descr,
+                    family, getattr(x, "is_cuda", False) or family == "cupy")
         except SpmdError as exc:
             err = exc
     if err is not None:

@@ -20,7 +20,7 @@ import numpy as np
 
 from .. import _reduce, _wait
 from .._mpi import MPI
-from .._backends import LOCAL, classify
+from .._backends import BF16_HOST, LOCAL, _torch_dtype, classify
 from .._ops import LAND, LOR, MAX, MIN, PROD, SUM
 from .._agree import Description, agree
 from .._pack import digest
@@ -668,6 +668,12 @@ def reduction(call, name, a, axis=None, dtype=None, keepdims=False, out=None,
         else:
             result = family.reduce(name, local, axes, keepdims, dtype)
         return a._new(result, Codistributor(new_axis, a.partition, shape))
+    bf16 = dtype is None and name in ("sum", "max", "min") and \
+        family.dtype(local) == BF16_HOST
+    if bf16:  # MPI has no bfloat16 operations: reduced in float32, which holds every
+        # bfloat16, and rounded once at the end, as torch's bfloat16 sum rounds (its
+        # product rounds each step: refused, as by spmd_reduce)
+        local = family.astype(local, np.float32)
     if local.shape[a.axis] == 0 and name in ("max", "min"):
         kept = tuple(1 if d in axes else n for d, n in enumerate(local.shape))
         partial = family.full(kept, _identity(name, family.dtype(local)),
@@ -682,6 +688,8 @@ def reduction(call, name, a, axis=None, dtype=None, keepdims=False, out=None,
         total = _product_of_held(call, a, partial, family)
     else:
         total = _reduce.reduce_op(call, partial, op, None, layout(a))
+    if bf16:
+        total = family.astype(total, BF16_HOST)
     if not keepdims:
         total = total.reshape(shape)
     return _replicated_result(a, total, shape)
@@ -801,14 +809,29 @@ def _count(a, axis):
     return math.prod(a.shape[d] for d in axes)
 
 
+def numpy_dtype(dtype):
+    """``dtype`` (None, numpy's or a torch dtype: ``np.mean(D, dtype=torch.float64)``, as
+    ``np.sum`` takes it) as a numpy dtype (bfloat16's stand-in for ``torch.bfloat16``); a
+    torch dtype numpy has none for as it is (the reduction refuses it, naming it)."""
+    if dtype is None or type(dtype).__module__ != "torch":
+        return dtype
+    import torch
+
+    found = _torch_dtype(torch.empty(0, dtype=dtype))
+    return dtype if found is None else found
+
+
 @implements(np.mean)
 def mean(a, axis=None, dtype=None, out=None, keepdims=False, where=None):
     _unsupported("numpy.mean", out=out, where=where)
+    dtype = numpy_dtype(dtype)
     kind = LOCAL[a.family].dtype(a.local)
     if dtype is None and kind.kind in "biu":
         dtype = np.float64
-    half = dtype is None and kind == np.float16
-    if half:  # numpy sums float16 in float32 (no overflow past 65504), then rounds
+    half = kind if dtype is None and kind in (np.float16, BF16_HOST) else None
+    if half is not None:  # numpy sums float16 in float32 (no overflow past 65504), then
+        # rounds; so does torch.mean bfloat16 (one rounding: a bfloat16 sum divided would
+        # round twice, and MPI has no bfloat16 sum along the split axis)
         dtype = np.float32
     total = reduction("numpy.mean", "sum", a, axis, dtype, keepdims)
     count = _count(a, axis)
@@ -826,11 +849,11 @@ def mean(a, axis=None, dtype=None, out=None, keepdims=False, where=None):
             return result.astype(dtype)
         return np.dtype(dtype).type(result) if isinstance(result, np.generic) else \
             LOCAL[a.family].astype(result, dtype)
-    if half:
+    if half is not None:
         if isinstance(result, CodistributedArray):
-            return result.astype(np.float16)
-        return result.astype(np.float16) if isinstance(result, np.generic) else \
-            LOCAL[a.family].astype(result, np.float16)
+            return result.astype(half)
+        return result.astype(half) if isinstance(result, np.generic) else \
+            LOCAL[a.family].astype(result, half)
     return result
 
 
@@ -838,6 +861,7 @@ def mean(a, axis=None, dtype=None, out=None, keepdims=False, where=None):
 def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, where=None,
         mean=None, correction=None):
     _unsupported("numpy.var", out=out, where=where, mean=mean, correction=correction)
+    dtype = numpy_dtype(dtype)
     m = _FUNCTIONS[np.mean](a, axis=axis, dtype=dtype, keepdims=True)
     if LOCAL[a.family].dtype(a.local).kind == "b":  # as numpy (torch cannot subtract bools)
         a = a.astype(np.float64)

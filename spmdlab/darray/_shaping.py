@@ -24,7 +24,8 @@ from ._codistributor import Codistributor, error, offsets
 from . import _extrema
 from ._numpy import (_axes, _family_call, _kind, _name, _on_host, _replicated_result,
                      _unsupported,
-                     elementwise, implements, layout, reduction, scan, split)
+                     elementwise, implements, layout, numpy_dtype,
+                     reduction, scan, split)
 
 
 def _codist(x):
@@ -1218,6 +1219,7 @@ implements(np.nancumprod)(lambda a, axis=None, dtype=None, out=None: scan(
 @implements(np.nanmean)
 def _nanmean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=None):
     _unsupported("numpy.nanmean", out=out, where=where)
+    dtype = numpy_dtype(dtype)
     if LOCAL[a.family].dtype(a.local).kind not in "fc":
         return np.mean(a, axis=axis, dtype=dtype, keepdims=keepdims)
     total = _nansum(a, axis, dtype, keepdims=keepdims)
