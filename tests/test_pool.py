@@ -1768,6 +1768,19 @@ def test_what_a_cell_reads_and_assigns():
     assert "j" in loaded and "x" in loaded
     assert _cells.is_prompt_name("_i3") and _cells.is_prompt_name("Out")
     assert not _cells.is_prompt_name("_x")
+    # a cell's last expression is shown, as Python's prompt shows a line (not None)
+    shown = []
+    hook, sys.displayhook = sys.displayhook, shown.append
+    try:
+        for code in ("a = 2\na * 3", "a = 2", "", "a = 4\nNone", "a = 5\na; a + 1"):
+            ns: dict = {}
+            body, last = _cells.compiled(code)
+            exec(body, ns)
+            if last is not None:
+                exec(last, ns)
+    finally:
+        sys.displayhook = hook
+    assert shown == [6, None, 6], shown  # (the displayhook prints None as nothing)
 
 
 def test_a_cell_that_cannot_compile_fails_on_the_client():
@@ -1851,6 +1864,12 @@ def test_a_notebook_kernel_drives_a_pool(layout):
         for k in range(1, n + 1):
             assert f"Worker {k}: worker says {10 * k}" in out, out
         assert f"[{', '.join(str(10 * k) for k in range(1, n + 1))}]" in ok("x[:]")
+        # a cell's last value is shown, each worker's (IPython shows a cell's last
+        # value, MATLAB each worker's unsuppressed result); None is not
+        out = ok("%%spmd\nx + 1")
+        for k in range(1, n + 1):
+            assert f"Worker {k}: {10 * k + 1}" in out, out
+        assert "Worker" not in ok("%%spmd\nspmdBarrier()")
         ok("%%spmd 1 2\nv = spmdSize()")  # spmd(m, n): every worker up to n
         assert f"<Composite 'v' on a pool of {n}: elements on worker" in ok("v")
         assert str(min(2, n)) in ok("v[1]")

@@ -133,3 +133,16 @@ def is_prompt_name(name: str) -> bool:
         return True
     return name.startswith("_i") and name[2:].isdigit() or \
         name.startswith("_") and name[1:].isdigit()
+
+
+def compiled(code: str, filename: str = "<cell>") -> Tuple[object, object]:
+    """(On a worker) ``(body, shown)``: the cell's code compiled to run, and its last
+    statement apart when that is an expression, compiled as Python's prompt compiles a
+    line (``"single"``: its value, unless None, goes to ``sys.displayhook``, printed as
+    the worker's output, as IPython shows a cell's last value and MATLAB each worker's
+    unsuppressed result); ``shown`` is None for a cell that ends otherwise."""
+    tree = ast.parse(code, filename, "exec")
+    if not tree.body or not isinstance(tree.body[-1], ast.Expr):
+        return compile(tree, filename, "exec"), None
+    last = ast.Interactive(body=[tree.body.pop()])
+    return compile(tree, filename, "exec"), compile(last, filename, "single")

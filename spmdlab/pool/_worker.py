@@ -29,7 +29,7 @@ import time
 import traceback
 import types
 
-from . import _shared, _wire
+from . import _cells, _shared, _wire
 
 _MARK = b"\x00\x1fspmdlab-sync-"  # written to stdout/stderr to know all before it left
 
@@ -399,12 +399,14 @@ class _Worker:
                 linecache.cache[spec["filename"]] = (len(code), None,
                                                      code.splitlines(True),
                                                      spec["filename"])
-                compiled = compile(code, spec["filename"], "exec")
+                compiled, shown = _cells.compiled(code, spec["filename"])
             n = spec.get("n")
             region = spmd(n) if n is not None else None
             for _ in (region if region is not None else [None]):
                 if code is not None:
                     exec(compiled, self.ns)
+                    if shown is not None:  # the cell's last value, shown
+                        exec(shown, self.ns)
                 else:
                     self.ns[spec["result"]] = spec["fn"](*spec["args"], **spec["kwargs"])
             names = spec["assigned"] + ([spec["result"]] if spec.get("result") else [])
