@@ -279,7 +279,9 @@ class CodistributedArray(np.lib.mixins.NDArrayOperatorsMixin):
     def __reduce__(self) -> Any:
         raise SpmdTypeError(
             f"{type(self).__name__} cannot be pickled or sent (its parts live on "
-            f"{self._scope.size} workers); send .local, or .gather() it first")
+            f"{_workers(self._scope.size)}); send .local, or .gather() it first (a "
+            f"pool's block: gather it in the block, or make it in a block of the whole "
+            f"pool, whose codistributed arrays come back as distributed arrays)")
 
     __hash__ = None  # type: ignore[assignment]  # == is element-wise, as numpy's
 
@@ -573,3 +575,7 @@ def is_codistributed(x: Any) -> bool:
 
 
 Local = Union[np.ndarray, Any]
+
+
+def _workers(n: int) -> str:
+    return "1 worker" if n == 1 else f"{n} workers"
