@@ -15,8 +15,9 @@ Python's and numpy's rules):
   accepts it, and ``labSend(x, 2:numlabs)`` with one worker sends nothing;
 - ``spmdPlus``/``gplus`` (and ``spmdReduce("plus")``, ``spmdReduce("times")``) saturate
   integer sums at ``intmax``/``intmin`` instead of wrapping, and count logical values as
-  doubles; ``spmdReduce("max")``/``"min"`` ignore NaN and ``"and"``/``"or"``/``"xor"``
-  are logical on any numbers, as MATLAB's;
+  doubles; ``spmdReduce("max")``/``"min"`` ignore NaN, compare complex values by
+  magnitude, then angle, and take MATLAB's class of the result, and
+  ``"and"``/``"or"``/``"xor"`` are logical on any numbers, as MATLAB's;
 - ``Composite`` indices may be integral floats (``x{2.0}``) or arrays of worker numbers;
 - reduction functions may be given by MATLAB name, with or without ``@`` (``"plus"``,
   ``"times"``, ``"max"``, ``"min"``, ``"and"``, ``"or"``, ``"xor"``, ``"bitand"``,
@@ -38,6 +39,7 @@ from __future__ import annotations
 
 import functools
 import operator
+import re
 from typing import Any, Callable, Optional, Sequence, Tuple, TypeVar, Union
 
 import numpy as np
@@ -81,6 +83,7 @@ _FUNCTIONS: dict = {"plus": operator.add, "times": operator.mul, "max": np.fmax,
               "xor": np.logical_xor,
               "bitand": np.bitwise_and, "bitor": np.bitwise_or, "bitxor": np.bitwise_xor}
 _LOGICAL = (np.logical_and, np.logical_or, np.logical_xor)
+_BITWISE = (np.bitwise_and, np.bitwise_or, np.bitwise_xor)
 _PYTHON_NAMES = {max: np.fmax, min: np.fmin}
 _BUILTIN = type(max)
 
@@ -127,6 +130,10 @@ F = TypeVar("F", bound=Callable[..., Any])
 _RENAMED = {"spmd_plus", "spmd_reduce", "spmd_cat", "spmd_broadcast", "spmd_barrier",
             "spmd_send", "spmd_receive", "spmd_send_receive", "spmd_probe", "spmdPlus",
             "spmdReduce", "spmdCat", "spmdBroadcast"}
+# ... and where the other workers quote the failed worker's message ("failed on another
+# worker: worker 1: spmd_plus (worker 1 of 3): ..." from a gplus)
+_QUOTED = re.compile(r"(: worker \d+: )(?:%s) \(" % "|".join(sorted(_RENAMED)))
+_WAITING = re.compile(r"^([^()]*), waiting in (?:%s)\)" % "|".join(sorted(_RENAMED)))
 
 
 def _as_called(name: str) -> Callable[[F], F]:
@@ -141,6 +148,10 @@ def _as_called(name: str) -> Callable[[F], F]:
                 text = exc.args[0] if exc.args and isinstance(exc.args[0], str) else ""
                 head, sep, rest = text.partition(" (")
                 if sep and head in _RENAMED:
+                    # the failed worker's own message, quoted by the others, names it too
+                    # (and "waiting in spmd_cat", the call inside this one, is this one)
+                    rest = _WAITING.sub(r"\1)", _QUOTED.sub(
+                        lambda m: m.group(1) + name + " (", rest), count=1)
                     exc.args = (name + sep + rest,) + exc.args[1:]
                 raise
         # its code named ``name`` too: a message that names the outermost spmdlab
@@ -180,8 +191,9 @@ def _concatenation(fcn: Any) -> Any:
 
 
 def _saturating(name, combine):
-    """MATLAB's integer ``plus`` or ``times`` as a fold over the workers: each step, in
-    worker order, is held at ``intmax``/``intmin`` of the class instead of wrapping.
+    """MATLAB's integer ``plus``, ``times``, ``max`` or ``min`` as a fold over the
+    workers: each step, in worker order, is held at ``intmax``/``intmin`` of the class
+    instead of wrapping (max and min ignore NaN, as MATLAB's, beside integers too).
     MATLAB combines integers only of the same class, and this is element-wise on values
     of one size (as ``spmd_plus``), so a worker whose value differs from worker 1's in
     class or size raises (on every worker: ``spmd_reduce`` agrees on the outcome). A
@@ -197,6 +209,10 @@ def _saturating(name, combine):
         array = isinstance(a, np.ndarray)  # a 0-d array stays one, a numpy scalar too
         a, b = np.asarray(a), np.asarray(b)
         integers = [x.dtype for x in (a, b) if x.dtype.kind in "iu"]
+        if name in ("max", "min") and len(integers) == 1 and a.shape == b.shape:
+            # MATLAB's max and min ignore NaN: the other value, not int8(NaN), which is 0
+            a, b = (a, np.where(np.isnan(b), a, b)) if a.dtype.kind in "iu" else \
+                (np.where(np.isnan(a), b, a), b)
         if a.shape == b.shape and len(integers) < 2:
             if not integers:  # doubles, so far (a logical counts as a double)
                 kinds = [x.dtype if x.dtype.kind in "fc" else np.dtype(np.float64)
@@ -239,6 +255,62 @@ def _saturating(name, combine):
 
     fold.__name__ = fold.__qualname__ = name
     return fold
+
+
+def _extremum(pick):
+    """MATLAB's ``max`` or ``min`` of two values (``pick``: ``numpy.fmax`` or ``fmin``):
+    NaN is ignored, and complex values compare by magnitude, then phase angle (numpy's
+    order them by real part, then imaginary part: ``max(3, 1+5i)`` would be 3)."""
+    larger = pick is np.fmax
+
+    def extremum(a, b):
+        if not (np.iscomplexobj(a) or np.iscomplexobj(b)):
+            return pick(a, b)
+        x, y = np.asarray(a), np.asarray(b)
+        mx, my, ax, ay = np.abs(x), np.abs(y), np.angle(x), np.angle(y)
+        other = ((my > mx) | ((my == mx) & (ay > ax))) if larger else \
+            ((my < mx) | ((my == mx) & (ay < ax)))
+        other = (other & ~np.isnan(y)) | np.isnan(x)
+        out = np.where(other, y, x).astype(np.result_type(x, y))
+        return out[()] if out.ndim == 0 else out
+
+    extremum.__name__ = extremum.__qualname__ = pick.__name__
+    return extremum
+
+
+def _has_complex(X):
+    """Whether a struct or cell (dict, list, tuple) holds a complex number or array."""
+    if type(X) is dict:
+        return any(_has_complex(v) for v in X.values())
+    if type(X) in (list, tuple):
+        return any(_has_complex(v) for v in X)
+    leaf = classify(X)
+    return leaf is not None and leaf.dtype is not None and leaf.dtype.kind == "c"
+
+
+def _flags(X):
+    """A double (a float, a numpy floating array) of whole numbers from 0 to flintmax, as
+    MATLAB's ``bitand``, ``bitor`` and ``bitxor`` take them, as uint64 (else None: left
+    to numpy, which refuses floats, on every worker)."""
+    if type(X) is float or isinstance(X, np.floating) or (
+            isinstance(X, np.ndarray) and X.dtype.kind == "f"):
+        value = np.asarray(X)
+        if np.all((value >= 0) & (value <= 2.0 ** 53) & (value == np.floor(value))):
+            out = value.astype(np.uint64)
+            return out if isinstance(X, np.ndarray) else out[()]
+    return None
+
+
+def _bits(function, X, destination):
+    """``spmd_reduce`` of a bit function, with whole doubles as MATLAB's bit functions
+    take them (in their class again after)."""
+    flags = _flags(X)
+    if flags is None:
+        return collectives.spmd_reduce(function, X, destination)
+    out = collectives.spmd_reduce(function, flags, destination)
+    if out is None:
+        return None
+    return out.astype(X.dtype) if isinstance(X, np.ndarray) else type(X)(out)
 
 
 def _has_integers(X):
@@ -379,12 +451,12 @@ def spmdPlus(X: Any, destination: Worker = None) -> Any:
 
 
 def _integer_mended(mismatch, X, destination, name, combine, plain):
-    """MATLAB's integer ``plus`` or ``times`` (``name``, ``combine``) of an integer class
-    on some workers and doubles or logicals on the others (``hits = 0`` on a worker that
-    counted nothing, ``np.sum(mask)``, an int64, on the others): the two took different
-    calls (the integer fold, and ``plain``: the call or the function the others made),
-    and the mismatch (raised on every worker, whose calls it shows) says that every
-    worker is in this function. Tried again as MATLAB combines them, every worker in the
+    """MATLAB's ``plus``, ``times``, ``max`` or ``min`` (``name``, ``combine``) of an
+    integer class on some workers and doubles or logicals on the others (``hits = 0`` on
+    a worker that counted nothing, ``np.sum(mask)``, an int64, on the others): the two
+    took different calls (the integer fold, and ``plain``: the call or the function the
+    others made), and the mismatch (raised on every worker, whose calls it shows) says
+    that every worker is in this function. Tried again as MATLAB combines them, every worker in the
     integer fold: the integer class wins, the doubles converted to it; so do a single
     beside doubles (a single) and complex values beside real ones. The mismatch stands
     for any other call."""
@@ -394,12 +466,15 @@ def _integer_mended(mismatch, X, destination, name, combine, plain):
         if f.get("call") == "spmd_reduce" and f"{name} at matlab.py:" in str(f.get("fcn")):
             return True  # the integer fold (``_saturating``)
         return f.get("call") == plain or (f.get("call") == "spmd_reduce" and
-                                           str(f.get("fcn")).strip("'\"") == plain)
+                                           str(f.get("fcn")).strip("'\"") in names)
 
+    # (the maximum of logicals is their or, as numpy's: max(true, 2) took that path)
+    names = {plain, {"fmax": "lor", "fmin": "land"}.get(plain, plain)}
     # (the two paths; or one path where classes differ: a single beside doubles, complex
     # beside real, which MATLAB adds in the class of the result)
     paths = mismatch.differ in (("call",), ("fcn",)) or \
-        (mismatch.differ and set(mismatch.differ) <= {"type", "dtype"})
+        (mismatch.differ and set(mismatch.differ) <= {"type", "dtype"}) or \
+        (name in ("max", "min") and set(mismatch.differ) <= {"fcn", "type", "dtype"})
     if not paths or not fields or not all(ours(f) for f in fields):
         raise mismatch
     # (integer classes that differ too raise here, on every worker, naming them)
@@ -413,7 +488,8 @@ def spmdReduce(fcn: Reduction, X: Any, destination: Worker = None) -> Any:
 
     ``fcn`` may be a MATLAB name, with or without ``@``: ``"plus"`` (saturating on
     integers, a count on logicals, as ``spmdPlus``), ``"times"``, ``"max"``, ``"min"``,
-    ``"and"``, ``"or"``, ``"xor"``, ``"bitand"``, ``"bitor"``, ``"bitxor"``,
+    ``"and"``, ``"or"``, ``"xor"``, ``"bitand"``, ``"bitor"``, ``"bitxor"`` (on integers,
+    or doubles of whole numbers, as MATLAB's: ``bitor(1, 2)`` is 3),
     ``"vertcat"``, ``"horzcat"``, or ``("cat", dim)``; or a Python function (Python's
     own ``max`` and ``min``, as a port of ``@max`` writes them, fold as MATLAB's: NaN
     is ignored).
@@ -460,7 +536,20 @@ def spmdReduce(fcn: Reduction, X: Any, destination: Worker = None) -> Any:
         leaf = classify(X)
         if leaf is not None and leaf.dtype is not None and leaf.dtype.kind in "iufc":
             X = X != 0
-    return _as_doubles(lambda value: collectives.spmd_reduce(function, value, dest), X)
+    if function in _BITWISE:  # bitor(1, 2) is 3: MATLAB's bit functions take doubles
+        return _as_doubles(lambda value: _bits(function, value, dest), X)
+    if function not in (np.fmax, np.fmin):
+        return _as_doubles(lambda value: collectives.spmd_reduce(function, value, dest), X)
+    name, pick = function.__name__[1:], _extremum(function)
+    try:
+        if _has_complex(X):  # compared by magnitude, then angle: not numpy's fmax
+            return collectives.spmd_reduce(_saturating(name, pick), _counts(X, python=True),
+                                           dest)
+        return _as_doubles(lambda value: collectives.spmd_reduce(function, value, dest), X)
+    except SpmdMismatchError as mismatch:
+        # MATLAB's max(int8(5), 300) is int8(127), max(single(1), -Inf) a single: the
+        # class of the result, as plus and times (a -Inf start on a worker without data)
+        return _integer_mended(mismatch, X, dest, name, pick, function.__name__)
 
 
 @_as_called("spmdCat")
@@ -474,7 +563,7 @@ def spmdCat(X: Any, dim: Worker = 2, destination: Worker = None) -> Any:
     found nothing) are left out whatever their size, as MATLAB's ``cat`` leaves them out
     (``spmd_cat`` does not: numpy's ``concatenate`` does not). Structs (dicts) and other
     objects give a list with one entry per worker; lists (cells) are joined end to end,
-    and a list among arrays is an error.
+    ``[]`` beside cells or structs is left out, and a list among other arrays is an error.
 
     Parameters
     ----------
@@ -511,12 +600,11 @@ def spmdCat(X: Any, dim: Worker = 2, destination: Worker = None) -> Any:
             return None if X is None and joined is not None and all(
                 part is None for part in joined) else joined
         except SpmdMismatchError as mismatch:  # the others may try again: keep in step
-            if X is not None:
-                _cat_mended(mismatch, None, 0, 0, dest)  # (raises: nothing to mend)
-                raise
+            if X is not None:  # (raises where there is nothing to mend)
+                return _cat_mended(mismatch, None, 0, 0, dest, X)[0]
             # None is MATLAB's [] (what spmdCat(X, dim, k) left on the other workers):
-            # an empty part, shaped as the others' arrays
-            result, ndim = _cat_mended(mismatch, np.zeros((0, 0)), 2, d - 1, dest)
+            # an empty part, shaped as the others' arrays, or left out of cells
+            result, ndim = _cat_mended(mismatch, np.zeros((0, 0)), 2, d - 1, dest, None)
     else:
         ndim = len(leaf.shape)
         shape = (1,) * (2 - ndim) + tuple(leaf.shape) if ndim < 2 else tuple(leaf.shape)
@@ -530,24 +618,25 @@ def spmdCat(X: Any, dim: Worker = 2, destination: Worker = None) -> Any:
                     shape), axis=d - 1, destination=dest),
                 X if type(X) in (int, bool) else value)
         except SpmdMismatchError as mismatch:
-            result, ndim = _cat_mended(mismatch, value.reshape(shape), ndim, d - 1, dest)
-    if result is None:
-        return None
+            result, ndim = _cat_mended(mismatch, value.reshape(shape), ndim, d - 1, dest,
+                                       value)
+    if result is None or ndim is None:  # (ndim None: cells or structs, beside [])
+        return result
     if ndim < 2 and d == 2:  # a 1xM row, as MATLAB returns it, is a 1-D array here
         return result.reshape(-1)
     return result
 
 
-def _cat_mended(mismatch, value, ndim, axis, destination):
+def _cat_mended(mismatch, value, ndim, axis, destination, part):
     """A concatenation that failed on every worker (``mismatch``: every worker is here)
     tried again as MATLAB's ``cat``: its parts in MATLAB's class of the result
     (``_cat_class``), then without its empty parts (``_cat_without_empties``); (the
-    result, the number of dimensions of the user's part). ``value``: this worker's part
-    (None: no array, a list or a struct). The mismatch stands where that does not mend
-    it."""
+    result, the number of dimensions of the user's part: None for cells or structs).
+    ``value``: this worker's part (None: no array, a list or a struct); ``part``: the
+    part the user passed. The mismatch stands where that does not mend it."""
     target = _cat_class(mismatch, value)
     if target is None:
-        return _cat_without_empties(mismatch, value, ndim, axis, destination)
+        return _cat_without_empties(mismatch, value, ndim, axis, destination, part)
     from .darray._extrema import _to_class
 
     value = _to_class(value, target)
@@ -556,7 +645,7 @@ def _cat_mended(mismatch, value, ndim, axis, destination):
     except SpmdMismatchError as still:  # (empty parts too, or other shapes)
         if "call" in still.differ:
             raise mismatch from None
-        return _cat_without_empties(mismatch, value, ndim, axis, destination)
+        return _cat_without_empties(mismatch, value, ndim, axis, destination, part)
 
 
 def _cat_class(mismatch, value):
@@ -587,17 +676,31 @@ def _cat_class(mismatch, value):
     return np.dtype(np.float32) if single else np.dtype(np.float64)
 
 
-def _cat_without_empties(mismatch, value, ndim, axis, destination):
+def _cat_without_empties(mismatch, value, ndim, axis, destination, part):
     """MATLAB's ``cat`` leaves out empty operands (``[]`` on the workers that found
     nothing), whatever their size: a mismatch (raised on every worker, so every worker
     is here) is tried again with the empty workers' parts shaped as the first nonempty
     worker's, with none of its rows. (The result, and the number of dimensions the
-    user gave, of that worker's part.) The mismatch stands where that does not mend it."""
+    user gave, of that worker's part.) Beside cells (lists) or structs (dicts), ``[]``
+    (None, a 0x0 array) is left out too: ``[{1}, [], {3}]`` is ``{1, 3}`` (the result, and
+    None). The mismatch stands where that does not mend it."""
     if "call" in mismatch.differ:
         raise mismatch
-    # 0: a nonempty array, 1: an empty one, 2: no array (a list, a struct: never mended)
-    state = collectives.spmd_cat(np.array([2 if value is None else int(value.size == 0)]))
-    empty = state == 1
+    # 0: a nonempty array, 1: an empty one, 2: no array (never mended), 3: a list (a
+    # cell), 4: MATLAB's [] (None, a 0x0 array), 5: a dict (a struct)
+    code = (3 if type(part) is list else 5 if type(part) is dict else
+            4 if part is None or (isinstance(part, np.ndarray) and part.shape == (0, 0)) else
+            2 if value is None else int(value.size == 0))
+    state = collectives.spmd_cat(np.array([code]))
+    if ((state == 3) | (state == 5)).any():  # cells or structs: [] is left out of them
+        if not (((state == 3) | (state == 4)).all() or ((state == 5) | (state == 4)).all()):
+            raise mismatch
+        try:
+            return collectives.spmd_cat([] if code == 4 else [part] if code == 5 else part,
+                                        destination=destination), None
+        except SpmdMismatchError:  # the cells differ too: what the user passed
+            raise mismatch from None
+    empty = (state == 1) | (state == 4)
     if (state == 2).any() or empty.all() or not empty.any():
         raise mismatch
     first = int(np.argmin(empty)) + 1
@@ -614,9 +717,22 @@ def _cat_without_empties(mismatch, value, ndim, axis, destination):
         raise mismatch from None
 
 
+class _Omitted:
+    """``X`` left out of ``spmdBroadcast(source)``: MATLAB's form for the other workers."""
+
+    def __repr__(self) -> str:
+        return "<omitted>"
+
+
+_OMITTED: Any = _Omitted()
+
+
 @_as_called("spmdBroadcast")
-def spmdBroadcast(source: Worker, X: Any = None) -> Any:
+def spmdBroadcast(source: Worker, X: Any = _OMITTED) -> Any:
     """``spmdBroadcast(source, X)`` on the source, ``spmdBroadcast(source)`` elsewhere.
+
+    The source must pass ``X`` (``[]``, None, is a value): ``spmdBroadcast(source)`` on
+    the source is an error, on every worker, as MATLAB's.
 
     Examples
     --------
@@ -629,6 +745,14 @@ def spmdBroadcast(source: Worker, X: Any = None) -> Any:
     ------
     ``spmdBroadcast(source, X)``, ``spmdBroadcast(source)``
     """
+    if X is _OMITTED:
+        X = None
+        worker = _worker(source)
+        if type(worker) is int and worker == spmdIndex():
+            _checks.fail_together("spmdBroadcast", SpmdValueError(
+                f"spmdBroadcast (worker {spmdIndex()} of {spmdSize()}): no data to send: "
+                f"the source, worker {worker}, must pass X (only the other workers leave "
+                f"it out)"))
     return collectives.spmd_broadcast(_worker(source), X)
 
 
@@ -871,7 +995,7 @@ def gop(fcn: Reduction, X: Any, targetlab: Worker = None) -> Any:
 
 
 @_as_called("labBroadcast")
-def labBroadcast(source: Worker, X: Any = None) -> Any:
+def labBroadcast(source: Worker, X: Any = _OMITTED) -> Any:
     """``labBroadcast(source, X)`` / ``labBroadcast(source)``.
 
     Examples

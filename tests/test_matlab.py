@@ -11,7 +11,7 @@ from spmdlab.matlab import (gcat, gop, gplus, labBarrier, labBroadcast, labindex
                             spmdProbe, spmdProbeStatus, spmdReceive, spmdReceiveStatus,
                             spmdReduce, spmdSend, spmdSendReceive,
                             spmdSize)
-from spmdlab import SpmdValueError, spmd_index, spmd_size
+from spmdlab import SpmdError, SpmdMismatchError, SpmdValueError, spmd_index, spmd_size
 
 pytestmark = pytest.mark.mpi
 
@@ -277,6 +277,104 @@ def test_errors_name_the_matlab_function_called():
                         gop(np.add, object(), n + 1))):
         with pytest.raises(SpmdError, match=rf"^{name} \(worker {spmdIndex()} of {n}\)"):
             call()
+
+
+def test_errors_on_one_worker_name_the_matlab_function_on_every_worker():
+    # the others quote the failed worker's message: it names gplus, not spmd_plus, and
+    # they wait in gcat, not in spmd_cat (tester G)
+    n, k = spmdSize(), spmdIndex()
+    bad = k == n
+    for name, call in (("gplus", lambda: gplus(1, n + 1 if bad else 1)),
+                       ("gcat", lambda: gcat(k, 0 if bad else 2)),
+                       ("gop", lambda: gop("mean" if bad else "plus", 1)),
+                       ("labBroadcast", lambda: labBroadcast(n + 1 if bad else 1, 3))):
+        with pytest.raises(SpmdError) as info:
+            call()
+        text = str(info.value)
+        assert text.startswith(f"{name} (worker {k} of {n}): "), text
+        assert "spmd_" not in text and "spmdCat" not in text and "spmdReduce" not in text, text
+        if not bad:
+            assert f"failed on another worker: worker {n}: {name} (worker {n} of {n}): " \
+                in text, text
+
+
+def test_broadcast_without_data_on_the_source_is_an_error_on_every_worker():
+    # labBroadcast(1) on worker 1 gave None to every worker; MATLAB's source must pass X
+    n, k = spmdSize(), spmdIndex()
+    for call in (labBroadcast, spmdBroadcast):
+        with pytest.raises(SpmdValueError, match=rf"^{call.__name__} \(worker {k} of {n}\)"
+                                                 rf".*worker 1, must pass X"):
+            call(1.0)
+    # [] (None) is a value, sent as it is; the others leave X out
+    assert (labBroadcast(n, None) if k == n else labBroadcast(n)) is None
+    got = spmdBroadcast(1, {"a": [k]}) if k == 1 else spmdBroadcast(1)
+    assert got == {"a": [1]}
+
+
+def test_cat_leaves_empty_parts_out_of_cells_and_structs():
+    # MATLAB's [{1}, [], {3}] is {1, 3} and [s1, [], s3] a 1x2 struct: a worker that found
+    # nothing passes [] (None or a 0x0 array); the parts were a mismatch (tester G)
+    n, k = spmdSize(), spmdIndex()
+    odd = [w for w in range(1, n + 1) if w % 2]
+    assert gcat([k] if k % 2 else None) == odd
+    even = [w for w in range(1, n + 1) if not w % 2]
+    assert gcat(None if k % 2 else [k]) == (even or None)   # ([] everywhere: [])
+    assert gcat([k, "x"] if k % 2 else np.zeros((0, 0)), 1) == \
+        [v for w in odd for v in (w, "x")]
+    assert spmdReduce("vertcat", [k] if k % 2 else None) == odd
+    assert [s["k"] for s in gcat({"k": k} if k % 2 else None)] == odd
+    last = spmdCat([k] if k % 2 else None, 2, n)
+    assert last == (odd if k == n else None)
+    # a cell beside an array that is not [] is still an error, on every worker
+    if n > 1:
+        with pytest.raises(SpmdMismatchError, match=rf"^gcat \(worker {k} of {n}\)"):
+            gcat([k] if k % 2 else np.ones(1))
+
+
+def test_max_and_min_of_unlike_classes_and_complex_values_are_matlabs():
+    # a worker without data starts from -Inf (a double) beside int8 or single maxima:
+    # MATLAB's class of the result, not a mismatch; complex values compare by magnitude,
+    # then angle (numpy's fmax by real part: max(3, 1+5i) was 3) (tester G)
+    n, k = spmdSize(), spmdIndex()
+    got = gop("max", np.int8(-5) if k == 1 else -np.inf)
+    assert type(got) is np.int8 and got == -5
+    got = gop("max", np.int8(5) if k == 1 else 300.0)
+    assert type(got) is np.int8 and got == (5 if n == 1 else 127)
+    got = spmdReduce("@min", np.array([1, 2], np.uint8) if k == n else np.array([-3.0, np.nan]))
+    assert got.dtype == np.uint8 and got.tolist() == ([1, 2] if n == 1 else [0, 2])
+    got = gop("max", np.float32(k) if k == 1 else -np.inf, n)
+    assert (type(got) is np.float32 and got == 1) if k == n else got is None
+    got = gop("max", 3.0 if k == 1 else 1 + 5j)
+    assert got == (3 if n == 1 else 1 + 5j)
+    got = gop(max, 1j * k)
+    assert got == 1j * n
+    got = gop("min", np.array([3.0, -1j * k]) if k % 2 else np.array([1 + 1j, np.nan]))
+    assert got.tolist() == ([3, -1j] if n == 1 else [1 + 1j, -1j])
+    got = gop("max", np.bool_(True) if k == 1 else 2.0)       # max(true, 2) is 2
+    assert got == (1 if n == 1 else 2)
+    got = gop("max", np.float32(1) if k == 1 else 1j)
+    assert got == (1 if n == 1 else 1j) and np.asarray(got).dtype in (np.float32, np.complex64)
+
+
+def test_bit_functions_take_whole_doubles_as_matlabs():
+    # MATLAB's bitor(1, 2) is 3: error flags kept as doubles, gop(@bitor, flag); numpy's
+    # bitwise_or refused floats (tester G)
+    n, k = spmdSize(), spmdIndex()
+    got = gop("bitor", float(2 ** (k - 1)))
+    assert type(got) is float and got == 2 ** n - 1
+    got = spmdReduce("@bitand", np.array([7.0, 6.0]) if k == 1 else np.array([3.0, 2.0]))
+    assert got.dtype == np.float64 and got.tolist() == ([7, 6] if n == 1 else [3, 2])
+    got = gop("bitxor", np.float32(k), 1)
+    want = 0
+    for w in range(1, n + 1):
+        want ^= w
+    assert (type(got) is np.float32 and got == want) if k == 1 else got is None
+    if n > 1:  # (one worker's value is the result: no bit function runs)
+        with pytest.raises(SpmdError, match=rf"^gop \(worker {k} of {n}\)"):
+            gop("bitor", 1.5 if k == 2 else 1.0)
+        with pytest.raises(SpmdError, match=rf"^gop \(worker {k} of {n}\)"):
+            gop("bitor", 1.5)
+    assert gplus(1) == n   # still in step
 
 
 def test_integer_sums_saturate_past_int64_and_check_class_and_size():
