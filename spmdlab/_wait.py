@@ -75,8 +75,11 @@ def wait_body(request, scope, call, needed=None, collective=True):
             _wait_in_mpi(request, scope, call, needed)
         finally:
             _stall.waiting_in = None
-    except SpmdPeerError as exc:
-        if collective:  # (its request stays active: no later collective could start)
+    except (SpmdPeerError, SpmdTimeoutError) as exc:
+        # (its request stays active: no later collective could start; after a timeout
+        # too, which left it waiting for the worker that did not come: MPI's "request
+        # already active" came from every later collective, not an spmdlab error)
+        if collective:
             scope.lost(exc)
         raise
 

@@ -79,9 +79,10 @@ class Scope:
 
     def lost(self, error):
         """A collective of this scope raised ``error`` (SpmdPeerError: a worker has left
-        the program): no later one can complete, and its requests are still active, so
-        every later collective raises at once, saying so, instead of MPI's error for a
-        request started twice."""
+        the program; SpmdTimeoutError: one did not come within SPMDLAB_TIMEOUT): no
+        later one can complete, and its requests are still active, so every later
+        collective raises at once, saying so, instead of MPI's error for a request
+        started twice."""
         if not isinstance(self._exchange, _Lost):
             self._exchange = _Lost(self, error, self._exchange)
 

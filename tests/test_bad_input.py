@@ -226,3 +226,77 @@ def test_send_to_a_2d_array_of_workers_names_the_array():
     text = raises_here(SpmdTypeError, "spmd_send",
                        lambda: spmd_send(1, np.array([[1, spmd_size()]])))
     assert f"2-D array [[1, {spmd_size()}]]" in text, text
+
+
+def test_build_refuses_an_unknown_option_on_every_worker():
+    # (tester H) build(L, codist, "foo") and build(L, codist, 5) were accepted silently
+    # as a build with its check; one worker's typo now fails on every worker, together
+    from spmdlab.matlab import codistributed, codistributor1d
+
+    n, k = spmd_size(), spmd_index()
+    codist = codistributor1d(2, [2] * n, [3, 2 * n])
+    L = np.full((3, 2), float(k))
+    for flags in (("foo",), (5,), ("noCommunication", "nocomm")):
+        text = raises_here(SpmdValueError, "codistributed.build",
+                           lambda: codistributed.build(L, codist, *flags))
+        assert repr(flags[-1]) in text, text
+    if n > 1:  # a typo on worker 2 only: its exchange makes the others raise too
+        text = raises_here(SpmdValueError, "codistributed.build",
+                           lambda: codistributed.build(L, codist, *(["foo"] if k == 2 else [])))
+        assert "worker 2" in text and "'foo'" in text, text
+    for flags in ((), ("noCommunication",), ("NOCOMMUNICATION",)):
+        D = codistributed.build(L, codist, *flags)
+        assert np.array_equal(D.gather(), np.repeat(np.arange(1.0, n + 1), 2)[None].repeat(3, 0))
+    in_step()
+
+
+def test_odd_seeds_nargouts_partitions_and_codistributors_of_the_matlab_layer():
+    # (tester H) each was silently accepted or a bare error from numpy: rand(seed="x") a
+    # ValueError from int(), seed=1.5 taken as 1, a negative seed numpy's ValueError;
+    # globalIndices(..., nargout=3) gave the indices; defaultPartition(10**30) an
+    # OverflowError; zeros(3, 3, codist1, codist2) took the second codistributor
+    import spmdlab.matlab as M
+
+    raises_here(SpmdTypeError, "rand", lambda: da.rand(4, seed="x"))
+    raises_here(SpmdTypeError, "rand", lambda: da.rand(4, seed=1.5))
+    raises_here(SpmdTypeError, "randn", lambda: da.randn(4, seed=True))
+    raises_here(SpmdValueError, "randn", lambda: da.randn(4, seed=-1))
+    raises_here(SpmdTypeError, "randi",
+                lambda: da._factories.random_integers(1, 5, 3, seed="x"))
+    a, b = da.rand(4, seed=np.int64(3)).gather(), da.rand(4, seed=3).gather()
+    assert np.array_equal(a, b)
+    D = M.codistributed.zeros(3, 2 * spmd_size())
+    for bad in (0, 3, True, "2"):
+        raises_here(SpmdValueError, "globalIndices", lambda: M.globalIndices(D, 2, nargout=bad))
+        raises_here(SpmdValueError, "globalIndices",
+                    lambda: M.globalIndices(M.getCodistributor(D), 2, nargout=bad))
+    assert M.globalIndices(D, 2, nargout=2) == (2 * spmd_index() - 1, 2 * spmd_index())
+    raises_here(SpmdValueError, "codistributor1d.defaultPartition",
+                lambda: M.codistributor1d.defaultPartition(10 ** 30))
+    text = raises_here(SpmdTypeError, "zeros", lambda: M.zeros(
+        3, 3, M.codistributor1d(1), M.codistributor1d(2)))
+    assert "give one codistributor" in text, text
+    assert M.zeros(3, 3, M.codistributor1d(1)).shape == (3, 3)
+    # sizes each within numpy's limit whose product is not: numpy's bare ValueError
+    # ("array is too big") from each worker's block
+    for call, make in (("zeros", lambda: da.zeros((2 ** 62, 2 ** 62))),
+                       ("ones", lambda: da.ones((0, 2 ** 40, 2 ** 40))),
+                       ("zeros", lambda: M.zeros(10 ** 12, 10 ** 12, "codistributed"))):
+        text = raises_here(SpmdValueError, call, make)
+        assert "beyond numpy's largest array" in text, text
+    raises_here(SpmdValueError, "Codistributor",
+                lambda: da.Codistributor(0, shape=(2 ** 40, 2 ** 40)))
+    assert da.zeros((0, 2 ** 40)).shape == (0, 2 ** 40)
+
+
+def test_a_colon_range_of_more_elements_than_an_array_holds():
+    # (tester H) a tiny step was numpy's bare ValueError ("Maximum allowed dimension
+    # exceeded") from deep inside, and a span beyond the largest float an OverflowError
+    import spmdlab.matlab as M
+
+    for a, d, b in ((1, 1e-300, 3), (-1e308, 1e-10, 1e308), (0.5, 1e-290, 1.5)):
+        text = raises_here(SpmdValueError, "codistributed.colon",
+                           lambda: M.codistributed.colon(a, d, b))
+        assert "more elements than an array holds" in text, text
+        raises_here(SpmdValueError, "drange", lambda: M.drange(a, d, b))
+    assert M.gather(M.codistributed.colon(3, -0.5, 1)).tolist() == [3.0, 2.5, 2.0, 1.5, 1.0]

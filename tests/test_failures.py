@@ -689,3 +689,38 @@ def test_the_exit_notices_tree_joins_every_worker_through_three_neighbours_at_mo
                 hops[n] = hops[r] + 1
                 frontier.append(n)
     assert len(hops) == size and max(hops.values()) <= max(size - 1, 0).bit_length()
+
+
+def test_collectives_after_a_caught_timeout_raise_spmdlabs_error():
+    """(tester H) A collective that gave up (SpmdTimeoutError, caught) left its request
+    started and waiting for the worker that did not come: every later collective of
+    those workers raised MPI's "Persistent request ... is already active" (a bare
+    mpi4py Exception), not an spmdlab error. They now raise SpmdPeerError at once,
+    naming the wait that gave up, as after a worker that left."""
+    job = run_job(PROLOGUE + """
+from spmdlab import _env
+k = spmd_index()
+spmd_plus(1)
+if k == 2:
+    time.sleep(1.5)   # late: the others give up on it
+    print("late")
+else:
+    _env.TIMEOUT = 0.3
+    try:
+        spmd_plus(1)
+    except SpmdTimeoutError:
+        print("timed out")
+    _env.TIMEOUT = None
+    for _ in range(2):
+        try:
+            spmd_plus(1)
+        except SpmdPeerError as exc:
+            print("lost", "no collective of these workers" in str(exc),
+                  "SPMDLAB_TIMEOUT" in str(exc))
+        except Exception as exc:
+            print("other", type(exc).__name__, exc)
+""", 3)
+    assert job.stdout.count("timed out") == 2, job.stdout + job.stderr
+    assert job.stdout.count("lost True True") == 4, job.stdout + job.stderr
+    assert "other" not in job.stdout and "already active" not in job.stderr, job.stderr
+    assert job.seconds < 30

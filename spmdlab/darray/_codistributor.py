@@ -7,6 +7,7 @@ from it without communicating.
 
 from __future__ import annotations
 
+import math
 from typing import Callable, Optional, Sequence, Tuple
 
 import numpy as np
@@ -260,7 +261,8 @@ class Codistributor:
 
 def check_shape(call, shape):
     """A shape as a tuple of ints (one int is a 1-D shape); SpmdTypeError otherwise."""
-    if type(shape) is tuple and all(type(s) is int and 0 <= s <= _MAX_LENGTH for s in shape):
+    if type(shape) is tuple and all(type(s) is int and 0 <= s <= _MAX_LENGTH for s in shape) \
+            and math.prod(s or 1 for s in shape) <= _MAX_LENGTH:
         return shape  # the common case, checked cheaply
     try:  # (a tensor that requires grad, say, refuses np.asarray)
         values = list(np.asarray(shape).reshape(-1)) if np.ndim(shape) else [shape]
@@ -279,6 +281,11 @@ def check_shape(call, shape):
     if any(s > _MAX_LENGTH for s in out):
         raise error(SpmdValueError, call, f"'shape' must not exceed {_MAX_LENGTH} along "
                     f"any axis, numpy's largest (got {out})")
+    # numpy's rule (its bare "array is too big" from each block): the sizes other than 0
+    # must multiply to a count it can index, even where one of them is 0
+    if math.prod(s or 1 for s in out) > _MAX_LENGTH:
+        raise error(SpmdValueError, call, f"'shape' {out} is beyond numpy's largest array: "
+                    f"its sizes other than 0 multiply to more than {_MAX_LENGTH}")
     return out
 
 

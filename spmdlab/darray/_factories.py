@@ -435,11 +435,18 @@ def _random(kind):
     return fill
 
 
-def _generator(seed):
+def _generator(call, seed):
     """Each worker's generator: numpy's global one (``np.random.seed`` sets it, as
-    MATLAB's ``rng`` sets a worker's stream), or one seeded by ``seed`` and the worker."""
+    MATLAB's ``rng`` sets a worker's stream), or one seeded by ``seed`` and the worker
+    (an int of at least 0, as numpy's seeds: SpmdTypeError or SpmdValueError naming
+    ``call`` otherwise; no communication, so a seed every worker passes fails on each)."""
     if seed is None:
         return np.random
+    if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, (int, np.integer)):
+        raise error(SpmdTypeError, call, f"'seed' must be an int (got {seed!r} that is a "
+                    f"{type(seed).__name__})")
+    if seed < 0:
+        raise error(SpmdValueError, call, f"'seed' must be at least 0 (got {seed})")
     return np.random.default_rng([int(seed), _world.current().index])
 
 
@@ -461,7 +468,7 @@ def rand(shape: Any, dtype: Any = None, *, codistributor: Optional[Codistributor
     ------
     ``codistributed.rand(n)``, ``rand(m, n, "codistributed")``
     """
-    rng = _generator(seed)
+    rng = _generator("rand", seed)
     return _made(CodistributedArray, "rand", shape, codistributor, axis, like, dtype,
                  lambda ops, c, d, lk: _random("rand")(ops, c, d, lk, rng))
 
@@ -479,7 +486,7 @@ def randn(shape: Any, dtype: Any = None, *, codistributor: Optional[Codistributo
     ------
     ``codistributed.randn(n)``, ``randn(m, n, "codistributed")``
     """
-    rng = _generator(seed)
+    rng = _generator("randn", seed)
     return _made(CodistributedArray, "randn", shape, codistributor, axis, like, dtype,
                  lambda ops, c, d, lk: _random("randn")(ops, c, d, lk, rng))
 
@@ -492,7 +499,7 @@ def random_integers(low: int, high: int, shape: Any, dtype: Any = None, *,
     """Uniform random integers from ``low`` to ``high``, both included (MATLAB's
     ``randi([low high], ...)``), in ``dtype`` (float64 by default, as MATLAB's): each
     worker draws its own block, as ``rand``."""
-    rng = _generator(seed)
+    rng = _generator(call, seed)
 
     def fill(ops, codist, dtype, like):
         values = rng.integers(low, high, codist.local_shape(), endpoint=True) \

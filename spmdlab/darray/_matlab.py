@@ -22,7 +22,8 @@ from ..errors import SpmdError, SpmdTypeError, SpmdValueError
 from . import _factories
 from ._array import CodistributedArray
 from ._indexing import DRange
-from ._codistributor import Codistributor, default_partition, error, last_non_singleton
+from ._codistributor import (_MAX_LENGTH, Codistributor, default_partition, error,
+                            last_non_singleton)
 
 _NO_COMMUNICATION = "nocommunication"
 
@@ -130,6 +131,9 @@ class codistributor1d:
         n = _number(call, "n", n)
         if n < 0:
             raise error(SpmdValueError, call, f"'n' must be at least 0 (got {n})")
+        if n > _MAX_LENGTH:  # (no numpy array is longer; np.int64 could not hold it)
+            raise error(SpmdValueError, call, f"'n' must not exceed {_MAX_LENGTH}, numpy's "
+                        f"largest length (got {n})")
         return np.array(default_partition(n), dtype=np.int64)
 
     @property
@@ -337,6 +341,10 @@ class codistributed(CodistributedArray):
         call = "codistributed.build"
         check = not any(_is_flag(f) for f in flags)
         try:
+            for flag in flags:
+                if not _is_flag(flag):  # MATLAB's one option: anything else is a typo
+                    raise error(SpmdValueError, call, f"unknown option {flag!r}; the "
+                                f"only one is \"noCommunication\"")
             L = _factories.as_local(call, L)
             if not isinstance(codist, codistributor1d):
                 raise error(SpmdTypeError, call, f"'codist' must be a codistributor1d (got "
@@ -601,7 +609,11 @@ def _colon(call, a, d, b, dtype=None):
                         f"array holds")
         return int(a) + int(d) * np.arange(count)
     a, d, b = float(a), float(d), float(b)
-    n = int(round((b - a) / d))
+    steps = (b - a) / d
+    if not steps < np.iinfo(np.intp).max:  # (inf too: b - a beyond the largest float)
+        raise error(SpmdValueError, call, f"{a!r}:{d!r}:{b!r} has more elements than an "
+                    f"array holds (about {steps:.3g})")
+    n = int(round(steps))
     tol = 2.0 * np.finfo(np.float64).eps * (abs(a) if abs(a) > abs(b) else abs(b))
     sign = 1.0 if d > 0 else -1.0
     if sign * (a + n * d - b) > tol:
@@ -667,6 +679,9 @@ def _parse(call, args):
     while i < len(args):
         a = args[i]
         if isinstance(a, codistributor1d):
+            if codist is not None:
+                raise error(SpmdTypeError, call, f"give one codistributor (got {codist!r} "
+                            f"and {a!r})")
             codist, wanted = a, True
         elif isinstance(a, str):
             word = a.lower()
@@ -864,6 +879,8 @@ def globalIndices(D: Any, dim: Any, lab: Any = None, *, nargout: int = 1) -> Any
 
 
 def _global_indices(call, codist, msize, dim, lab, nargout):
+    if isinstance(nargout, bool) or nargout not in (1, 2):
+        raise error(SpmdValueError, call, f"'nargout' must be 1 or 2 (got {nargout!r})")
     dim = _number(call, "dim", dim)
     if dim < 1:
         raise error(SpmdValueError, call, f"'dim' must be 1 or more (got {dim}); "
