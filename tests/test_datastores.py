@@ -7,7 +7,7 @@ import time
 import numpy as np
 import pytest
 
-from spmdlab import SpmdValueError, spmd_cat, spmd_index, spmd_size
+from spmdlab import SpmdTypeError, SpmdValueError, spmd_cat, spmd_index, spmd_size
 from spmdlab.training import (ArrayDatastore, AugmentedImageDatastore, ImageDatastore,
                               MiniBatchQueue, count_each_label, partition, read_all,
                               split_each_label)
@@ -127,6 +127,12 @@ def test_mini_batch_queue(background):
     assert [len(x) for x, _ in part] == [2, 1]
     with pytest.raises(SpmdValueError, match="'mini_batch_size' must be a positive int"):
         MiniBatchQueue(ds, 0)
+    # a plain array iterates, but cannot be shuffled: said so (an AttributeError)
+    plain = MiniBatchQueue(np.arange(5.0), 2, dispatch_in_background=background)
+    assert [len(x) for (x,) in plain] == [2, 2, 1]
+    with pytest.raises(SpmdTypeError, match="MiniBatchQueue.shuffle: the queue's data is a "
+                       "ndarray, which cannot be shuffled; .*ArrayDatastore"):
+        plain.shuffle()
 
 
 @pytest.mark.mpi_skip

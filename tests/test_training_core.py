@@ -162,7 +162,7 @@ def test_parameter_shapes_that_differ_fail_on_every_worker():
     model = torch.nn.Linear(3, 2 + (spmd_index() == 2))
     for p in model.parameters():
         p.grad = torch.zeros_like(p)
-    with pytest.raises(SpmdMismatchError, match="aggregate_gradients.*parameter shapes"):
+    with pytest.raises(SpmdMismatchError, match="aggregate_gradients.*parameters"):
         aggregate_gradients(model, 1.0)
 
 
@@ -177,9 +177,117 @@ def test_parameter_dtypes_that_differ_fail_on_every_worker_naming_them():
     for p in model.parameters():
         p.grad = torch.zeros_like(p)
     with pytest.raises(SpmdMismatchError, match=r"workers? 1.*: aggregate_gradients\(model with "
-                       r"float32 parameter shapes .*worker 2: aggregate_gradients\(model "
-                       r"with float64 parameter shapes"):
+                       r"float32 parameters .*worker 2: aggregate_gradients\(model "
+                       r"with float64 parameters"):
         aggregate_gradients(model, 1.0)
+
+
+def test_parameters_in_another_order_fail_on_every_worker():
+    """Two layers of one shape registered in the other order on the last worker: the
+    shapes agreed, so each worker's first layer was summed with the other's second, a
+    silent wrong average; the names are part of the layout now."""
+    if spmd_size() < 2:
+        pytest.skip("needs two workers")
+
+    class Two(torch.nn.Module):
+        def __init__(self, swap):
+            super().__init__()
+            names = ("second", "first") if swap else ("first", "second")
+            for name in names:
+                setattr(self, name, torch.nn.Linear(4, 4))
+
+    for model in (Two(spmd_index() == spmd_size()), Two(spmd_index() == spmd_size()).double()):
+        for p in model.parameters():
+            p.grad = torch.full_like(p, float(spmd_index()))
+        with pytest.raises(SpmdMismatchError, match=r"aggregate_gradients.*parameters "
+                           r"first.weight \(4, 4\).*aggregate_gradients\(model with float\d+ "
+                           r"parameters second.weight"):
+            aggregate_gradients(model, 1.0)
+    # the same parameters in the same order on every worker still sum
+    model = Two(False)
+    for p in model.parameters():
+        p.grad = torch.full_like(p, float(spmd_index()))
+    aggregate_gradients(model, 1.0)
+    n = spmd_size()
+    assert torch.equal(model.second.bias.grad, torch.full((4,), n * (n + 1) / 2))
+
+
+def test_a_model_without_trainable_parameters_on_one_worker_fails_on_every_worker():
+    """The last worker froze every parameter: its aggregate_gradients returned at once,
+    the others waited for it (SpmdPeerError at its exit, or a mismatch at its next call)."""
+    if spmd_size() < 2:
+        pytest.skip("needs two workers")
+    model = torch.nn.Linear(3, 2)
+    model(torch.ones(2, 3)).sum().backward()
+    if spmd_index() == spmd_size():
+        model.requires_grad_(False)
+    with pytest.raises(SpmdMismatchError, match=r"aggregate_gradients \(worker .*aggregate_"
+                       r"gradients\(model with no trainable parameters\)"):
+        aggregate_gradients(model, 1.0)
+    frozen = torch.nn.Linear(3, 2).requires_grad_(False)  # frozen everywhere: no error
+    for _ in range(2):
+        assert aggregate_gradients(frozen, 1.0) is frozen
+
+
+def test_batch_norm_layers_that_differ_fail_aggregate_state_on_every_worker():
+    """Two batch-norm layers of one size in the other order on the last worker were
+    merged crosswise (the replicas drifted apart silently); a model without any state on
+    one worker returned there while the others waited in the sum."""
+    if spmd_size() < 2:
+        pytest.skip("needs two workers")
+    last = spmd_index() == spmd_size()
+
+    class Two(torch.nn.Module):
+        def __init__(self, swap):
+            super().__init__()
+            for name in (("b", "a") if swap else ("a", "b")):
+                setattr(self, name, torch.nn.BatchNorm1d(4))
+
+    with pytest.raises(SpmdMismatchError, match=r"aggregate_state\(model with batch norm a "
+                       r"\(4\), batch norm b \(4\)\).*aggregate_state\(model with batch "
+                       r"norm b \(4\), batch norm a"):
+        aggregate_state(Two(last), 1.0 / spmd_size())
+    plain = torch.nn.Linear(3, 4)
+    model = plain if last else torch.nn.Sequential(plain, torch.nn.BatchNorm1d(4))
+    with pytest.raises(SpmdMismatchError, match=r"aggregate_state\(model without batch-norm"):
+        aggregate_state(model, 1.0 / spmd_size())
+    # alike everywhere: merged, every call after the first without an agreement
+    model = Two(False)
+    with torch.no_grad():
+        model.a.running_mean.fill_(float(spmd_index()))
+    for _ in range(2):
+        aggregate_state(model, 1.0 / spmd_size())
+    assert torch.allclose(model.a.running_mean, torch.full((4,), (spmd_size() + 1) / 2))
+    aggregate_state(torch.nn.Linear(2, 2), 0.5)  # nothing to merge anywhere: no error
+    from spmdlab import SpmdTypeError
+
+    n = spmd_size()
+    with pytest.raises(SpmdTypeError, match=f"aggregate_state .*worker {n} of {n}.*expects "
+                       "a torch.nn.Module"):  # on the last worker only
+        aggregate_state([np.ones(4)] if last else torch.nn.BatchNorm1d(4), 1.0 / n)
+
+
+def test_population_statistics_of_layers_in_another_order_fail_on_every_worker():
+    """Batch-norm layers of one size in another order on the last worker: each worker's
+    sums were added crosswise, silently."""
+    if spmd_size() < 2:
+        pytest.skip("needs two workers")
+
+    class Two(torch.nn.Module):
+        def __init__(self, swap):
+            super().__init__()
+            for name in (("b", "a") if swap else ("a", "b")):
+                setattr(self, name, torch.nn.BatchNorm1d(4))
+
+        def forward(self, x):
+            return self.b(self.a(x))
+
+    batches = [torch.randn(5, 4)]
+    with pytest.raises(SpmdMismatchError, match=r"population_statistics\(model with batch "
+                       r"norm a \(4\), batch norm b.*population_statistics\(model with "
+                       r"batch norm b \(4\), batch norm a"):
+        population_statistics(Two(spmd_index() == spmd_size()), batches)
+    population_statistics(Two(False), batches)  # alike everywhere
 
 
 def test_a_weight_that_is_not_a_number_fails_on_every_worker():
@@ -198,6 +306,50 @@ def test_a_weight_that_is_not_a_number_fails_on_every_worker():
                 fn(x, bad if k == n else 1.0 / n)
     # numbers of any kind still weigh
     assert weighted_sum(2.0, np.float32(1 / n)) == pytest.approx(2.0)
+
+
+def test_a_value_that_cannot_be_weighted_on_one_worker_fails_on_every_worker():
+    """A None gradient in a list on worker 1 only: it raised there alone (naming no
+    worker) while the others waited for it in the sum."""
+    from spmdlab import SpmdTypeError
+
+    n, k = spmd_size(), spmd_index()
+    for fn in (aggregate_gradients, weighted_sum):
+        with pytest.raises(SpmdTypeError, match=f"{fn.__name__} .*worker 1 of {n}.*cannot "
+                           f"weight a value of type NoneType"):
+            fn([torch.ones(2), None if k == 1 else torch.ones(2)], 1.0 / n)
+    assert weighted_sum([1.0], 1.0 / n) == [pytest.approx(1.0)]  # and the next one works
+
+
+def test_aggregate_state_values_bad_on_one_worker_fails_on_every_worker():
+    """Flags that do not match the values, or do not pair up, on the last worker only:
+    it raised there alone while the others waited for it in the sum."""
+    from spmdlab import SpmdTypeError
+
+    n = spmd_size()
+    last = spmd_index() == n
+    values = [np.ones(2), np.ones(2)]
+    with pytest.raises(SpmdTypeError, match=f"aggregate_state_values .*worker {n} of {n}.*"
+                       "2 values but 1 mean flags"):
+        aggregate_state_values(values, 1 / n, [True] if last else [True, False],
+                               [False, True])
+    with pytest.raises(SpmdTypeError, match=f"aggregate_state_values .*worker {n} of {n}.*"
+                       "1 means but 0 variances"):
+        aggregate_state_values(values, 1 / n, [True, False],
+                               [False, False] if last else [False, True])
+    merged = aggregate_state_values(values, 1 / n, [True, False], [False, True])
+    assert np.allclose(merged[0], 1.0)  # and the next one works
+
+
+def test_a_numpy_float32_weight_keeps_the_values_dtype():
+    """A numpy float32 weight made a Python float loss float32 (NumPy 2's rules), and
+    with a Python float weight on the other workers the sum failed as a mismatch."""
+    n, k = spmd_size(), spmd_index()
+    weight = np.float32(1 / n) if k == 1 else 1 / n
+    total = weighted_sum(0.3, weight)
+    assert type(total) is float and total == weighted_sum(0.3, float(weight))
+    grads = aggregate_gradients([np.ones(2, np.float32)], np.float64(1 / n))
+    assert grads[0].dtype == np.float32
     assert float(weighted_sum(1.0, torch.tensor(1 / n))) == pytest.approx(1.0)
     assert spmd_plus(1) == n
 
@@ -267,6 +419,24 @@ def test_dlupdate():
     before = model.weight.detach().clone()
     dlupdate(lambda p: p * 0.5, model)
     assert torch.allclose(model.weight, before * 0.5)
+
+
+def test_module_state_that_is_not_a_dict_is_named():
+    """A module's extra arguments and state are dicts by parameter name: a number or a
+    list raised AttributeError ("'float' object has no attribute 'get'")."""
+    from spmdlab import SpmdTypeError
+
+    model = torch.nn.Linear(2, 2)
+    model(torch.ones(1, 2)).sum().backward()
+    with pytest.raises(SpmdTypeError, match=r"dlupdate: for a module, .* dict by parameter "
+                       r"name.*got 0.5 that is a float"):
+        dlupdate(lambda p, f: p * f, model, 0.5)
+    with pytest.raises(SpmdTypeError, match=r"sgdm_update: .*got \[.*\] that is a list"):
+        sgdm_update(model, velocity=[torch.zeros(2, 2), torch.zeros(2)])
+    with pytest.raises(SpmdTypeError, match=r"adam_update: .*that is a tuple"):
+        adam_update(model, average_grad=None, average_sq_grad=(1.0,), iteration=1)
+    _, velocity = sgdm_update(model)  # dicts by name, as returned, still work
+    sgdm_update(model, velocity=velocity)
 
 
 def test_helpers_labels_and_one_hot():

@@ -231,6 +231,29 @@ def test_piecewise_schedule_and_l2():
     np.testing.assert_allclose(net.weight.detach().numpy(), 1 - 0.1 * 0.5, rtol=1e-6)
 
 
+def test_l2_decays_a_weight_shared_by_two_layers_once():
+    """Tied weights (one parameter in two layers) had the L2 term added once per layer:
+    twice the decay of the same weight in one layer."""
+
+    class Tied(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.second = torch.nn.Linear(6, 3, bias=False)
+            self.second.weight = torch.nn.Parameter(torch.ones(3, 6))
+            self.third = torch.nn.Linear(6, 3, bias=False)
+            self.third.weight = self.second.weight
+
+        def forward(self, x):
+            return self.second(x) + self.third(x)
+
+    net = Tied()
+    x = torch.zeros(20, 6)  # zero inputs: the weights get no gradient from the loss
+    y = torch.zeros(20, dtype=torch.int64)
+    _train("parallel-cpu", data=(x, y), net=net, max_epochs=1, mini_batch_size=20,
+           l2_regularization=0.5, initial_learn_rate=0.1, momentum=0.0)
+    np.testing.assert_allclose(net.second.weight.detach().numpy(), 1 - 0.1 * 0.5, rtol=1e-6)
+
+
 def test_gradient_threshold_absolute_value():
     before = _mlp()
     start = _flat(before)

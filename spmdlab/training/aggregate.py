@@ -34,8 +34,11 @@ def _is_module(x):
 
 
 def _check_factor(call, factor):
-    """A weight that is not a real number raised here and on every other worker (each
-    waits in the sum that follows): numpy's error named neither the call nor the worker."""
+    """The weight as a Python float. A weight that is not a real number raised here and
+    on every other worker (each waits in the sum that follows): numpy's error named
+    neither the call nor the worker. A float, not the number given: a numpy float32
+    weight made a Python float loss float32 (NumPy 2's rules), and a float32 weight on
+    one worker with a Python float on the others failed the sum as a mismatch."""
     try:  # numbers, numpy scalars, one-element arrays and tensors
         ok = not isinstance(factor, (bool, str, bytes)) and isinstance(float(factor), float)
     except (TypeError, ValueError):
@@ -45,17 +48,23 @@ def _check_factor(call, factor):
             f"{call} ({_world.current().who()}): the weight must be a real number (this "
             f"worker's mini-batch / the global mini-batch; got {factor!r} that is a "
             f"{type(factor).__name__})"))
+    return float(factor)
 
 
 def _scaled(x, factor, call):
-    """``x`` with every array or number leaf multiplied by ``factor``."""
+    """``x`` with every array or number leaf multiplied by ``factor``. A leaf that is
+    not one raises here and on every other worker (they wait in the sum that follows:
+    raised here alone, it left them waiting for this worker)."""
     treedef, leaves = _pack.flatten(x)
     out = []
     for leaf in leaves:
         if type(leaf) is _pack.Obj:
-            raise SpmdTypeError(f"{call}: cannot weight a value of type "
-                                f"{type(leaf.value).__name__}; pass numbers, arrays or "
-                                f"tensors")
+            hint = ("; a parameter without a gradient: pass the module, or "
+                    "torch.zeros_like(p)") \
+                if leaf.value is None and call == "aggregate_gradients" else ""
+            fail_together(call, SpmdTypeError(
+                f"{call} ({_world.current().who()}): cannot weight a value of type "
+                f"{type(leaf.value).__name__}; pass numbers, arrays or tensors{hint}"))
         out.append(leaf.value * factor)
     return _pack.unflatten(treedef, out)
 
@@ -86,15 +95,15 @@ def weighted_sum(x: T, factor: float) -> T:
     ------
     ``loss = spmdPlus(factor * extractdata(loss))``
     """
-    _check_factor("weighted_sum", factor)
+    factor = _check_factor("weighted_sum", factor)
     return spmd_plus(_scaled(x, factor, "weighted_sum"))
 
 
 class _Flat:
     """A model's gradients as one flat buffer (reused step after step)."""
 
-    def __init__(self, params, dtype):
-        self.key = tuple((tuple(p.shape), p.dtype) for p in params)
+    def __init__(self, key, params, dtype):
+        self.key = key  # (name, shape, dtype) of every parameter
         self.counts = [p.numel() for p in params]
         self.offsets = np.concatenate([[0], np.cumsum(self.counts)]).astype(int)
         self.total = int(self.offsets[-1])
@@ -119,8 +128,8 @@ def aggregate_gradients(x: M, factor: float) -> M:
     every worker on one node nothing is copied into shared memory). A parameter without
     a gradient on some worker counts as zero there; one without a gradient anywhere keeps
     ``.grad = None`` everywhere. Raises SpmdMismatchError on every worker when the models'
-    parameter shapes differ between workers, and SpmdTypeError on every worker when a
-    worker's ``factor`` is not a real number.
+    parameters (names, order, shapes or dtypes) differ between workers, and SpmdTypeError
+    on every worker when a worker's ``factor`` is not a real number.
 
     Parameters
     ----------
@@ -142,28 +151,35 @@ def aggregate_gradients(x: M, factor: float) -> M:
     ------
     ``gradients.Value = dlupdate(@aggregateGradients, gradients.Value, {factor})``
     """
-    _check_factor("aggregate_gradients", factor)
+    factor = _check_factor("aggregate_gradients", factor)
     if not _is_module(x):
         return spmd_plus(_scaled(x, factor, "aggregate_gradients"))
     torch = _torch()
     model: Any = x
-    params = [p for p in model.parameters() if p.requires_grad]
-    if not params:
+    named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+    names = [n for n, _ in named]
+    params = [p for _, p in named]
+    if not params:  # agreed once too: a worker alone without any returned while the
+        flat = _flat.get(model)  # others waited for it in their sum
+        if flat is None or flat.key != ():
+            _agree_shapes([], [])
+            _flat[model] = _Flat((), [], np.float64)
         return model
     dtypes = {p.dtype for p in params}
     dtype = classify(params[0].detach()).dtype  # no copy: the dtype is cached per torch dtype
     if len(dtypes) != 1 or dtype.kind not in "fc":  # mixed, bfloat16 or integer: per leaf
-        grads = {str(i): (p.grad if p.grad is not None else torch.zeros_like(p))
-                 for i, p in enumerate(params)}
+        # keyed by name: a parameter is summed with the one of its name on every worker
+        grads = {n: (p.grad if p.grad is not None else torch.zeros_like(p))
+                 for n, p in named}
         summed = spmd_plus(_scaled(grads, factor, "aggregate_gradients"))
-        for i, p in enumerate(params):
-            p.grad = summed[str(i)]
+        for n, p in named:
+            p.grad = summed[n]
         return model
     flat = _flat.get(model)
-    key = tuple((tuple(p.shape), p.dtype) for p in params)
+    key = tuple((n, tuple(p.shape), p.dtype) for n, p in named)
     if flat is None or flat.key != key:
-        _agree_shapes(params)
-        flat = _flat[model] = _Flat(params, dtype)
+        _agree_shapes(names, params)
+        flat = _flat[model] = _Flat(key, params, dtype)
     buf = flat.buffer
     flags = buf[flat.total:]
     for i, p in enumerate(params):
@@ -191,16 +207,20 @@ def aggregate_gradients(x: M, factor: float) -> M:
     return model
 
 
-def _agree_shapes(params):
-    """Collective, once per model layout: every worker has the same parameter shapes."""
+def _agree_shapes(names, params):
+    """Collective, once per model layout: every worker has the same parameters, of the
+    same names, in the same order, with the same shapes (two layers of one shape
+    registered in another order on one worker would otherwise be summed crosswise)."""
     scope = _world.current()
-    layout = tuple((tuple(p.shape), str(p.dtype)) for p in params)
+    layout = tuple((n, tuple(p.shape), str(p.dtype)) for n, p in zip(names, params))
 
     def describe():  # the dtype too: models of one shape but another dtype differ
-        shapes = ", ".join(f"{tuple(p.shape)}" for p in params[:4])
+        if not params:
+            return "aggregate_gradients(model with no trainable parameters)"
+        shapes = ", ".join(f"{n} {tuple(p.shape)}" for n, p in zip(names[:4], params))
         more = f", ... ({len(params)} in all)" if len(params) > 4 else ""
         dtype = str(params[0].dtype).replace("torch.", "")
-        return f"aggregate_gradients(model with {dtype} parameter shapes {shapes}{more})"
+        return f"aggregate_gradients(model with {dtype} parameters {shapes}{more})"
 
     agree(scope, "aggregate_gradients", _pack.digest(("aggregate_gradients", layout)),
           describe=describe)
@@ -222,7 +242,9 @@ def aggregate_state(x: M, factor: float) -> M:
     buffers are averaged with the same weights. All of it in one collective, computed in
     float64 (the sums of ``w (var + mu^2)`` lose no precision a float32 state can hold).
     Returns the module, updated in place. Raises SpmdTypeError on every worker when a
-    worker's ``factor`` is not a real number.
+    worker's ``factor`` is not a real number, and SpmdMismatchError on every worker when
+    the models' batch-norm layers or floating buffers (names, order, sizes) differ
+    between workers (checked once per model layout).
 
     Parameters
     ----------
@@ -244,17 +266,20 @@ def aggregate_state(x: M, factor: float) -> M:
     ------
     ``state.Value = dlupdate(@aggregateState, state.Value, {factor})``
     """
-    _check_factor("aggregate_state", factor)  # else that worker alone raised numpy's error
-    if not _is_module(x):
-        raise SpmdTypeError(f"aggregate_state: expects a torch.nn.Module (got "
-                            f"{type(x).__name__}); for MATLAB-style state values use "
-                            f"aggregate_state_values")
+    factor = _check_factor("aggregate_state", factor)  # else numpy's error, alone
+    if not _is_module(x):  # on every worker: the others wait in the sum below
+        fail_together("aggregate_state", SpmdTypeError(
+            f"aggregate_state ({_world.current().who()}): expects a torch.nn.Module (got "
+            f"{type(x).__name__}); for MATLAB-style state values use "
+            f"aggregate_state_values"))
     torch = _torch()
     model: Any = x
     norms = _batch_norms(model)
     stats = {id(m.running_mean) for m in norms} | {id(m.running_var) for m in norms}
-    others = [b for b in model.buffers()
-              if b.is_floating_point() and id(b) not in stats]
+    named = [(n, b) for n, b in model.named_buffers()
+             if b.is_floating_point() and id(b) not in stats]
+    others = [b for _, b in named]
+    _agree_state_layout(model, norms, named)
     pieces = []
     for m in norms:
         mu = m.running_mean.detach().double().cpu()
@@ -280,6 +305,35 @@ def aggregate_state(x: M, factor: float) -> M:
     return model
 
 
+_state_layouts: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> layout
+
+
+def _agree_state_layout(model, norms, named, call="aggregate_state"):
+    """Collective, once per layout of ``model``'s state: every worker has the same
+    batch-norm layers and floating buffers, by name, in the same order, of the same
+    shapes. Else a worker without any returned while the others waited in the sum, and
+    two layers of one size in another order on one worker were merged crosswise."""
+    # what every worker sees alike (no ids: a skipped agreement must be skipped
+    # everywhere), cheap to compare at every call; the layers' names once per layout
+    seen = (call, tuple(m.num_features for m in norms),
+            tuple((n, tuple(b.shape)) for n, b in named))
+    if _state_layouts.get(model) == seen:
+        return
+    where = {id(m): n for n, m in model.named_modules()}
+    layout = tuple((where.get(id(m)) or "(the model)", m.num_features) for m in norms) + \
+        seen[2]
+
+    def describe():
+        parts = [f"batch norm {n} ({c})" for n, c in layout[:len(norms)]] + \
+            [f"buffer {n} {shape}" for n, shape in layout[len(norms):]]
+        more = f", ... ({len(parts)} in all)" if len(parts) > 4 else ""
+        return (f"{call}(model with {', '.join(parts[:4])}{more})" if parts else
+                f"{call}(model without batch-norm statistics or floating buffers)")
+
+    agree(_world.current(), call, _pack.digest((call, layout)), describe=describe)
+    _state_layouts[model] = seen
+
+
 def population_statistics(model: M, batches: Iterable[Any]) -> M:
     """Set every batch-norm layer's running statistics to the moments of all its inputs.
 
@@ -292,6 +346,8 @@ def population_statistics(model: M, batches: Iterable[Any]) -> M:
     become the moments of everything the layer saw, on every worker alike, whatever the
     number of workers. Running statistics (momentum 0.1) lag the network while it still
     changes fast, early in training; these do not. Returns the module (its mode kept).
+    Raises SpmdMismatchError on every worker when the models' batch-norm layers (names,
+    order, sizes) differ between workers.
 
     Examples
     --------
@@ -309,6 +365,9 @@ def population_statistics(model: M, batches: Iterable[Any]) -> M:
     if not _is_module(model):
         raise SpmdTypeError(f"population_statistics: expects a torch.nn.Module (got "
                             f"{type(model).__name__})")
+    # the same layers, in the same order, on every worker: else summed crosswise
+    _agree_state_layout(model, [m for m in _batch_norms(model) if m.track_running_stats],
+                        [], "population_statistics")
     with local_work("population_statistics", "the pass over this worker's batches"):
         sums = batch_norm_moments(model, batches)
     set_batch_norm_moments(model, spmd_plus(sums))
@@ -385,18 +444,23 @@ def aggregate_state_values(values: Sequence[Any], factor: float, is_mean: Sequen
     ------
     ``aggregateState(state, factor, isBatchNormalizationStateMean, ...)``
     """
-    _check_factor("aggregate_state_values", factor)
+    factor = _check_factor("aggregate_state_values", factor)
+    # a bad input raises here and on every other worker (they wait in the sum below)
+    call, who = "aggregate_state_values", _world.current().who()
     n = len(values)
     if len(is_mean) != n or len(is_variance) != n:
-        raise SpmdTypeError(f"aggregate_state_values: {n} values but {len(is_mean)} mean "
-                            f"flags and {len(is_variance)} variance flags")
+        fail_together(call, SpmdTypeError(
+            f"{call} ({who}): {n} values but {len(is_mean)} mean flags and "
+            f"{len(is_variance)} variance flags"))
     means = [i for i in range(n) if is_mean[i]]
     variances = [i for i in range(n) if is_variance[i]]
     if len(means) != len(variances):
-        raise SpmdTypeError(f"aggregate_state_values: {len(means)} means but "
-                            f"{len(variances)} variances; they must pair up")
+        fail_together(call, SpmdTypeError(
+            f"{call} ({who}): {len(means)} means but {len(variances)} variances; they "
+            f"must pair up"))
     pairs = set(means) | set(variances)
-    host = [np.asarray(_to_numpy(v), dtype=np.float64) for v in values]
+    with local_work(call, "reading the values as float64 arrays"):
+        host = [np.asarray(_to_numpy(v), dtype=np.float64) for v in values]
     sends = []
     for i, j in zip(means, variances):
         sends += [factor * host[i], factor * (host[j] + host[i] ** 2)]

@@ -187,6 +187,11 @@ class MiniBatchQueue:
 
     def shuffle(self, seed: Optional[int] = None) -> None:
         """Shuffle the observations and start again (MATLAB ``shuffle(mbq)``)."""
+        if not callable(getattr(self.datastore, "shuffle", None)):  # an AttributeError
+            raise SpmdTypeError(f"MiniBatchQueue.shuffle: the queue's data is a "
+                                f"{type(self.datastore).__name__}, which cannot be "
+                                f"shuffled; make the queue of a datastore, such as "
+                                f"ArrayDatastore(x, labels)")
         self.datastore = self.datastore.shuffle(seed)
         self.reset()
 

@@ -175,11 +175,14 @@ class _Solver:
         self.state = {}
         norm_types = (torch.nn.modules.batchnorm._BatchNorm, torch.nn.GroupNorm,
                       torch.nn.LayerNorm, torch.nn.modules.instancenorm._InstanceNorm)
-        # MATLAB's L2 factors: weights 1, biases 0, normalisation offsets and scales 1
-        self.decayed = []
+        # MATLAB's L2 factors: weights 1, biases 0, normalisation offsets and scales 1;
+        # a parameter shared by two layers (tied weights) decays once, not once per layer
+        self.decayed, seen = [], set()
         for module in net.modules():
             for name, p in module.named_parameters(recurse=False):
-                if p.requires_grad and (name != "bias" or isinstance(module, norm_types)):
+                if p.requires_grad and (name != "bias" or isinstance(module, norm_types)) \
+                        and id(p) not in seen:
+                    seen.add(id(p))
                     self.decayed.append(p)
 
     def step(self, learn_rate, iteration):

@@ -10,6 +10,7 @@ empty initial state (zeros).
 from __future__ import annotations
 
 import math
+import reprlib
 import sys
 from typing import Any, Callable, Tuple
 
@@ -44,6 +45,12 @@ def _entries(call, params, grads, *states):
         else:
             raise SpmdTypeError(f"{call}: for a module, 'grads' must be None (use .grad) or "
                                 f"a dict by parameter name (got {type(grads).__name__})")
+        for s in states:
+            if s is not None and not isinstance(s, dict):
+                raise SpmdTypeError(f"{call}: for a module, the state and extra arguments "
+                                    f"must be None or a dict by parameter name, as this "
+                                    f"call returns them (got {reprlib.repr(s)} that is a "
+                                    f"{type(s).__name__})")
         state_lists = [[None if s is None else s.get(n) for n in names] for s in states]
 
         def rebuild(new_values, *new_states):
