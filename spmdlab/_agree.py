@@ -553,7 +553,7 @@ def _raise_everywhere(scope, call, error, describe):
     mine = (None if error is None else (_portable(type(error)), class_name(type(error)),
                                         str(error), call),
             describe() if describe is not None else call, call_site())
-    reports = scope.comm.allgather(mine)
+    reports = _gathered(scope, call, mine)
     failed = [(k + 1, err, site) for k, (err, _, site) in enumerate(reports)
               if err is not None]
     if failed:
@@ -586,6 +586,24 @@ def _raise_everywhere(scope, call, error, describe):
     # checks with them that every worker made a call it can mend)
     error.fields = tuple(dict(d.fields) for d in descriptions)
     raise error
+
+
+def _gathered(scope, call, value):
+    """Every worker's ``value`` (picklable), as ``comm.allgather`` gives it, waited for as
+    a collective's data is: where the workers' calls had come out of step (a Ctrl-C or
+    a timeout caught on some of them, mid-call), a worker that never joins has left, and
+    the wait raises SpmdPeerError (or SpmdTimeoutError), where a blocking allgather
+    waited inside MPI for ever."""
+    data = pickle.dumps(value)
+    sizes = np.zeros(scope.comm.Get_size(), dtype=np.int64)
+    own = np.array([len(data)], dtype=np.int64)
+    _wait.wait_body(scope.comm.Iallgather(own, sizes), scope, call)
+    offsets = np.zeros_like(sizes)
+    np.cumsum(sizes[:-1], out=offsets[1:])
+    buf = bytearray(int(sizes.sum()))
+    _wait.wait_body(scope.comm.Iallgatherv(data, [buf, sizes, offsets, MPI.BYTE]), scope,
+                    call)
+    return [pickle.loads(buf[o:o + n]) for o, n in zip(offsets, sizes)]
 
 
 def _workers(ks):

@@ -123,6 +123,16 @@ def _at_exit():
         sys.stderr.flush()
         time.sleep(0.2)  # let mpiexec forward the message before the job is aborted
         abort(1)
+    except BaseException:
+        # a Ctrl-C (SIGINT to this worker alone) or another failure while this worker
+        # waits for the others at the end: Python only prints what an atexit handler
+        # raises and ends the worker with status 0, half-way through the handshake, so
+        # the job ended with status 0 and the watcher called it killed without a word
+        if _world.SIZE == 1 or _env.ABORT_ON_ERROR is False:
+            raise
+        etype, value, tb = sys.exc_info()
+        excepthook(etype, value, tb, "### spmdlab: the end of the program (waiting for "
+                   "the other workers to finish) was interrupted\n")
     _stall.stop_answering()
     _say_goodbye("exit")
 
@@ -346,6 +356,28 @@ def _install_hooks():
             setattr(builtins, name, _NotingQuitter(getattr(builtins, name)))
     if _env.ABORT_ON_ERROR is not False:
         sys.excepthook = excepthook
+        sys.unraisablehook = _unraisable_hook
+
+
+_previous_unraisable_hook = sys.unraisablehook
+
+
+def _unraisable_hook(unraisable):
+    """A spmdlab error raised in an atexit handler of the program's (a collective that
+    some workers make at exit only) ends the job as an uncaught one does: Python only
+    prints it and ends the worker with status 0, so the job succeeded although a call
+    failed. Every other unraisable exception is left to the hook before (a program's
+    own atexit handler that fails does not change its exit status under plain Python
+    either)."""
+    from .errors import SpmdError
+
+    value = unraisable.exc_value
+    if isinstance(value, SpmdError) and "atexit" in (unraisable.err_msg or "") and \
+            os.getpid() == _PID:
+        header = (f"### spmdlab: raised in an atexit handler"
+                  f"{'' if unraisable.object is None else f' {unraisable.object!r}'}\n")
+        excepthook(type(value), value, unraisable.exc_traceback, header)
+    _previous_unraisable_hook(unraisable)
 
 
 # -- the watcher of a host's workers -----------------------------------------------------------

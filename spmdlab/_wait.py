@@ -75,12 +75,23 @@ def wait_body(request, scope, call, needed=None, collective=True):
             _wait_in_mpi(request, scope, call, needed)
         finally:
             _stall.waiting_in = None
-    except (SpmdPeerError, SpmdTimeoutError) as exc:
-        # (its request stays active: no later collective could start; after a timeout
-        # too, which left it waiting for the worker that did not come: MPI's "request
-        # already active" came from every later collective, not an spmdlab error)
+    except SpmdPeerError as exc:  # (its request stays active: no later one can start)
         if collective:
             scope.lost(exc)
+        raise
+    except (KeyboardInterrupt, SpmdTimeoutError) as exc:
+        # a program that catches the Ctrl-C or the timeout and goes on: the request stays
+        # active (a persistent one, the agreement's: MPI's bare "persistent request ...
+        # already active" came from the next collective to start it; after a timeout,
+        # any: it waits for the worker that did not come), so no later collective can
+        # complete (a pool's stopped block is its refresh's business)
+        timeout = isinstance(exc, SpmdTimeoutError)
+        if collective and interrupted is None and (
+                timeout or isinstance(request, MPI.Prequest)):
+            scope.lost(SpmdPeerError(
+                f"{call} ({scope.who()}): this worker's wait in {call} was interrupted "
+                f"({type(exc).__name__}{' after SPMDLAB_TIMEOUT' if timeout else ''}) "
+                f"before the call completed, so this call can never complete"))
         raise
 
 

@@ -99,6 +99,9 @@ class _Lost:
         self._why = text.split("): ", 1)[1] if "): " in text else text
         self._first = self.last
         self._status = getattr(error, "status", None)  # (the job ends with it)
+        # the exchange itself, kept: its request is still active, and MPI may write into
+        # its buffers yet (freed with it, they made the process crash at exit)
+        self._kept = ex
 
     def __getattr__(self, name):
         from ._stall import call_site

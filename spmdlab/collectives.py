@@ -545,6 +545,16 @@ def gather(call, x):
     return _gather(call, scope, x, treedef, leaves, None, ("gather",))
 
 
+def _out_of_memory(call, scope, exc):
+    """The MemoryError of packing this worker's value, led by the call and the worker: it
+    comes before the agreement, which then raises it on every worker (alone, it left the
+    others waiting in the call, or pairing it with this worker's next one)."""
+    error = MemoryError(f"{call} ({scope.who()}): out of memory while packing the value "
+                        f"to send: {exc}")
+    error.__cause__ = exc
+    return error
+
+
 def _fields(treedef, leaves, what, fcn):
     """What a mismatch of a gather compares: the call's kind; for a reduction (``fcn``,
     compared apart) its value's class, as the reductions spmdlab folds itself compare
@@ -562,6 +572,8 @@ def _gather(call, scope, x, treedef, leaves, destination, what, fcn=None):
             buf = _pack.encode(x, f"{call} ({scope.who()})")
         except SpmdTypeError as exc:
             error = exc
+        except MemoryError as exc:  # before the agreement: raised on every worker
+            error = _out_of_memory(call, scope, exc)
     # (a bad destination, a list or an array, may be unhashable: an error agrees as None)
     key = digest((call, what, destination if error is None else None))
     ex, _, _ = agree(scope, call, key, nbytes=0 if buf is None else len(buf),
@@ -621,6 +633,8 @@ def broadcast(call, source, x, name="source"):
             buf = _pack.encode(x, lambda: f"{call} ({scope.who()})")
         except SpmdTypeError as exc:
             error = exc
+        except MemoryError as exc:  # before the agreement: raised on every worker
+            error = _out_of_memory(call, scope, exc)
     key = digest((call, source if error is None else None))
     ex = scope.exchange
     inline = buf is not None and len(buf) <= ex.inline

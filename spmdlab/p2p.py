@@ -345,7 +345,8 @@ def _value(scope, buf, status, call):
         _count.p2p(received=len(buf))
     if scope.self_sends:
         _took_own(scope, status)
-    value = _pack.decode_received(buf)
+    value = _unpickled(_pack.decode_received, buf, scope, call, status.Get_source(),
+                       status.Get_tag())
     if value is not _pack.FOLLOWS:
         if type(value) is _SendFailed:
             _refuse_failed(value, scope, call, status.Get_tag())
@@ -378,7 +379,21 @@ class _Following:
         except BaseException:
             scope.early.append((self.source, self.tag, self))
             raise
-        return _pack.decode(self.full)
+        return _unpickled(_pack.decode, self.full, scope, call, self.source, self.tag)
+
+
+def _unpickled(decode, buf, scope, call, source, tag):
+    """``decode(buf)`` of a message from scope rank ``source``. A value that cannot be
+    made again here (its unpickling raises: a class this worker cannot import, a
+    ``__setstate__`` that fails) raises SpmdTypeError naming the call, this worker and
+    the sender, as a value that cannot be pickled does on its sender (it raised the
+    unpickler's bare error, which named neither)."""
+    try:
+        return decode(buf)
+    except Exception as exc:
+        raise SpmdTypeError(
+            f"{call} ({scope.who()}): the message from worker {source + 1} (tag {tag}) "
+            f"cannot be unpickled here: {type(exc).__name__}: {exc}") from exc
 
 
 def _accept(scope, head, source, tag):
@@ -772,7 +787,8 @@ def _exchange_in_place(call, scope, destination, source, apart, tag):
     from its own memory when the receiver is ready."""
     array, family = apart
     sending = _Rendezvous(scope, array, family, destination, tag)
-    state = {"value": None, "pending": source is not None, "following": None}
+    state = {"value": None, "pending": source is not None, "following": None,
+             "error": None}
     status, src = MPI.Status(), None if source is None else source - 1
 
     def received(buf):
@@ -781,7 +797,12 @@ def _exchange_in_place(call, scope, destination, source, apart, tag):
             state["following"] = buf
             return
         _took_own(scope, status)
-        value = _pack.decode(buf)
+        try:
+            value = _unpickled(_pack.decode, buf, scope, call, status.Get_source(),
+                               status.Get_tag())
+        except SpmdTypeError as exc:  # raised once this worker's send has completed too
+            state["error"] = exc
+            return
         if value is _pack.FOLLOWS:  # the rest follows
             state["following"] = _Following(src, tag, *_accept(scope, buf, src, tag))
         else:
@@ -802,8 +823,12 @@ def _exchange_in_place(call, scope, destination, source, apart, tag):
                 received(buf)
         following = state["following"]
         if following is not None and following.request.Test():
-            state["value"] = _pack.decode(following.full)
             state["following"] = None
+            try:
+                state["value"] = _unpickled(_pack.decode, following.full, scope, call,
+                                            following.source, following.tag)
+            except SpmdTypeError as exc:
+                state["error"] = exc
         done = sent and not state["pending"] and state["following"] is None
         # once both sends of large arrays are posted, nothing is left to look for: the
         # rest is waited for inside MPI
@@ -824,6 +849,8 @@ def _exchange_in_place(call, scope, destination, source, apart, tag):
         if state["following"] is not None:  # the next receive from source gets it
             scope.early.append((src, tag, state["following"]))
         raise
+    if state["error"] is not None:
+        raise state["error"]
     if state["following"] is not None:
         state["value"] = state["following"].value(scope, call)
     if type(state["value"]) is _SendFailed:

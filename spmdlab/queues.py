@@ -319,12 +319,21 @@ class _Hub:
                 return
 
     def _deliver(self, chan, source, tag, buf):
-        if type(buf) is bytearray and buf[0] != _pack.BATCH:
-            # one item received (a loop's are of one kind: its header is known by its
-            # first bytes)
-            items = [_pack.decode_received(buf)]
-        else:  # a batch, or a message this worker sent itself
-            items = [_pack.decode(m) for m in _pack.messages(buf)]
+        try:
+            if type(buf) is bytearray and buf[0] != _pack.BATCH:
+                # one item received (a loop's are of one kind: its header is known by its
+                # first bytes)
+                items = [_pack.decode_received(buf)]
+            else:  # a batch, or a message this worker sent itself
+                items = [_pack.decode(m) for m in _pack.messages(buf)]
+        except Exception as exc:
+            # an item that cannot be made again here (a class this worker cannot
+            # import): the unpickler's bare error named neither the queue nor the sender
+            queue = chan.queues.get(tag)
+            kind = "DataQueue" if queue is None else queue._kind
+            raise SpmdTypeError(
+                f"{kind} ({chan.scope.who()}): an item sent by worker {source + 1} "
+                f"cannot be unpickled here: {type(exc).__name__}: {exc}") from exc
         with chan.lock:
             if tag == _CTRL:
                 for item in items:
