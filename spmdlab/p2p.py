@@ -345,8 +345,11 @@ def _value(scope, buf, status, call):
         _count.p2p(received=len(buf))
     if scope.self_sends:
         _took_own(scope, status)
-    value = _unpickled(_pack.decode_received, buf, scope, call, status.Get_source(),
-                       status.Get_tag())
+    try:  # (no cost unless it raises: this is every small message's way)
+        value = _pack.decode_received(buf)
+    except Exception as exc:
+        raise _not_unpickled(exc, scope, call, status.Get_source(),
+                             status.Get_tag()) from exc
     if value is not _pack.FOLLOWS:
         if type(value) is _SendFailed:
             _refuse_failed(value, scope, call, status.Get_tag())
@@ -379,21 +382,21 @@ class _Following:
         except BaseException:
             scope.early.append((self.source, self.tag, self))
             raise
-        return _unpickled(_pack.decode, self.full, scope, call, self.source, self.tag)
+        try:
+            return _pack.decode(self.full)
+        except Exception as exc:
+            raise _not_unpickled(exc, scope, call, self.source, self.tag) from exc
 
 
-def _unpickled(decode, buf, scope, call, source, tag):
-    """``decode(buf)`` of a message from scope rank ``source``. A value that cannot be
-    made again here (its unpickling raises: a class this worker cannot import, a
+def _not_unpickled(exc, scope, call, source, tag):
+    """The error of a message from scope rank ``source`` whose decoding raised ``exc``: a
+    value that cannot be made again here (a class this worker cannot import, a
     ``__setstate__`` that fails) raises SpmdTypeError naming the call, this worker and
     the sender, as a value that cannot be pickled does on its sender (it raised the
     unpickler's bare error, which named neither)."""
-    try:
-        return decode(buf)
-    except Exception as exc:
-        raise SpmdTypeError(
-            f"{call} ({scope.who()}): the message from worker {source + 1} (tag {tag}) "
-            f"cannot be unpickled here: {type(exc).__name__}: {exc}") from exc
+    return SpmdTypeError(
+        f"{call} ({scope.who()}): the message from worker {source + 1} (tag {tag}) "
+        f"cannot be unpickled here: {type(exc).__name__}: {exc}")
 
 
 def _accept(scope, head, source, tag):
@@ -798,10 +801,11 @@ def _exchange_in_place(call, scope, destination, source, apart, tag):
             return
         _took_own(scope, status)
         try:
-            value = _unpickled(_pack.decode, buf, scope, call, status.Get_source(),
-                               status.Get_tag())
-        except SpmdTypeError as exc:  # raised once this worker's send has completed too
-            state["error"] = exc
+            value = _pack.decode(buf)
+        except Exception as exc:  # raised once this worker's send has completed too
+            state["error"] = _not_unpickled(exc, scope, call, status.Get_source(),
+                                            status.Get_tag())
+            state["error"].__cause__ = exc
             return
         if value is _pack.FOLLOWS:  # the rest follows
             state["following"] = _Following(src, tag, *_accept(scope, buf, src, tag))
@@ -825,10 +829,11 @@ def _exchange_in_place(call, scope, destination, source, apart, tag):
         if following is not None and following.request.Test():
             state["following"] = None
             try:
-                state["value"] = _unpickled(_pack.decode, following.full, scope, call,
-                                            following.source, following.tag)
-            except SpmdTypeError as exc:
-                state["error"] = exc
+                state["value"] = _pack.decode(following.full)
+            except Exception as exc:
+                state["error"] = _not_unpickled(exc, scope, call, following.source,
+                                                following.tag)
+                state["error"].__cause__ = exc
         done = sent and not state["pending"] and state["following"] is None
         # once both sends of large arrays are posted, nothing is left to look for: the
         # rest is waited for inside MPI
