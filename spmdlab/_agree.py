@@ -24,7 +24,6 @@ gathered every worker's value the next record has room for such a value
 import os
 import pickle
 import struct
-import sys
 import time
 from typing import Any
 
