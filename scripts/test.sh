@@ -9,7 +9,9 @@
 #     short mode at 4 workers and at 2x2 (the demo and trainnet also as plain python)
 #     under MPICH; under Open MPI the two
 #     examples that use the core directly, at 4 workers (the other three go through the
-#     training toolkit's same calls; one worker is plain python, the same under both);
+#     training toolkit's same calls; one worker is plain python, the same under both),
+#     and of the interactive pool what depends on the MPI (starting, stopping, faults, a
+#     script and a notebook driving it), its client's side under MPICH only;
 #   - pytest-mpi at 1, 2, 3 and 4 workers on one node;
 #   - MPICH only: the core's tests at 16 workers (oversubscribed) on two simulated nodes
 #     of 8, where agreement and reductions go along a tree (spmdlab/_tree.py), large
