@@ -158,9 +158,12 @@ def _end_of_program():
     _world.close_notices()
 
 
-def _drain_unreceived():
-    """Receive and report messages sent to this worker that it never received."""
+def _drain_unreceived(say=True):
+    """Receive and report (unless ``say`` is false) the messages sent to this worker that
+    it never received; returns them, as (its number, the number of workers, the sender's
+    number, the tag)."""
     from . import _pack
+    drained = []
     for scope in _world.SCOPES:
         status = MPI.Status()
         unreceived = []
@@ -180,11 +183,15 @@ def _drain_unreceived():
                 message = scope.comm.Mprobe(source, tag, status)
                 message.Recv(bytearray(status.Get_count(MPI.BYTE)))
             unreceived.append((source, tag))
+        scope.self_sends.clear()
         for source, tag in unreceived:
-            sys.stderr.write(
-                f"spmdlab: worker {scope.index} of {scope.size}: a message from worker "
-                f"{source + 1} (tag {tag}) sent with spmd_send or spmd_send_receive was "
-                f"never received\n")
+            drained.append((scope.index, scope.size, source + 1, tag))
+            if say:
+                sys.stderr.write(
+                    f"spmdlab: worker {scope.index} of {scope.size}: a message from worker "
+                    f"{source + 1} (tag {tag}) sent with spmd_send or spmd_send_receive was "
+                    f"never received\n")
+    return drained
 
 
 # -- failing ----------------------------------------------------------------------------------
@@ -423,16 +430,22 @@ def _name_my_end():
     Python stack to a file of this worker's, after "Fatal Python error: <signal>" for a
     fatal signal (SIGSEGV, SIGBUS, SIGFPE, SIGABRT, SIGILL), alone for SIGTERM (what
     ``kill`` and a batch system's time limit send), which then ends the worker as it
-    would have. A program's own faulthandler or SIGTERM handler is left alone."""
+    would have. A program's own faulthandler or SIGTERM handler is left alone; SIGTERM is
+    still named where the program's faulthandler covers the fatal signals only (pytest's
+    does: a hung test ended by ``timeout`` was called killed by SIGKILL or the OOM killer,
+    with no stack)."""
     global _crash_file
-    if faulthandler.is_enabled():
+    enabled = faulthandler.is_enabled()
+    term = signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+    if enabled and not term:
         return
     try:
         _crash_file = open(f"{_goodbye_path}.{_world.RANK + 1}", "w")
     except OSError:
         return
-    faulthandler.enable(file=_crash_file, all_threads=True)
-    if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+    if not enabled:
+        faulthandler.enable(file=_crash_file, all_threads=True)
+    if term:
         faulthandler.register(signal.SIGTERM, file=_crash_file, all_threads=True,
                               chain=True)
 

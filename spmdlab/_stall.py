@@ -280,11 +280,15 @@ def stall_report(scope, call, elapsed):
     text = where_everyone_is(scope)
     count = scope._exchange.calls if scope._exchange is not None else 0
     site = call_site_of(sys._current_frames().get(PROGRAM))
-    sys.stderr.write(f"spmdlab: {call} ({scope.who()}, collective #{count} at "
-                     f"{site}) has waited {elapsed:.0f} s: {text}; still waiting "
-                     f"(SPMDLAB_STALL_WARNING={_env.STALL_WARNING:g} s; SPMDLAB_TIMEOUT "
-                     f"turns the wait into an error)\n")
-    sys.stderr.flush()
+    text = (f"spmdlab: {call} ({scope.who()}, collective #{count} at {site}) has waited "
+            f"{elapsed:.0f} s: {text}; still waiting (SPMDLAB_STALL_WARNING="
+            f"{_env.STALL_WARNING:g} s; SPMDLAB_TIMEOUT turns the wait into an error)\n")
+    plugin = sys.modules.get("spmdlab.pytest_plugin")
+    if plugin is not None:  # under pytest: past its capture, or the test's output keeps it
+        plugin.to_terminal(text)
+    else:
+        sys.stderr.write(text)
+        sys.stderr.flush()
 
 
 # -- deadlocks among living workers -------------------------------------------------------------

@@ -3,17 +3,41 @@
 Without it, a worker whose assert fails moves on to the next test while the others wait
 forever in a collective the failed test never reached. With it, the failing worker prints
 the test's report under a header naming the worker, then aborts every worker, so the job
-ends at once with a non-zero status. It does nothing in single-process runs, or when
-``SPMDLAB_ABORT_ON_ERROR=0``.
+ends at once with a non-zero status; so does a test that leaves a message unreceived
+(a later test's receive would take it). In single-process runs it only fails a test that
+leaves a message it sent itself; under mpiexec with ``SPMDLAB_ABORT_ON_ERROR=0``, nothing.
 """
 
+import os
 import sys
 import time
+from typing import Optional
 
 import pytest
 
 
 CAPTURE = None  # pytest's capture manager, for errors reported from elsewhere (see _world)
+
+TERMINAL: Optional[int]
+try:  # the terminal's stderr, saved before pytest's capture replaces file descriptor 2
+    TERMINAL = os.dup(2)  # (entry-point plugins are imported before capture starts)
+except OSError:
+    TERMINAL = None
+
+
+def to_terminal(text):
+    """Write ``text`` to the terminal past pytest's capture, from any thread: a report of
+    spmdlab's own made while a test is running (a stall report, written by the answering
+    thread while the test waits) would otherwise be kept with the test's output, unseen
+    while it waits and lost when the job is ended. One ``os.write``, so the launcher
+    does not interleave it with another worker's lines."""
+    if TERMINAL is None or CAPTURE is None or not CAPTURE.is_globally_capturing():
+        sys.stderr.write(text)
+        sys.stderr.flush()
+        return
+    data = text.encode("utf-8", "replace")
+    while data:
+        data = data[os.write(TERMINAL, data):]
 
 
 def pytest_configure(config):
@@ -81,16 +105,55 @@ def pytest_runtest_makereport(item, call):
     outcome = yield
     report = outcome.get_result()
     world = sys.modules.get("spmdlab._world")
-    if world is None or world.SIZE == 1:
+    if world is None:
+        return
+    if world.SIZE == 1:
+        if call.when == "call":
+            _left_alone(report)
         return
     from spmdlab import _env
 
     if _env.ABORT_ON_ERROR is False:
         return
     if report.failed:
-        _end_job(item, f"{item.nodeid} failed ({report.when})", report.longreprtext, report)
+        _end_job(item, f"{item.nodeid} failed ({report.when})", _with_output(report),
+                 report)
     elif call.when == "call" or call.when == "setup" and report.skipped:
         ENDED_ITEMS[report.nodeid] = item
+
+
+def _with_output(report):
+    """The failure's text with what the test printed and logged, as pytest shows it under
+    the failure: the job ends before pytest's summary, which would have shown it."""
+    text = report.longreprtext
+    for title, content in report.sections:
+        if content.strip():
+            text += f"\n{f' {title} ':-^80}\n{content.rstrip()}"
+    return text
+
+
+def _left_alone(report):
+    """One worker (plain ``pytest``): the messages a test sent itself and never received
+    are taken away, or the next test's receive would take them instead of its own, and
+    the test fails saying so."""
+    from spmdlab import _ending
+
+    left = _ending._drain_unreceived(say=False)
+    if not left:
+        return
+    text = _left_text(left)
+    if report.passed:
+        report.outcome, report.longrepr = "failed", text
+    else:
+        report.sections.append(("spmdlab: messages left unreceived", text))
+
+
+def _left_text(left):
+    return "; ".join(
+        f"a message from worker {source} (tag {tag}) sent with spmd_send or "
+        f"spmd_send_receive was never received by worker {index} of {size}"
+        for index, size, source, tag in left) + ": a later test's receive would take it " \
+        "instead of its own; receive every message a test sends before it ends"
 
 
 ENDED_ITEMS: dict = {}  # the tests whose report ends them (their call, or a skip), by id
@@ -124,13 +187,64 @@ def _end_together(item, report):
     # made from the test's own line, which a mismatch names as this worker's call site
     line = (item.location[1] or 0) + 1
     at_test = compile("\n" * (line - 1) + "end()", str(item.path), "eval")
+    left = []
+
+    def end():
+        agree(_world.current(), "pytest", digest(("pytest", name)),
+              describe=lambda: f"the end of test {name} ({how} there)")
+        # every worker has ended the test, so its messages are sent: those still here
+        # would be taken by a later test's receives; looked for before any worker can
+        # start the next test and send that test's own
+        left.extend(_unreceived())
+        agree(_world.current(), "pytest", digest(("pytest", name, "unreceived")),
+              describe=lambda: f"the end of test {name} (its messages looked for)")
+
     try:
-        eval(at_test, {"end": lambda: agree(
-            _world.current(), "pytest", digest(("pytest", name)),
-            describe=lambda: f"the end of test {name} ({how} there)")})
+        eval(at_test, {"end": end})
     except SpmdError as exc:
-        _end_job(item, f"{name} {how} ({report.when})", f"{type(exc).__name__}: {exc}",
-                 None, ", but the workers could not end it together")
+        text = f"{type(exc).__name__}: {exc}"
+        _end_job(item, f"{name} {how} ({report.when})", text, _failed(report, text),
+                 ", but the workers could not end it together")
+    if left:
+        text = _left_text(left)
+        _end_job(item, f"{name} {how} ({report.when})", text, _failed(report, text),
+                 f", but left {'a message' if len(left) == 1 else 'messages'} unreceived")
+
+
+def _failed(report, text):
+    """A copy of ``report`` that says the test failed with ``text``, for pytest's cache:
+    ``--lf`` and ``--sw`` rerun a test that the workers could not end cleanly."""
+    import copy
+
+    failed = copy.copy(report)
+    failed.outcome, failed.longrepr = "failed", text
+    return failed
+
+
+def _unreceived():
+    """The messages sent to this worker that no receive has taken, as (its number, the
+    number of workers, the sender's number, the tag) in each scope. Once every worker
+    has ended the test, a message sent in it has been sent; MPI may take a moment to
+    show one from another worker, looked for here for a millisecond (as for the report
+    at the end of the program, one still on its way may be missed)."""
+    from spmdlab import _mpi, _world
+
+    MPI = _mpi.module()
+    left = []
+    for scope in _world.SCOPES:
+        left += [(scope.index, scope.size, source + 1, tag) for source, tag, _ in scope.early]
+        left += [(scope.index, scope.size, scope.index, tag)
+                 for tag, count in scope.self_sends.items() for _ in range(count)]
+        status, found = MPI.Status(), []
+        until = time.monotonic() + 1e-3
+        while True:  # (at least once, however late this worker runs)
+            for r in range(scope.size):  # (a message to oneself is counted above)
+                if r != scope.rank and scope.comm.Iprobe(r, MPI.ANY_TAG, status):
+                    found.append((scope.index, scope.size, r + 1, status.Get_tag()))
+            if found or scope.size == 1 or time.monotonic() > until:
+                break
+        left += found
+    return left
 
 
 def _end_job(item, what, text, report, why=""):

@@ -208,7 +208,7 @@ def test_a_worker_whose_pytest_session_ends_early_is_named_with_its_status(tmp_p
         "call" in out, out
 
 
-def _pytest_job(tmp_path, n, *args):
+def _pytest_job(tmp_path, n, *args, env=None):
     import os
     import subprocess
     import sys
@@ -216,7 +216,7 @@ def _pytest_job(tmp_path, n, *args):
     from conftest import mpiexec_args, run_mpiexec
 
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-               PYTHONUNBUFFERED="1")
+               PYTHONUNBUFFERED="1", **(env or {}))
     try:
         # --color=no: Open MPI's launcher gives its workers a terminal, and pytest colours
         job = run_mpiexec(mpiexec_args(n) + [sys.executable, "-m", "pytest", "--with-mpi",
@@ -326,3 +326,125 @@ def test_a_test_xfailed_on_some_workers_is_named_as_xfailed(tmp_path):
     assert "### spmdlab: test_a.py::test_xfailed_on_one xfailed (call) on worker 1 of 2, " \
         "but the workers could not end it together" in out, out
     assert "worker 1: the end of test test_a.py::test_xfailed_on_one (xfailed there)" in out
+
+
+@pytest.mark.mpi_skip
+def test_a_failed_test_shows_what_it_printed(tmp_path):
+    # the job ends before pytest's summary, where "Captured stdout call" is shown: what
+    # the failing test printed (often why it failed) was lost with its capture
+    (tmp_path / "test_a.py").write_text(
+        "import sys\n"
+        "from spmdlab import spmd_index, spmd_plus\n"
+        "def test_prints():\n"
+        "    print(f'out of worker {spmd_index()}')\n"
+        "    sys.stderr.write(f'err of worker {spmd_index()}\\n')\n"
+        "    assert spmd_plus(1) == 0 or spmd_index() != 2\n")
+    job, out = _pytest_job(tmp_path, 2, "-p", "no:cacheprovider")
+    assert job.returncode == 1, out
+    assert "test_a.py::test_prints failed (call) on worker 2 of 2" in out, out
+    assert re.search(r"-+ Captured stdout call -+\nout of worker 2\n", out), out
+    assert re.search(r"-+ Captured stderr call -+\nerr of worker 2\n", out), out
+
+
+@pytest.mark.mpi_skip
+def test_the_stall_report_of_a_test_is_not_captured(tmp_path):
+    # the stall report, written while the test waits, went into pytest's capture of the
+    # test's output: nothing showed while it waited, and a test that passed in the end
+    # (or one ended by the launcher) lost it
+    (tmp_path / "test_a.py").write_text(
+        "import time\n"
+        "from spmdlab import spmd_barrier, spmd_index\n"
+        "def test_slow_worker():\n"
+        "    if spmd_index() == 2:\n"
+        "        time.sleep(4)\n"
+        "    spmd_barrier()\n")
+    job, out = _pytest_job(tmp_path, 2, "-p", "no:cacheprovider",
+                           env={"SPMDLAB_STALL_WARNING": "1"})
+    assert job.returncode == 0, out
+    assert "spmdlab: spmd_barrier (worker 1 of 2, collective #" in out, out
+    assert "worker 2 is at test_a.py:5 in test_slow_worker()" in out, out
+
+
+@pytest.mark.mpi_skip
+def test_a_worker_ended_by_sigterm_in_a_test_is_named_with_its_stack(tmp_path):
+    # pytest's faulthandler is on, so spmdlab left SIGTERM alone: a hung test ended by
+    # `timeout` (or a batch system's time limit) was "killed by a signal (SIGKILL, the
+    # OOM killer) or crashed in C code", with no stack
+    (tmp_path / "test_a.py").write_text(
+        "import os, signal, time\n"
+        "from spmdlab import _ending, spmd_barrier, spmd_index\n"
+        "def test_killed():\n"
+        "    if spmd_index() == 2:\n"
+        "        while not os.path.exists(f'{_ending._goodbye_path}.watching'):\n"
+        "            time.sleep(0.01)  # (the watcher has started)\n"
+        "        time.sleep(0.3)\n"
+        "        os.kill(os.getpid(), signal.SIGTERM)\n"
+        "    spmd_barrier()\n")
+    job, out = _pytest_job(tmp_path, 2, "-p", "no:cacheprovider")
+    assert job.returncode != 0, out
+    named = re.search(r"### spmdlab: worker 2 of 2 \(\S+, pid \d+\) ended by SIGTERM \(sent "
+                      r"by kill", out)
+    # on a loaded machine the watcher may wake after the launcher's clean-up has ended
+    # the others too, before worker 2's report is readable: then it names the group
+    late = re.search(r"### spmdlab: one of workers 1, 2 of 2", out)
+    assert named or late, out
+    if named:
+        assert re.search(r'File ".*test_a.py", line 8 in test_killed', out), out
+
+
+@pytest.mark.mpi_skip
+def test_a_message_a_test_left_unreceived_is_not_taken_by_the_next(tmp_path):
+    # a message a test sent and never received was taken by the next test's receive
+    # from that worker, which then failed (or passed) for the wrong reason
+    (tmp_path / "test_a.py").write_text(
+        "from spmdlab import spmd_index, spmd_receive, spmd_send, spmd_size\n"
+        "def test_received():\n"
+        "    spmd_send('ring', spmd_index() % spmd_size() + 1, tag=2)\n"
+        "    assert spmd_receive((spmd_index() - 2) % spmd_size() + 1, tag=2) == 'ring'\n"
+        "def test_leaves_one():\n"
+        "    if spmd_index() == 1:\n"
+        "        spmd_send('stale', spmd_size())\n"
+        "def test_after():\n"
+        "    if spmd_index() == 1:\n"
+        "        spmd_send('fresh', spmd_size())\n"
+        "    if spmd_index() == spmd_size():\n"
+        "        assert spmd_receive(1) == 'fresh'\n")
+    import json
+
+    job, out = _pytest_job(tmp_path, 3)
+    assert job.returncode == 1, out
+    assert "### spmdlab: test_a.py::test_leaves_one passed (call) on worker 3 of 3, but " \
+        "left a message unreceived; ending the job\na message from worker 1 (tag 0) sent " \
+        "with spmd_send or spmd_send_receive was never received by worker 3 of 3" in out, out
+    assert "test_after" not in out, out
+    saved = tmp_path / ".pytest_cache" / "v" / "cache" / "lastfailed"
+    assert json.loads(saved.read_text()) == {"test_a.py::test_leaves_one": True}, out
+    job, out = _pytest_job(tmp_path, 3, "-p", "no:cacheprovider", "-k", "not leaves")
+    assert job.returncode == 0, out
+
+
+@pytest.mark.mpi_skip
+def test_a_message_sent_to_oneself_and_left_fails_its_own_test(tmp_path):
+    # one worker (plain pytest): the next test's receive took the message instead
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "test_a.py").write_text(
+        "import numpy as np\n"
+        "from spmdlab import spmd_receive, spmd_send\n"
+        "def test_leaves_two():\n"
+        "    spmd_send('stale', 1)\n"
+        "    spmd_send(np.ones(100_000), 1, tag=3)\n"
+        "def test_after():\n"
+        "    spmd_send('fresh', 1)\n"
+        "    assert spmd_receive(1) == 'fresh'\n")
+    job = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                          "--color=no"], cwd=tmp_path, capture_output=True, text=True,
+                         timeout=120, env=dict(os.environ, PYTHONUNBUFFERED="1"))
+    out = job.stdout + job.stderr
+    assert job.returncode == 1, out
+    assert "1 failed, 1 passed" in out, out
+    assert "FAILED test_a.py::test_leaves_two - a message from worker 1 (tag 0)" in out, out
+    assert "a message from worker 1 (tag 3) sent with spmd_send or spmd_send_receive was " \
+        "never received by worker 1 of 1" in out, out
