@@ -211,8 +211,15 @@ def _saturating(name, combine):
         integers = [x.dtype for x in (a, b) if x.dtype.kind in "iu"]
         if name in ("max", "min") and len(integers) == 1 and a.shape == b.shape:
             # MATLAB's max and min ignore NaN: the other value, not int8(NaN), which is 0
-            a, b = (a, np.where(np.isnan(b), a, b)) if a.dtype.kind in "iu" else \
-                (np.where(np.isnan(a), b, a), b)
+            # (the double converted first: the integer through float64 would round an
+            # int64 past 2^53, gop(@min) of int64(2^62 + 1) beside NaN gave 2^62)
+            from .darray._extrema import _to_class
+
+            nan = lambda x: np.isnan(x) if x.dtype.kind in "fc" else False  # noqa: E731
+            if a.dtype.kind in "iu":
+                b = np.where(nan(b), a, _to_class(b, a.dtype))
+            else:
+                a = np.where(nan(a), b, _to_class(a, b.dtype))
         if a.shape == b.shape and len(integers) < 2:
             if not integers:  # doubles, so far (a logical counts as a double)
                 kinds = [x.dtype if x.dtype.kind in "fc" else np.dtype(np.float64)

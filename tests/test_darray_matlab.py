@@ -628,6 +628,58 @@ def test_max_of_two_arrays_is_in_matlabs_class_of_the_result(backend):
     assert mmax(np.uint8(1), 1000.0) == 255  # MATLAB's documented max(1000, uint8(1))
 
 
+def test_max_of_an_integer_class_and_a_double_converts_the_double_exactly():
+    # max(int64(0), 1e19) is intmax("int64") (the double was cast past int64's range, to
+    # intmin), max(int64(0), 2^52 + 1) is 2^52 + 1 (adding 0.5 to round it rounded it to
+    # 2^52 + 2), max(int64(0), 0.49999999999999994) is 0 (it was 1)
+    N = spmdSize()
+    top, low = np.iinfo(np.int64).max, np.iinfo(np.int64).min
+    D = codistributed(np.zeros((2, N + 1), np.int64))
+    for value, want in ((1e19, top), (np.inf, top), (2.0 ** 52 + 1, 2 ** 52 + 1),
+                        (0.49999999999999994, 0), (2.5, 3), (2.0 ** 63, top)):
+        M = gather(mmax(D, value))
+        assert M.dtype == np.int64 and (M == want).all(), (value, M)
+    for value, want in ((-1e19, low), (-np.inf, low), (-(2.0 ** 52 + 1), -(2 ** 52 + 1)),
+                        (-2.5, -3)):
+        M = gather(mmin(D, value))
+        assert M.dtype == np.int64 and (M == want).all(), (value, M)
+    U = gather(mmax(codistributed(np.zeros((2, N + 1), np.uint64)), 1e20))
+    assert U.dtype == np.uint64 and (U == np.iinfo(np.uint64).max).all()
+    assert mmax(np.array([0], np.int64), 1e19)[0] == top  # a plain array alike
+
+
+def test_max_of_an_int64_past_2_to_the_53_and_a_double_keeps_the_int64():
+    # max(int64(2^62 + 1), 0.0) is 2^62 + 1: the pair was compared in float64, which
+    # rounded the int64 to 2^62 (and gave that back, converted); NaN is still left out,
+    # or wins as 0 with "includenan"
+    N = spmdSize()
+    big = 2 ** 62 + 1
+    D = codistributed(np.array([[big, -5] * (N + 1)], np.int64))
+    M = gather(mmax(D, 0.0))
+    assert M.dtype == np.int64 and M.tolist() == [[big, 0] * (N + 1)]
+    assert gather(mmin(D, 2.0 ** 63)).tolist() == [[big, -5] * (N + 1)]
+    assert gather(mmax(D, np.nan)).tolist() == [[big, -5] * (N + 1)]
+    assert gather(mmax(D, np.nan, "includenan")).tolist() == [[0, 0] * (N + 1)]
+    U = np.array([2 ** 64 - 1, 2 ** 53 + 1], np.uint64)
+    assert mmin(U, 1e300).tolist() == U.tolist() and mmax(U, -1.0).tolist() == U.tolist()
+
+
+def test_max_by_abs_compares_int64_magnitudes_exactly():
+    # "ComparisonMethod", "abs" compared integers by their float64 abs, which ties
+    # 2^53 + 1 with 2^53: max picked -2^53 (the larger angle) instead of 2^53 + 1
+    N, k = spmdSize(), spmdIndex()
+    big = np.array([2 ** 53 + 1, -(2 ** 53)], np.int64)
+    D = codistributed(np.tile(big, (2, N)))  # split along dimension 2
+    M, I = mmax(D, [], 2, "ComparisonMethod", "abs", nargout=2)
+    assert gather(M).tolist() == [[2 ** 53 + 1]] * 2 and gather(I).tolist() == [[1]] * 2
+    M, I = mmax(D, [], 1, "ComparisonMethod", "abs", nargout=2)
+    assert gather(M).tolist() == [big.tolist() * N]
+    M, I = mmin(D, [], "all", "ComparisonMethod", "abs", nargout=2)
+    assert M == -(2 ** 53) and I == 3  # column by column: row 1 of column 2
+    U = np.array([2 ** 53 + 1, 2 ** 53], np.uint64)
+    assert mmin(U, [], "ComparisonMethod", "abs", nargout=2)[1] == 2
+
+
 def test_colon_is_double_as_matlabs_so_writes_are_not_truncated():
     # MATLAB's 1:n is double: C = codistributed.colon(1, n); C(2) = C(2) / 4 stores 0.5
     # (an int64 row truncated it to 0); a numpy integer or single operand gives its class
@@ -898,6 +950,34 @@ def test_length_and_isempty_read_matlab_sizes():
     assert length(zeros(0, 4, "codistributed")) == 0 and length(np.arange(5)) == 5
     assert length(7.0) == 1
     assert isempty(zeros(0, 3, "codistributed")) and isempty([]) and not isempty(ones(2))
+
+
+def test_none_is_matlabs_empty_in_isempty_size_numel_and_length():
+    # MATLAB's [] is None: R = spmdCat(x, 1, 1) leaves it on the other workers, and the
+    # port's "if ~isempty(R)" ran there (isempty(None) was false: None was a 1x1 scalar)
+    from spmdlab.matlab import spmdCat
+
+    N, k = spmdSize(), spmdIndex()
+    R = spmdCat(k, 1, 1)
+    assert isempty(R) == (k != 1)
+    assert isempty(None) and numel(None) == 0 and length(None) == 0
+    assert size(None).tolist() == [0, 0] and ndims(None) == 2 and size(None, 1) == 0
+    if k == 1:
+        assert size(R).tolist() == [N, 1]
+
+
+def test_prctile_is_numpys_hazen_percentile_as_the_guide_says():
+    # MATLAB's prctile([1 2 3 4]', 25) is 1.5 (numpy's default "linear" gives 1.75): the
+    # guide ports prctile(D, p, dim) as np.percentile(D, p, axis=dim - 1,
+    # method="hazen"), on every split
+    A = np.array([[1.0, 5.0], [2.0, 6.0], [3.0, 7.0], [4.0, 9.0]])
+    want = [[1.0, 5.0], [1.5, 5.5], [2.5, 6.5], [4.0, 9.0]]  # prctile(A, [10 25 50 90])
+    for dim in (1, 2):
+        D = codistributed(A, codistributor1d(dim))
+        got = np.percentile(D, [10, 25, 50, 90], axis=0, method="hazen")
+        assert gather(got).tolist() == want
+    assert np.quantile(codistributed(np.array([1.0, 2.0, 3.0, 4.0])), 0.25,
+                       method="hazen") == 1.5
 
 
 def test_randi_as_matlab_makes_it():

@@ -412,6 +412,26 @@ def test_integer_sums_saturate_past_int64_and_check_class_and_size():
     assert gplus(np.int8(1)) == n  # the job goes on
 
 
+def test_a_double_beside_an_int64_is_converted_exactly_in_sums_and_cats():
+    # gplus(int64(5)) beside 1e19 elsewhere is intmax (1e19 was cast to intmin and the
+    # sum wrapped to -9223372036854775803), gop(@max) of them intmax (it was 5), gcat
+    # holds 1e19 at intmax; 2^52 + 1 is converted to itself (it was 2^52 + 2)
+    n, k = spmd_size(), spmd_index()
+    if n == 1:
+        return
+    top = np.iinfo(np.int64).max
+    x = np.int64(5) if k == 1 else 1e19
+    assert gplus(x) == top and type(gplus(x)) is np.int64
+    assert gop("max", x) == top
+    assert gcat(x).tolist() == [5] + [top] * (n - 1)
+    y = np.int64(0) if k == 1 else 2.0 ** 52 + 1
+    assert gplus(y) == (2 ** 52 + 1) * (n - 1)
+    assert gcat(y).tolist() == [0] + [2 ** 52 + 1] * (n - 1)
+    # NaN left out of gop(@min): the int64 itself (it went through float64: 2^62)
+    z = np.int64(2 ** 62 + 1) if k == 1 else np.nan
+    assert gop("min", z) == 2 ** 62 + 1 and gop("max", z) == 2 ** 62 + 1
+
+
 def test_integer_counts_beside_doubles_take_the_integer_class():
     # hits = 0; for i = drange(1:2), hits = hits + sum(x < 0.5); end; gplus(hits):
     # np.sum of a mask is an int64, the worker that counted nothing kept the 0 (a

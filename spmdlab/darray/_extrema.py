@@ -41,7 +41,7 @@ def matlab_pick(x, axis, name, omitnan=True, method="auto"):
     if method == "real" or (method == "auto" and not complex_):
         keys = [x.real, x.imag] if complex_ else [x]
     else:
-        keys = [np.abs(x.astype(np.float64) if x.dtype.kind in "biu" else x), np.angle(x)]
+        keys = [_magnitude(x), np.angle(x)]
     nan = np.isnan(x) if x.dtype.kind in "fc" else np.zeros(x.shape, dtype=bool)
     best = np.max if name == "max" else np.min
     candidate = ~nan
@@ -59,6 +59,17 @@ def matlab_pick(x, axis, name, omitnan=True, method="auto"):
     if not omitnan:
         index = np.where(nan.any(axis=axis, keepdims=True), first_nan, index)
     return index
+
+
+def _magnitude(x):
+    """``abs(x)``, exact: an integer's as uint64 (its float64 would round past 2^53, so
+    ``int64(2^53 + 1)`` would tie with ``2^53``; ``intmin`` is 2^63), a logical's as
+    float64, a float's or complex value's as numpy's ``abs``."""
+    if x.dtype.kind == "i":
+        return np.abs(x.astype(np.int64)).astype(np.uint64)  # (intmin wraps: 2^63)
+    if x.dtype.kind == "u":
+        return x.astype(np.uint64)
+    return np.abs(x.astype(np.float64) if x.dtype.kind == "b" else x)
 
 
 def _worst(dtype, name):
@@ -466,9 +477,22 @@ def _plain(name, A, dim, pick, nargout, linear=False):
 
 def _pair(name, omitnan, method, x, y):
     """MATLAB's ``max(x, y)`` of host arrays or Python numbers (broadcast), in MATLAB's
-    class of the result (``_pair_class``): compared exactly, then converted."""
+    class of the result (``_pair_class``): compared exactly, then converted. Into an
+    integer class (values compared as they are, not by ``abs``) each operand is
+    converted first and compared there: the conversion keeps the order, so the pick is
+    the exact comparison's, where a float64 comparison would round an int64 or uint64
+    past 2^53 (``max(int64(2^62 + 1), 0.0)`` came back ``2^62``); a NaN is left out
+    (the other operand) or, with ``"includenan"``, wins as 0, MATLAB's integer NaN."""
     out = _pair_class(_matlab_class(x), _matlab_class(y))
     x, y = np.broadcast_arrays(np.asarray(x), np.asarray(y))
+    if out.kind in "iu" and method != "abs" and "c" not in x.dtype.kind + y.dtype.kind:
+        nan = [np.isnan(v) if v.dtype.kind == "f" else np.zeros(v.shape, bool)
+               for v in (x, y)]
+        both = np.stack([_to_class(x, out), _to_class(y, out)])
+        best = np.take_along_axis(both, matlab_pick(both, 0, name), 0)[0]
+        if omitnan:
+            return np.where(nan[0], both[1], np.where(nan[1], both[0], best))
+        return np.where(nan[0] | nan[1], np.zeros((), out), best)
     dtype = np.result_type(x, y)
     both = np.stack([x.astype(dtype), y.astype(dtype)])
     best = np.take_along_axis(both, matlab_pick(both, 0, name, omitnan, method), 0)[0]
@@ -509,14 +533,23 @@ def _pair_class(a, b):
 
 def _to_class(x, dtype):
     """Host array ``x`` converted to ``dtype`` as MATLAB converts: to an integer class
-    rounded half away from zero, held at the class's limits, NaN as 0."""
+    rounded half away from zero, held at the class's limits, NaN as 0. Exact: the half
+    is found from the fraction (``x - trunc(x)``, exact), never by adding 0.5 (which
+    rounds: 0.49999999999999994 + 0.5 is 1, 2^52 + 1 + 0.5 is 2^52 + 2), and a value at or
+    past a limit is set to the limit itself, never cast (``intmax("int64")`` as a double
+    is 2^63, which int64 does not hold: the cast gave ``intmin``)."""
     if x.dtype == dtype:
         return x
     if dtype.kind in "iu" and x.dtype.kind in "iuf":
         info = np.iinfo(dtype)
         if x.dtype.kind == "f":
-            x = np.where(np.isnan(x), 0, np.trunc(x + np.copysign(0.5, x)))
-        x = np.clip(x, info.min, info.max)
+            whole = np.trunc(x)
+            with np.errstate(invalid="ignore"):  # (inf - inf: held at the limit below)
+                whole = whole + np.where(np.abs(x - whole) >= 0.5, np.sign(x), 0)
+            x = np.where(np.isnan(x), 0, whole)
+        high, low = x >= info.max, x <= info.min
+        inside = np.where(high | low, 0, x).astype(dtype)
+        return np.where(high, info.max, np.where(low, info.min, inside)).astype(dtype)
     return x.astype(dtype)
 
 

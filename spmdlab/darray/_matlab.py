@@ -940,9 +940,10 @@ def redistribute(D: CodistributedArray, codist: Optional[codistributor1d] = None
 
 def size(A: Any, *dims: Any, nargout: int = 1) -> Any:
     """``sz = size(A)``: MATLAB's size vector of ``A`` (codistributed or not) as int64:
-    a scalar is 1x1, a 1-D array 1-by-k, and trailing singleton dimensions past the
-    second are dropped (``ones(2, 3, 1)`` is 2x3). ``size(A, dim)`` is one size (1 past
-    the last dimension), ``size(A, dim1, dim2)`` or ``size(A, [dim1 dim2])`` several;
+    a scalar is 1x1, a 1-D array 1-by-k, ``None`` (MATLAB's ``[]``) 0x0, and trailing
+    singleton dimensions past the second are dropped (``ones(2, 3, 1)`` is 2x3).
+    ``size(A, dim)`` is one size (1 past the last dimension), ``size(A, dim1, dim2)`` or
+    ``size(A, [dim1 dim2])`` several;
     MATLAB's ``[m, n] = size(A)`` is ``m, n = size(A, nargout=2)`` (the last output
     holds the product of the dimensions left). Not collective.
 
@@ -960,7 +961,10 @@ def size(A: Any, *dims: Any, nargout: int = 1) -> Any:
     ``sz = size(A)``, ``szdim = size(A, dim)``, ``[m, n] = size(A)``
     """
     call = "size"
-    msize = _matlab_size(A.shape if isinstance(A, CodistributedArray) else np.shape(A))
+    # MATLAB's [] is None (what spmdCat(X, dim, k) and gplus(X, k) leave on the other
+    # workers): 0x0, so isempty(None) is true, as MATLAB's isempty([]) is
+    msize = (0, 0) if A is None else _matlab_size(
+        A.shape if isinstance(A, CodistributedArray) else np.shape(A))
     if dims:
         wanted = [_number(call, "dim", d) for x in dims for d in np.ravel(x)]
         if any(d < 1 for d in wanted):
@@ -1132,8 +1136,8 @@ def length(A: Any) -> int:
 
 
 def isempty(A: Any) -> bool:
-    """``tf = isempty(A)``: whether ``A`` has no elements (codistributed or not). Not
-    collective.
+    """``tf = isempty(A)``: whether ``A`` has no elements (codistributed or not; ``None``,
+    MATLAB's ``[]``, has none). Not collective.
 
     Examples
     --------
