@@ -196,6 +196,17 @@ class Region:
         finally:
             _world.pop(scope)
 
+    def __enter__(self) -> None:
+        # ``with spmd(2):`` cannot skip its body on the workers outside the region (a
+        # context manager has no way to), so it is refused, on every worker, with the form
+        raise SpmdTypeError(
+            f"spmd ({_world.current().who()}): a region is a loop, not a context manager: "
+            f"write 'for _ in spmd(...):' (its body runs on the region's workers only), "
+            f"or spmd(...).run(fn) (MATLAB's spmd(n) ... end)")
+
+    def __exit__(self, *exc: Any) -> None:  # (never reached: __enter__ raises)
+        return None
+
     def run(self, fn: Callable[..., R], /, *args: Any, **kwargs: Any) -> Optional[R]:
         """``fn(*args, **kwargs)`` inside the region; None on workers outside it."""
         if not callable(fn):  # on every worker, the ones outside the region too

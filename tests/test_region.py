@@ -66,6 +66,18 @@ def test_region_too_large_fails_everywhere():
     assert spmd_plus(1) == spmd_size()
 
 
+def test_a_region_used_as_a_context_manager_says_how_to_write_it():
+    # `with spmd(1):` was Python's bare TypeError (and could not have skipped its body
+    # on the workers outside the region)
+    ran = []
+    with pytest.raises(SpmdTypeError, match=rf"spmd \(worker {spmd_index()} of "
+                                            rf"{spmd_size()}\): a region is a loop, not a "
+                                            rf"context manager: write 'for _ in spmd"):
+        with spmd(1):
+            ran.append(1)
+    assert ran == [] and spmd_plus(1) == spmd_size()
+
+
 @pytest.mark.parametrize("m, n", [(1, 1), (1, 2), (2, 3), (0, 4), (1, math.inf),
                                   (0, 0), (3, 8)])
 def test_at_least_m_at_most_n_workers(m, n):
