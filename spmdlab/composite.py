@@ -137,17 +137,26 @@ class Composite:
     def exist(self, k: None = None) -> List[bool]: ...
     @overload
     def exist(self, k: int) -> bool: ...
+    @overload
+    def exist(self, k: Union[Sequence[int], np.ndarray]) -> List[bool]: ...
 
-    def exist(self, k: Optional[int] = None) -> Union[bool, List[bool]]:
+    def exist(self, k: Any = None) -> Union[bool, List[bool]]:
         """Whether worker ``k`` holds an element (MATLAB ``exist(c, k)``), on every
-        worker; with no ``k`` a list of bools, one per worker (``exist(c)``). Collective.
+        worker; with no ``k`` a list of bools, one per worker (``exist(c)``), and with a
+        list, range or array of worker numbers one per number (MATLAB's ``exist(c, [1
+        3])``). Collective.
         """
         here = self._value is not _UNSET
         call = "Composite.exist()" if k is None else f"Composite.exist({_shown(k)})"
-        self._in_scope(call)
+        scope = self._in_scope(call)
         if k is None:
             return gather(call, here)
-        return bool(broadcast(call, self._key(k), here, name="k"))
+        k = self._key(k)
+        if isinstance(k, (list, tuple, range, np.ndarray)):
+            workers = self._numbers(call, scope, k)
+            held = gather(call, here)
+            return [bool(held[w - 1]) for w in workers]
+        return bool(broadcast(call, k, here, name="k"))
 
     def __repr__(self) -> str:  # local: a debugger or a print must never start a collective
         held = "no value" if self._value is _UNSET else type(self._value).__name__

@@ -170,9 +170,9 @@ def _function(fcn: Any) -> Any:
         if name not in _FUNCTIONS:  # (raised on every worker: the others may have a known one)
             _checks.fail_together("spmdReduce", SpmdValueError(
                 f"spmdReduce (worker {spmdIndex()} of {spmdSize()}): unknown MATLAB function "
-                f"name {fcn!r}; use one of "
-                f"{', '.join(sorted(list(_FUNCTIONS) + list(_CATS) + ['cat']))} (with or "
-                f"without '@') or pass a Python function"))
+                f"name {fcn!r}; use one of {', '.join(sorted(list(_FUNCTIONS) + list(_CATS)))}"
+                f" (with or without '@'), ('cat', dim) or a Python function"
+                + (" (cat takes its dim: ('cat', dim))" if name == "cat" else "")))
         return _FUNCTIONS[name]
     # Python's max and min, where a port writes MATLAB's @max and @min: MATLAB's rules
     # (element-wise, NaN ignored), not Python's (the first of two NaN-compared values)
@@ -532,6 +532,10 @@ def spmdReduce(fcn: Reduction, X: Any, destination: Worker = None) -> Any:
     if function is operator.add:
         return spmdPlus(X, dest)
     if function is operator.mul:
+        # MATLAB's true .* true is the double 1, as spmdPlus counts logicals: a product of
+        # logicals was numpy's logical and (a bool array), of Python bools an int
+        if _is_logical(X):
+            X = float(X) if isinstance(X, (bool, np.bool_)) else np.asarray(X, np.float64)
         try:
             if _is_integer(X):  # saturating, as MATLAB's times
                 return collectives.spmd_reduce(_saturating("times", operator.mul), X, dest)
@@ -926,9 +930,10 @@ def spmd(*counts: Union[int, float, np.integer, np.floating, np.ndarray]) -> reg
 
 class Composite(composite.Composite):
     """MATLAB's ``Composite``: ``X{k}`` is ``X[k]``, ``X{k} = v`` is ``X[k] = v``,
-    ``length(X)`` is ``len(X)``, ``exist(X, k)`` is ``X.exist(k)``; worker numbers as
-    MATLAB gives them (``X[2.0]``, ``X[[1, 3]]``). Every worker runs the client's code,
-    so reading and setting elements is collective; see ``spmdlab.Composite``.
+    ``length(X)`` is ``len(X)`` (or ``length(X)``), ``exist(X, k)`` is ``X.exist(k)``
+    (``X.exist([1, 3])`` one per worker); worker numbers as MATLAB gives them
+    (``X[2.0]``, ``X[[1, 3]]``). Every worker runs the client's code, so reading and
+    setting elements is collective; see ``spmdlab.Composite``.
 
     Examples
     --------
@@ -1029,12 +1034,44 @@ labProbeStatus = spmdProbeStatus
 _profile = None
 
 
-def mpiprofile(action: str = "on", path: str = "mpiprofile") -> Any:
+# MATLAB's options of ``mpiprofile on`` (and the values an option takes; None: a number)
+_ON_OPTIONS = {"-messagedetail": ("default", "simplified", "off"), "-historysize": None,
+               "-history": (), "-nohistory": ()}
+
+
+def _on_options(args: Sequence[Any]) -> None:
+    """Check MATLAB's options of ``mpiprofile('on', ...)``: accepted, with no effect
+    (spmdlab records every collective, per call site and worker, whatever they say)."""
+    rest = list(args)
+    while rest:
+        option = rest.pop(0)
+        name = option.lower() if isinstance(option, str) else None
+        values = _ON_OPTIONS.get(name) if name is not None else ()
+        if name not in _ON_OPTIONS:
+            raise SpmdValueError(f"mpiprofile: unknown option {option!r} of 'on'; MATLAB's "
+                                 f"are {', '.join(_ON_OPTIONS)}")
+        if values == ():
+            continue
+        value = rest.pop(0) if rest else None
+        ok = isinstance(value, str) and value.lower() in values if values else \
+            not isinstance(value, (bool, str)) and isinstance(value, (int, float, np.number))
+        if not ok:
+            raise SpmdValueError(f"mpiprofile: the option {option!r} needs "
+                                 f"{' or '.join(map(repr, values)) if values else 'a number'} "
+                                 f"after it (got {value!r})")
+
+
+def mpiprofile(action: str = "on", *args: Any, path: str = "mpiprofile") -> Any:
     """MATLAB's ``mpiprofile``: ``"on"`` starts profiling the collectives (again, from
-    zero), ``"off"`` stops, ``"resume"`` goes on recording, ``"reset"`` clears what was
-    recorded; ``"info"`` returns the profile (a dict, on worker 1; None on the others)
-    and ``"viewer"`` stops, prints the table on worker 1 and saves ``path.json`` and
-    ``path.png`` there. ``"info"`` and ``"viewer"`` are collective (every worker).
+    zero; MATLAB's options, ``"-messagedetail", "simplified"``, ``"-history"``,
+    ``"-nohistory"``, ``"-historysize", n``, are accepted and change nothing), ``"off"``
+    stops, ``"resume"`` goes on recording, ``"clear"`` and ``"reset"`` clear what was
+    recorded, ``"status"`` returns ``{"ProfilerStatus": "on"}`` or ``"off"``; ``"info"``
+    returns the profile (a dict, on worker 1; None on the others) and ``"viewer"`` stops,
+    prints the table on worker 1 and saves ``path.json`` and ``path.png`` there (``path``
+    may come second: ``mpiprofile("viewer", "out")``); ``mpiprofile("viewer", stats)``
+    prints the table of ``stats`` from ``"info"`` where it is (worker 1; not collective).
+    ``"info"`` and ``"viewer"`` are collective (every worker).
 
     Examples
     --------
@@ -1043,16 +1080,31 @@ def mpiprofile(action: str = "on", path: str = "mpiprofile") -> Any:
     >>> info = mpiprofile("info")
     >>> info["workers"]
     1
+    >>> mpiprofile("status")
+    {'ProfilerStatus': 'on'}
     >>> mpiprofile("off")
 
     MATLAB
     ------
-    ``mpiprofile on``, ``mpiprofile off``, ``mpiprofile info``, ``mpiprofile viewer``
+    ``mpiprofile on``, ``mpiprofile off``, ``mpiprofile clear``, ``mpiprofile status``,
+    ``stats = mpiprofile('info')``, ``mpiprofile viewer``, ``mpiprofile('viewer', stats)``
     """
-    from .profiler import Profile
+    from .profiler import Profile, _running, format_report
 
     global _profile
     action = str(action).lower()
+    if action == "on":
+        _on_options(args)
+    elif action == "viewer" and len(args) == 1:
+        if args[0] is None or type(args[0]) is dict:  # MATLAB's mpiprofile('viewer',
+            # stats): the table of stats from 'info' (a dict on worker 1, None elsewhere)
+            if args[0] is not None:
+                print(format_report(args[0]), flush=True)
+            return args[0]
+        path = args[0]
+    elif args:
+        raise SpmdValueError(f"mpiprofile: {action!r} takes no more arguments (got "
+                             f"{', '.join(map(repr, args))})")
     if action == "on":
         if _profile is not None:  # mpiprofile's one profile starts again from zero
             _profile.stop()
@@ -1061,12 +1113,14 @@ def mpiprofile(action: str = "on", path: str = "mpiprofile") -> Any:
     if action == "resume":
         _profile = (_profile or Profile()).start()
         return None
+    if action == "status":
+        return {"ProfilerStatus": "on" if _profile in _running else "off"}
     if _profile is None:
         _profile = Profile()
     if action == "off":
         _profile.stop()
         return None
-    if action == "reset":
+    if action in ("reset", "clear"):
         _profile.records.clear()
         return None
     if action == "info":
@@ -1076,31 +1130,55 @@ def mpiprofile(action: str = "on", path: str = "mpiprofile") -> Any:
         summary = _profile.report()
         _profile.save(path)
         return summary
-    raise SpmdValueError(f"mpiprofile: the action must be 'on', 'off', 'resume', 'reset', "
-                         f"'info' or 'viewer' (got {action!r})")
+    raise SpmdValueError(f"mpiprofile: the action must be 'on', 'off', 'resume', 'clear', "
+                         f"'reset', 'status', 'info' or 'viewer' (got {action!r})")
 
 
-def parpool(n: Optional[float] = None, **options: Any) -> Any:
+# MATLAB's resources of a pool of processes on this machine (R2022b's 'Processes', the
+# 'local' profile before it): a pool here is MPI processes, started by ``launcher``
+_RESOURCES = ("processes", "local")
+
+
+def parpool(*args: Any, **options: Any) -> Any:
     """``pool = parpool(n)``: start a pool of ``n`` workers driven from this process
     (MATLAB's client, which never starts MPI); an error if one is open. ``n`` as MATLAB
     code gives it: a double (``parpool(2.0)``, ``parpool(numel(x) / 2)``) is a number of
-    workers where it is whole. ``options`` as :class:`spmdlab.Pool`'s
-    (``launcher="mpich"``, ``"openmpi"``, ``"srun"``).
+    workers where it is whole. MATLAB's ``parpool("Processes", n)`` and
+    ``parpool("local", n)`` are ``parpool(n)`` (other resources, a thread pool or a
+    cluster profile, and MATLAB's name-value arguments raise ``SpmdValueError``, naming
+    them). ``options`` as :class:`spmdlab.Pool`'s (``launcher="mpich"``, ``"openmpi"``,
+    ``"srun"``).
 
     Examples
     --------
     >>> pool = parpool(4)                                             # doctest: +SKIP
     >>> pool.NumWorkers                                               # doctest: +SKIP
     4
+    >>> pool = parpool("Processes", 2)                                # doctest: +SKIP
     >>> gcp("nocreate") is None              # no pool open in this process
     True
 
     MATLAB
     ------
-    ``pool = parpool(n)``
+    ``pool = parpool(n)``, ``parpool(resources, n)``, ``parpool(resources)``
     """
     from .pool import _client
 
+    rest = list(args)
+    if rest and isinstance(rest[0], str):
+        resources = rest.pop(0)
+        if resources.lower() not in _RESOURCES:
+            raise SpmdValueError(
+                f"parpool: the number of workers must be a positive integer (got "
+                f"{resources!r}), after the resources if any: the only ones are "
+                f"'Processes' (or the 'local' profile), a pool's workers being MPI "
+                f"processes started by the launcher (choose it with launcher=)")
+    n = rest.pop(0) if rest and not isinstance(rest[0], str) else options.pop("n", None)
+    if rest:  # MATLAB's name-value arguments ("SpmdEnabled", true, ...)
+        raise SpmdValueError(
+            f"parpool: MATLAB's name-value arguments are not available (got "
+            f"{', '.join(map(repr, rest))}); the options are spmdlab.Pool's: launcher=, "
+            f"timeout=, launcher_args=")
     return _client.parpool(_count(n), **options)
 
 

@@ -72,6 +72,22 @@ def test_empty_composite_and_exist():
     assert c.exist() == [True] * n and c[:] == list(range(1, n + 1))
 
 
+def test_exist_of_several_workers_as_matlabs_exist_of_an_array():
+    # MATLAB's exist(c, [1 3]) gives one logical per worker number; a list, range or
+    # array was "'k' must be a worker number (got [1] that is a list)"
+    n, k = spmd_size(), spmd_index()
+    c = Composite(k) if k == n else Composite()
+    assert c.exist([n, 1]) == [True, n == 1]
+    assert c.exist(range(1, n + 1)) == [False] * (n - 1) + [True]
+    assert c.exist(np.array([n])) == [True]
+    m = matlab.Composite(k) if k == 1 else matlab.Composite()
+    assert m.exist(np.array([1.0, float(n)])) == [True, n == 1]
+    assert m.exist([]) == []
+    with pytest.raises(SpmdValueError, match=rf"Composite.exist\(\[1, {n + 1}\]\) "
+                       rf"\(worker {k} of {n}\): 'k' must be a worker number from 1 to {n}"):
+        c.exist([1, n + 1])
+
+
 def test_missing_value_fails_on_every_worker():
     n, k = spmd_size(), spmd_index()
     c = Composite(k if k != n else None)

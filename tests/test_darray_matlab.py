@@ -186,6 +186,24 @@ def test_redistribute_and_gather_to_one_worker():
     assert gather(7) == 7 and gather(Composite(k)) == list(range(1, N + 1))
 
 
+def test_gather_to_a_worker_given_as_a_1x1_array():
+    # gather(D, lab) with lab a 1x1 array (MATLAB's find(...), np.array(2.0)) was read as
+    # a second value to gather: every worker got the whole array, and the lab back
+    N, k = spmdSize(), spmdIndex()
+    A = np.arange(12.0).reshape(3, 4)
+    D = codistributed(A)
+    for lab in (np.array(float(N)), np.array([N]), np.array([[float(N)]])):
+        X = gather(D, lab)
+        if k == N:
+            assert np.array_equal(X, A)
+        else:
+            assert isinstance(X, np.ndarray) and X.shape == (0, 0)
+    with pytest.raises(SpmdTypeError, match=r"gather \(worker \d+ of \d+\): 'lab' must be "
+                       r"an integer \(got 1.5\)"):
+        gather(D, np.array([1.5]))
+    assert [x.shape for x in gather(D, D)] == [(3, 4), (3, 4)]
+
+
 def test_redistribute_along_a_singleton_dimension_does_what_the_constructors_do(backend):
     # a 1-D array is MATLAB's 1-by-n row: along dimension 1 it becomes (1, n), as
     # codistributed(x, codistributor1d(1)) makes it; a 2-D array along dimension 3 gains
@@ -834,6 +852,35 @@ def test_conv2_and_filter2_where_the_matrix_lies(backend):
     assert conv2(np.eye(2, dtype=np.int8), [[1, 1]]).dtype == np.float64
 
 
+def test_conv2_separable_form_as_matlab(backend):
+    # MATLAB's C = conv2(u, v, A, shape): the columns convolved with u, then the rows with
+    # v; it was Python's TypeError (conv2() takes from 2 to 3 positional arguments)
+    from spmdlab.matlab import conv2
+
+    N, k = spmdSize(), spmdIndex()
+    rng = np.random.default_rng(5)
+    u, v = np.array([1.0, -2.0, 3.0]), np.array([[2.0, 0.5, -1.0, 4.0]])  # v even
+    for shape in ((N + 4, 6), (3, 2 * N + 3)):
+        A = rng.integers(-9, 9, shape).astype(np.float64)  # whole numbers: exact sums
+        for mode in ("full", "same", "valid"):
+            expected = _direct_conv2(A, np.outer(u, v), mode)
+            plain = conv2(u, v, A, mode)
+            assert plain.shape == expected.shape and np.array_equal(plain, expected), mode
+            # MATLAB's two passes, as numpy computes them
+            assert np.array_equal(plain, conv2(conv2(A, u[:, None], mode), v, mode))
+            for dim in (1, 2):
+                D = codistributed(backend.make(A), codistributor1d(dim))
+                C = conv2(u, v, D, shape=mode)
+                assert isinstance(C, codistributed) and C.axis == dim - 1
+                assert np.array_equal(host(C.gather()), plain), (shape, mode, dim)
+    assert conv2(u, v, A).shape == (A.shape[0] + 2, A.shape[1] + 3)  # "full" by default
+    with pytest.raises(SpmdValueError, match=rf"conv2 \(worker {k} of {N}\): 'u' must be "
+                       r"a vector \(got a matrix of shape \(2, 2\)\)"):
+        conv2(np.ones((2, 2)), v, codistributed(backend.make(A)))
+    with pytest.raises(SpmdValueError, match=rf"conv2 \(worker {k} of {N}\): 'shape'"):
+        conv2(u, v, codistributed(backend.make(A)), "middle")
+
+
 def test_sortrows_as_matlab(backend):
     # [B, I] = sortrows(D, [-1 2]): stable, NaN last ascending and first descending;
     # B split as D was, I a codistributed column of 1-based rows
@@ -978,6 +1025,32 @@ def test_prctile_is_numpys_hazen_percentile_as_the_guide_says():
         assert gather(got).tolist() == want
     assert np.quantile(codistributed(np.array([1.0, 2.0, 3.0, 4.0])), 0.25,
                        method="hazen") == 1.5
+
+
+def test_none_is_matlabs_empty_in_isempty_and_size():
+    # res = gop(@plus, x, 1); if ~isempty(res), ...: the other workers' res is MATLAB's
+    # [] (None here), which isempty called nonempty (np.shape(None) is (): a 1x1 scalar),
+    # so the port went on there as if it had the sum
+    from spmdlab.matlab import gop
+
+    k = spmdIndex()
+    res = gop("plus", 1, 1)
+    assert isempty(res) == (k != 1)
+    assert isempty(None) and numel(None) == 0 and length(None) == 0 and ndims(None) == 2
+    assert size(None).tolist() == [0, 0] and size(None, 1) == 0
+    assert size(None, nargout=2) == (0, 0)
+
+
+def test_a_composite_is_1_by_n_in_length_size_and_numel():
+    # for w = 1:length(c), c{w} = 0; end: MATLAB's length of a Composite is its number of
+    # workers; it was the length of the elements (numpy's shape of the Composite, read
+    # collectively), and of a Composite with no element yet an error
+    N = spmdSize()
+    c = Composite(np.zeros(N + 5))
+    assert length(c) == N and numel(c) == N and size(c).tolist() == [1, N]
+    empty = Composite()
+    assert length(empty) == N and not isempty(empty) and size(empty, 2) == N
+    assert empty.exist() == [False] * N  # (nothing was read)
 
 
 def test_randi_as_matlab_makes_it():

@@ -143,6 +143,12 @@ def test_reduce_by_matlab_name_and_function():
     assert spmdReduce(np.bitwise_or, np.int64(1 << (k - 1))) == (1 << n) - 1
     with pytest.raises(SpmdValueError, match="unknown MATLAB function name"):
         spmdReduce("sum", 1)
+    # "cat" alone was refused by a message that listed "cat" among the names to use
+    with pytest.raises(SpmdValueError, match=r"unknown MATLAB function name '@cat'; use one "
+                       r"of and, bitand, bitor, bitxor, horzcat, max, min, or, plus, times, "
+                       r"vertcat, xor \(with or without '@'\), \('cat', dim\) or a Python "
+                       r"function \(cat takes its dim: \('cat', dim\)\)"):
+        gop("@cat", 1)
 
 
 def test_a_python_int_beside_floats_is_a_matlab_double():
@@ -430,6 +436,23 @@ def test_a_double_beside_an_int64_is_converted_exactly_in_sums_and_cats():
     # NaN left out of gop(@min): the int64 itself (it went through float64: 2^62)
     z = np.int64(2 ** 62 + 1) if k == 1 else np.nan
     assert gop("min", z) == 2 ** 62 + 1 and gop("max", z) == 2 ** 62 + 1
+
+
+def test_times_of_logicals_is_a_double_as_plus_counts_them():
+    # MATLAB's true .* true is the double 1 (the module says spmdReduce("times") counts
+    # logicals as doubles, as spmdPlus does): a logical array gave numpy's bool product
+    # (a logical and), a Python bool an int
+    n, k = spmd_size(), spmd_index()
+    got = gop("times", np.array([True, False, True]) if k == 1 else np.array([True] * 3))
+    assert got.dtype == np.float64 and got.tolist() == [1.0, 0.0, 1.0]
+    got = spmdReduce("@times", True)
+    assert type(got) is float and got == 1.0
+    got = gop("times", True if k == 1 else 2.5)  # beside doubles
+    assert got == 2.5 ** (n - 1) and isinstance(got, float)
+    got = gop("times", np.bool_(True) if k == 1 else np.int8(100), 1)
+    if k == 1:  # beside an integer class: that class, saturating
+        assert type(got) is (np.int8 if n > 1 else float)
+        assert got == (1 if n == 1 else min(127, 100 ** (n - 1)))
 
 
 def test_integer_counts_beside_doubles_take_the_integer_class():

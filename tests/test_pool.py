@@ -1494,6 +1494,43 @@ def test_matlabs_parpool_takes_a_whole_double():
     assert "WORKERS 1 [1]" in proc.stdout, proc.stdout + proc.stderr
 
 
+def test_matlabs_parpool_forms_with_resources_and_name_value_arguments():
+    # parpool("Processes", n) and parpool("local", n), MATLAB's usual forms, and
+    # parpool(n, "SpmdEnabled", true) were Python's TypeError (parpool() takes from 0 to
+    # 1 positional arguments); gcp(1) was an AttributeError ('int' object has no
+    # attribute 'lower')
+    env, _ = layout_env("1")
+    proc = run_client("""
+        import spmdlab
+        from spmdlab.matlab import parpool, delete, gcp
+        for args in (("Threads", 1), (1, "SpmdEnabled", True), ("Processes", 0)):
+            try:
+                parpool(*args)
+            except spmdlab.SpmdValueError as exc:
+                print("BAD", exc)
+        try:
+            gcp(1)
+        except spmdlab.SpmdValueError as exc:
+            print("GCP", exc)
+        pool = parpool("Processes", 1.0)
+        print("WORKERS", pool.NumWorkers, gcp() is pool)
+        delete(gcp)
+        pool = parpool("local", 1)
+        print("LOCAL", pool.NumWorkers)
+        delete(gcp)
+    """, env)
+    out = proc.stdout
+    assert proc.returncode == 0, out + proc.stderr
+    assert "BAD parpool: the number of workers must be a positive integer (got 'Threads'), " \
+        "after the resources if any: the only ones are 'Processes' (or the 'local' " \
+        "profile), a pool's workers being MPI processes started by the launcher" in out, out
+    assert "BAD parpool: MATLAB's name-value arguments are not available (got " \
+        "'SpmdEnabled', True)" in out, out
+    assert "BAD parpool: the number of workers must be a positive integer (got 0)" in out, out
+    assert "GCP gcp: the option must be 'nocreate' (got 1)" in out, out
+    assert "WORKERS 1 True" in out and "LOCAL 1" in out, out
+
+
 def test_bad_pool_arguments_and_a_second_open_pool_are_named():
     # launcher_args="-foo" was split into its characters ("mpiexec -n 2 - f o o"), a
     # launcher's bad name was a bare ValueError, a timeout of -1 waited for nothing;

@@ -88,6 +88,38 @@ def test_mpiprofile_on_off_info_viewer(tmp_path):
         mpiprofile("sideways")
 
 
+def test_mpiprofile_takes_matlabs_other_forms(capsys):
+    # mpiprofile clear and mpiprofile status were "the action must be ...", MATLAB's
+    # options of on (mpiprofile('on', '-messagedetail', 'simplified')) a TypeError, and
+    # mpiprofile('viewer', stats) "Profile.save: 'path' must be a str" on worker 1 while
+    # the others, whose stats are None, waited in the viewer's collectives
+    mpiprofile("on", "-messagedetail", "simplified", "-nohistory", "-historysize", 1e6)
+    assert mpiprofile("status") == {"ProfilerStatus": "on"}
+    spmd_plus(1.0)
+    stats = mpiprofile("info")
+    assert mpiprofile("viewer", stats) is stats  # the table of stats: no collective
+    if spmd_index() == 1:
+        assert "spmdlab profile: " in capsys.readouterr().out
+    mpiprofile("clear")
+    spmd_barrier()
+    info = mpiprofile("info")
+    if spmd_index() == 1:
+        assert info["collectives"] == [1] * spmd_size()  # the barrier alone
+    mpiprofile("off")
+    assert mpiprofile("status") == {"ProfilerStatus": "off"}
+    with pytest.raises(spmdlab.SpmdValueError, match="mpiprofile: unknown option '-foo' of "
+                       "'on'; MATLAB's are -messagedetail, -historysize, -history"):
+        mpiprofile("on", "-foo")
+    with pytest.raises(spmdlab.SpmdValueError, match="mpiprofile: the option "
+                       "'-messagedetail' needs 'default' or 'simplified' or 'off' after it "
+                       r"\(got None\)"):
+        mpiprofile("on", "-messagedetail")
+    with pytest.raises(spmdlab.SpmdValueError, match=r"mpiprofile: 'off' takes no more "
+                       r"arguments \(got 1\)"):
+        mpiprofile("off", 1)
+    assert mpiprofile("status") == {"ProfilerStatus": "off"}
+
+
 def test_blame_in_a_region_goes_to_the_late_worker():
     """Worker 3 arrives late in spmd(3) after an spmd(2) it was not in: the blame is its.
 

@@ -10,6 +10,7 @@ is 1-by-1, and dimensions past an array's last are singletons.
 from __future__ import annotations
 
 import math
+import sys
 from typing import Any, Optional, Sequence, Tuple
 
 import numpy as np
@@ -940,12 +941,12 @@ def redistribute(D: CodistributedArray, codist: Optional[codistributor1d] = None
 
 def size(A: Any, *dims: Any, nargout: int = 1) -> Any:
     """``sz = size(A)``: MATLAB's size vector of ``A`` (codistributed or not) as int64:
-    a scalar is 1x1, a 1-D array 1-by-k, ``None`` (MATLAB's ``[]``) 0x0, and trailing
-    singleton dimensions past the second are dropped (``ones(2, 3, 1)`` is 2x3).
-    ``size(A, dim)`` is one size (1 past the last dimension), ``size(A, dim1, dim2)`` or
-    ``size(A, [dim1 dim2])`` several;
-    MATLAB's ``[m, n] = size(A)`` is ``m, n = size(A, nargout=2)`` (the last output
-    holds the product of the dimensions left). Not collective.
+    a scalar is 1x1, a 1-D array 1-by-k, None (MATLAB's ``[]``) 0x0, a Composite 1-by-N
+    (one element per worker; no communication), and trailing singleton dimensions past
+    the second are dropped (``ones(2, 3, 1)`` is 2x3). ``size(A, dim)`` is one size (1
+    past the last dimension), ``size(A, dim1, dim2)`` or ``size(A, [dim1 dim2])``
+    several; MATLAB's ``[m, n] = size(A)`` is ``m, n = size(A, nargout=2)`` (the last
+    output holds the product of the dimensions left). Not collective.
 
     Examples
     --------
@@ -961,10 +962,11 @@ def size(A: Any, *dims: Any, nargout: int = 1) -> Any:
     ``sz = size(A)``, ``szdim = size(A, dim)``, ``[m, n] = size(A)``
     """
     call = "size"
-    # MATLAB's [] is None (what spmdCat(X, dim, k) and gplus(X, k) leave on the other
-    # workers): 0x0, so isempty(None) is true, as MATLAB's isempty([]) is
-    msize = (0, 0) if A is None else _matlab_size(
-        A.shape if isinstance(A, CodistributedArray) else np.shape(A))
+    # None is MATLAB's [] (what gop(fcn, X, lab) and spmdCat(X, dim, lab) leave on the
+    # other workers): 0x0, so isempty(res) is true there, as MATLAB's ~isempty(res) tests
+    msize = _matlab_size(A.shape if isinstance(A, CodistributedArray) else
+                         (0, 0) if A is None else (1, len(A)) if _is_composite(A) else
+                         np.shape(A))
     if dims:
         wanted = [_number(call, "dim", d) for x in dims for d in np.ravel(x)]
         if any(d < 1 for d in wanted):
@@ -979,6 +981,17 @@ def size(A: Any, *dims: Any, nargout: int = 1) -> Any:
         raise error(SpmdValueError, call, f"'nargout' must be 1 or more (got {nargout!r})")
     sizes = list(msize[:nargout - 1]) + [int(math.prod(msize[nargout - 1:]))]
     return tuple(sizes + [1] * (nargout - len(sizes)))
+
+
+def _is_composite(A):
+    """Whether ``A`` is a Composite (a script's, or a pool client's): MATLAB's 1-by-N
+    array of one element per worker, whose size is its number of workers (numpy's
+    shape of it read every worker's element, collectively: length(C) of arrays was
+    their length, and of a Composite with no element yet an error)."""
+    if isinstance(A, Composite):
+        return True
+    client = sys.modules.get("spmdlab.pool._client")
+    return client is not None and isinstance(A, client.Composite)
 
 
 def ndims(A: Any) -> int:
@@ -1136,8 +1149,9 @@ def length(A: Any) -> int:
 
 
 def isempty(A: Any) -> bool:
-    """``tf = isempty(A)``: whether ``A`` has no elements (codistributed or not; ``None``,
-    MATLAB's ``[]``, has none). Not collective.
+    """``tf = isempty(A)``: whether ``A`` has no elements (codistributed or not; None,
+    MATLAB's ``[]``, has none: ``gop(fcn, X, 1)`` leaves it on the other workers). Not
+    collective.
 
     Examples
     --------
@@ -1313,8 +1327,9 @@ MATLAB
 
 def gather(*args: Any) -> Any:
     """``X = gather(D)``: the whole array on every worker; ``X = gather(D, lab)``: on
-    worker ``lab``, an empty 0-by-0 array of the same class on the others; ``[X1, X2] =
-    gather(D1, D2)`` as ``X1, X2 = gather(D1, D2)``. A Composite gives the list of its
+    worker ``lab``, an empty 0-by-0 array of the same class on the others (``lab`` as
+    MATLAB gives it: ``2``, ``2.0``, a 1x1 array); ``[X1, X2] = gather(D1, D2)`` as
+    ``X1, X2 = gather(D1, D2)``. A Composite gives the list of its
     elements (MATLAB's cell); anything else comes back as it is. Collective for
     codistributed arrays and Composites.
 
@@ -1334,8 +1349,7 @@ def gather(*args: Any) -> Any:
         raise error(SpmdTypeError, "gather", "takes at least one argument")
     lab = None
     values = list(args)
-    if len(values) >= 2 and not isinstance(values[-1], (CodistributedArray, Composite)) \
-            and np.ndim(values[-1]) == 0 and isinstance(values[-1], (int, float, np.number)):
+    if len(values) >= 2 and _is_lab(values[-1]):
         try:
             lab = _number("gather", "lab", values.pop())
         except SpmdError as exc:  # of an array, collective: the others, waiting in it,
@@ -1349,6 +1363,16 @@ def gather(*args: Any) -> Any:
     else:
         out = tuple(_gather_one(v, lab) for v in values)
     return out[0] if len(out) == 1 else out
+
+
+def _is_lab(value):
+    """Whether ``gather``'s last argument is MATLAB's ``lab``: a number, or a 1x1 numeric
+    array (``find(...)`` gives one, ``np.array(2.0)`` another), as every MATLAB function
+    here takes a worker number; a 1x1 array was gathered as a second value, unchanged,
+    and the array gathered on every worker, not on ``lab`` alone."""
+    if isinstance(value, np.ndarray):
+        return value.size == 1 and value.dtype.kind in "iuf"
+    return isinstance(value, (int, float, np.number))
 
 
 def _gather_one(value, lab):

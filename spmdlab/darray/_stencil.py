@@ -11,7 +11,7 @@ plain computation's bits at every layout. The output is split along the input's 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Optional
 
 import numpy as np
 
@@ -76,7 +76,7 @@ def _matrix(call, name, value):
     return np.atleast_2d(array) if array.ndim < 2 else array
 
 
-def conv2(A: Any, B: Any, shape: str = "full") -> Any:
+def conv2(A: Any, B: Any, C: Any = "full", shape: Optional[str] = None) -> Any:
     """``C = conv2(A, B)``, ``conv2(A, B, "same")``, ``conv2(A, B, "valid")``: MATLAB's
     2-D convolution of a matrix ``A`` (plain or codistributed) with a kernel ``B``
     (plain; a codistributed one is gathered). ``"same"``: the central part, ``A``'s
@@ -86,6 +86,9 @@ def conv2(A: Any, B: Any, shape: str = "full") -> Any:
     codistributed result split along the same axis (its partition for ``"same"``):
     each worker receives the halo rows (or columns) it needs from its neighbours,
     once, then computes its share with the bits of one process's ``conv2``.
+    ``conv2(u, v, A)`` and ``conv2(u, v, A, shape)``: MATLAB's separable form, each
+    column of ``A`` convolved with the vector ``u``, then each row of that with the
+    vector ``v`` (two passes, as MATLAB computes it).
 
     Examples
     --------
@@ -94,15 +97,44 @@ def conv2(A: Any, B: Any, shape: str = "full") -> Any:
            [1., 2., 1., 0.],
            [0., 1., 2., 1.],
            [0., 0., 1., 1.]])
+    >>> conv2(np.array([1.0, 1.0]), np.array([1.0, 1.0]), np.eye(3), "same")
+    array([[2., 1., 0.],
+           [1., 2., 1.],
+           [0., 1., 1.]])
 
     MATLAB
     ------
-    ``C = conv2(A, B)``, ``conv2(A, B, shape)``
+    ``C = conv2(A, B)``, ``conv2(A, B, shape)``, ``conv2(u, v, A)``, ``conv2(u, v, A,
+    shape)``
     """
-    handle = _on_client(A, B)
+    handle = _on_client(A, B, C)
     if handle is not None:  # the client of a pool: computed by the workers
-        return handle._on_workers(conv2, A, B, shape)
-    return _conv2("conv2", "B", A, B, shape)
+        return handle._on_workers(conv2, A, B, C, shape)
+    if isinstance(C, str):  # conv2(A, B, shape); shape= names it too
+        return _conv2("conv2", "B", A, B, C if shape is None else shape)
+    return _separable(A, B, C, "full" if shape is None else shape)
+
+
+def _separable(u, v, A, shape):
+    """MATLAB's ``conv2(u, v, A, shape)``: the columns of ``A`` convolved with ``u``, then
+    the rows of the result with ``v``; ``u`` and ``v`` must be vectors."""
+    call = "conv2"
+    kernels = []
+    for name, x, along in (("u", u, (-1, 1)), ("v", v, (1, -1))):
+        if isinstance(x, CodistributedArray):
+            x._check_scope(call)
+            x = x.gather()
+        try:
+            vector = _matrix(call, name, x)
+            if min(vector.shape) > 1:
+                raise error(SpmdValueError, call, f"'{name}' must be a vector (got a matrix "
+                            f"of shape {vector.shape}); conv2(A, B) takes a matrix kernel")
+        except SpmdError as exc:
+            if isinstance(A, CodistributedArray):  # collective: the others, waiting in
+                agree(A._check_scope(call), call, 0, error=exc)  # its exchange, raise too
+            raise
+        kernels.append(vector.reshape(along))
+    return _conv2(call, "v", _conv2(call, "u", A, kernels[0], shape), kernels[1], shape)
 
 
 def _conv2(call, name, A, B, shape, flip=False):

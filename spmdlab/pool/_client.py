@@ -1103,11 +1103,15 @@ class Composite:
     def __iter__(self) -> Iterator[Any]:
         return iter(self[:])
 
-    def exist(self, k: Optional[int] = None) -> Union[bool, List[bool]]:
-        """Whether worker ``k`` holds an element (all workers when ``k`` is None)."""
+    def exist(self, k: Any = None) -> Union[bool, List[bool]]:
+        """Whether worker ``k`` holds an element (all workers when ``k`` is None; one
+        bool per worker of a list, range or array of them)."""
         if k is None:
             return [bool(self._present.get(j)) for j in range(1, self._pool.size + 1)]
-        return bool(self._present.get(self._number("Composite.exist", k)))
+        numbers = self._numbers("Composite.exist", k)
+        if isinstance(numbers, list):
+            return [bool(self._present.get(j)) for j in numbers]
+        return bool(self._present.get(numbers))
 
     def _shown(self):
         return self._name if not self._name.startswith("_spmdlab") else "this Composite"
@@ -1568,7 +1572,7 @@ def gcp(option: Optional[str] = None) -> Optional[Pool]:
     ------
     ``pool = gcp``, ``pool = gcp("nocreate")``
     """
-    if option is not None and option.lower() != "nocreate":
+    if option is not None and (not isinstance(option, str) or option.lower() != "nocreate"):
         raise SpmdValueError(f"gcp: the option must be 'nocreate' (got {option!r})")
     return current_pool(create=option is None)
 
