@@ -409,6 +409,8 @@ def _start_watchdog(places):
         script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_watchdog.py")
         env = {k: v for k, v in os.environ.items()
                if not k.startswith(("PMI_", "PMIX_", "OMPI_", "HYDRA_", "MPIR_"))}
+        if _launcher_kills():
+            env["SPMDLAB_WATCHER_CLEANUP"] = "SIGKILL"
         watcher = subprocess.Popen([sys.executable, "-S", script, host, str(_world.SIZE),
                                     _goodbye_path] + [f"{k}:{pid}" for k, pid in mine],
                                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
@@ -419,6 +421,14 @@ def _start_watchdog(places):
         watcher.returncode = 0
     except OSError:  # no watcher: a killed worker goes unnamed, nothing else changes
         _goodbye_path = None
+
+
+def _launcher_kills():
+    """Whether the launcher ends the other workers with SIGKILL when one ends by a signal:
+    MPICH's hydra does (PMI over a file descriptor, no Slurm task around it), which leaves
+    no faulthandler report; Open MPI's sends SIGTERM, whose report is a killed worker's."""
+    return (MPI.get_vendor()[0] == "MPICH" and "PMI_FD" in os.environ
+            and "SLURM_PROCID" not in os.environ)
 
 
 _crash_file = None  # faulthandler's report of a fatal signal, read by the watcher

@@ -440,7 +440,7 @@ def ordered(scope, call, send, recv, op, root=None):
         if _count.ON:  # every other worker's bytes, in MPI's recursive doubling
             _count.collective(send.nbytes * (n - 1), send.nbytes * (n - 1), _count.steps(n))
             _count.add(records_examined=n)
-        _wait.wait(request, scope, call)
+        _wait.wait(request, scope, call, keep=(send, rows))
         if rows is not None:
             fold(op, rows, recv)
         return recv
@@ -462,7 +462,7 @@ def ordered(scope, call, send, recv, op, root=None):
         _count.collective(share, (n - 1) * mine * item, n - 1)
         _count.collective(share, share, _count.steps(n))
         _count.add(records_examined=n)
-    _wait.wait(request, scope, call)
+    _wait.wait(request, scope, call, keep=(send, parts))
     result = recv if recv is not None else np.empty(count, dtype=dtype)
     fold(op, parts, result[lo:hi])
     whole = [result.view(np.uint8), (sizes, starts), MPI.BYTE]
@@ -472,7 +472,7 @@ def ordered(scope, call, send, recv, op, root=None):
         request = comm.Igatherv(MPI.IN_PLACE, whole, root=root)
     else:
         request = comm.Igatherv([result[lo:hi].view(np.uint8), MPI.BYTE], None, root=root)
-    _wait.wait(request, scope, call)
+    _wait.wait(request, scope, call, keep=result)
     return recv
 
 

@@ -36,14 +36,29 @@ finished_block: set = set()
 _EXIT_GRACE = 2.0
 
 
-def wait(request, scope, call):
-    """Wait for ``request`` of a collective over ``scope``; raise if it can never complete."""
-    if PROFILE is not None:
-        start = time.perf_counter()
+# Requests whose wait was left before they completed (a caught Ctrl-C, SPMDLAB_TIMEOUT,
+# a worker that left), with the buffers MPI may still write into or read from: an mpi4py
+# request holds no reference to its buffers, and a receive buffer freed with the caller's
+# frame took the others' data later (a Ctrl-C caught in a gather: "malloc(): unsorted
+# double linked list corrupted", SIGABRT). Kept for the rest of the process.
+LEFT_ACTIVE: list = []
+
+
+def wait(request, scope, call, keep=None):
+    """Wait for ``request`` of a collective over ``scope``; raise if it can never complete.
+    ``keep``: the buffers of the request, kept alive (``LEFT_ACTIVE``) if the wait is left
+    before it completes."""
+    try:
+        if PROFILE is not None:
+            start = time.perf_counter()
+            wait_body(request, scope, call)
+            PROFILE.data(time.perf_counter() - start)
+            return
         wait_body(request, scope, call)
-        PROFILE.data(time.perf_counter() - start)
-        return
-    wait_body(request, scope, call)
+    except BaseException:
+        if keep is not None:
+            LEFT_ACTIVE.append((request, keep))
+        raise
 
 
 def wait_body(request, scope, call, needed=None, collective=True):
@@ -83,11 +98,13 @@ def wait_body(request, scope, call, needed=None, collective=True):
         # a program that catches the Ctrl-C or the timeout and goes on: the request stays
         # active (a persistent one, the agreement's: MPI's bare "persistent request ...
         # already active" came from the next collective to start it; after a timeout,
-        # any: it waits for the worker that did not come), so no later collective can
-        # complete (a pool's stopped block is its refresh's business)
+        # any: it waits for the worker that did not come), and the others wait for the
+        # steps of the call that this worker never takes (a step of the tree's, a
+        # shared-memory fence: a Ctrl-C caught there hung the job, the others waiting
+        # in the call, this worker in its next), so no later collective can complete
+        # (a pool's stopped block is its refresh's business)
         timeout = isinstance(exc, SpmdTimeoutError)
-        if collective and interrupted is None and (
-                timeout or isinstance(request, MPI.Prequest)):
+        if collective and interrupted is None:
             scope.lost(SpmdPeerError(
                 f"{call} ({scope.who()}): this worker's wait in {call} was interrupted "
                 f"({type(exc).__name__}{' after SPMDLAB_TIMEOUT' if timeout else ''}) "

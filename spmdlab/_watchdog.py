@@ -13,7 +13,9 @@ launcher forwards it) which worker it was and, where it can know, how it ended: 
 worker has faulthandler write to a file of its own on SIGTERM and on a fatal signal
 (SIGSEGV, SIGBUS, ...), with the Python stack then; nothing there means SIGKILL (which
 nothing can catch) or a crash faulthandler did not see. Deaths after the first are the
-launcher's clean-up and are not reported.
+launcher's clean-up and are not reported; where the watcher wakes only after the clean-up
+began, the reports tell the first apart from the workers the clean-up ended (with
+SIGKILL under MPICH's hydra, which the workers tell the watcher: no report).
 
 Run as a script (``python .../_watchdog.py host size goodbye k:pid ...``), never as
 part of the package: importing spmdlab would import mpi4py and start MPI.
@@ -87,7 +89,7 @@ def main(argv):
             # only: a launcher may end the others with SIGTERM, Open MPI's does, and
             # those are its clean-up, not how the job ended)
             who = (f"worker {silent[0]} of {size}" if len(silent) == 1 else
-                   f"one of workers {', '.join(map(str, silent))} of {size}")
+                   f"one of workers {', '.join(map(str, sorted(silent)))} of {size}")
             how, stack = _how_it_ended(silent, said, path)
             then = "; its Python stack then:" if stack else ""
             _write(f"### spmdlab: {who} ({host}, pid {pids}) {how}; the launcher ends the "
@@ -147,14 +149,31 @@ def _deaths_within(poller, fds, seconds):
 
 
 def _culprits(silent, path):
-    """The workers of ``silent`` to name. Where several ended at once (the watcher woke
-    after the launcher's clean-up began), one whose faulthandler report shows a fatal
-    signal crashed by itself: the clean-up sends SIGKILL or SIGTERM, which leave no such
-    report. Only the crashed are named then; else every one of ``silent``."""
+    """The workers of ``silent`` to name, the likeliest first. Where several ended at once
+    (the watcher woke after the launcher's clean-up began), one whose faulthandler report
+    shows a fatal signal crashed by itself: the clean-up sends SIGKILL or SIGTERM, which
+    leave no such report. Where the clean-up is known to send SIGKILL, which leaves no
+    report at all (MPICH's hydra: the workers set ``SPMDLAB_WATCHER_CLEANUP=SIGKILL``),
+    one with a report of SIGTERM was sent it from outside too (not so under Open MPI,
+    whose clean-up sends SIGTERM). Only those are named then; else every one of
+    ``silent``. The file written first leads: its report (none: SIGKILL) says how the
+    job ended (at 3 or 4 workers, worker 2's kill -TERM was named "one of workers 1, 2,
+    3 ... ended without a word", read from worker 1's empty file)."""
     if len(silent) < 2:
         return silent
-    crashed = [k for k in silent if "Fatal Python error: " in _report(path, k)]
-    return crashed or silent
+    reports = {k: _report(path, k) for k in silent}
+    crashed = [k for k in silent if "Fatal Python error: " in reports[k]]
+    if not crashed and os.environ.get("SPMDLAB_WATCHER_CLEANUP") == "SIGKILL":
+        crashed = [k for k in silent if reports[k]]
+    return sorted(crashed or silent, key=lambda k: _written(path, k))
+
+
+def _written(path, k):
+    """When worker ``k``'s faulthandler file was last written (ns; 0: unknown)."""
+    try:
+        return os.stat(f"{path}.{k}").st_mtime_ns
+    except OSError:
+        return 0
 
 
 def _report(path, k):

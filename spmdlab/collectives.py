@@ -533,7 +533,7 @@ def _gatherv(call, scope, send, sizes, destination):
         others = total - own if recv is not None else 0
         _count.collective(own if destination is not None else total - own, others,
                           _count.steps(scope.size))
-    _wait.wait(request, scope, call)
+    _wait.wait(request, scope, call, keep=(send, recv))
     return recv
 
 
@@ -664,7 +664,7 @@ def broadcast(call, source, x, name="source"):
         request = scope.comm.Ibcast(buf, root=source - 1)
     except Exception:
         _ending.end_committed(scope, call)
-    _wait.wait(request, scope, call)
+    _wait.wait(request, scope, call, keep=buf)
     return _pack.decode(buf)
 
 

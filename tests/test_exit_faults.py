@@ -6,6 +6,8 @@ The MPI tests run with ``mpiexec -n N python -m pytest --with-mpi`` (N = 1, 2, 3
 the job tests launch mpiexec themselves.
 """
 
+import re
+
 import numpy as np
 import pytest
 
@@ -244,4 +246,161 @@ else:
     assert job.returncode != 0, job.stderr
     assert "SpmdPeerError: spmd_cat (worker 1 of 2): worker 2 finished the program" in \
         job.stderr, job.stderr
+    assert job.seconds < 30
+
+
+@pytest.mark.mpi_skip
+@pytest.mark.parametrize("call", ["gather", "redistribute", "reshape"])
+def test_a_host_copy_that_fails_in_a_codistributed_exchange_ends_the_job(call):
+    # the copy of a local part to contiguous host memory (a strided part's, a device's)
+    # was made before the exchange's guard: a MemoryError there, caught by the program,
+    # left worker 2 going on to spmd_plus while the others waited in the exchange for ever
+    job = run_job(f"""
+import numpy as np
+import spmdlab.darray as da
+from spmdlab import spmd_index, spmd_plus
+from spmdlab.darray import _exchange
+D = da.distribute(np.arange(48.0).reshape(8, 6))
+if spmd_index() == 2:
+    class NoRoom:
+        def __getattr__(self, name):
+            return getattr(np, name)
+        def ascontiguousarray(self, *args, **kwargs):
+            raise MemoryError("simulated: no room for the host copy")
+    _exchange.np = NoRoom()
+try:
+    if {call!r} == "gather":
+        D.gather()
+    elif {call!r} == "redistribute":
+        D.redistribute(axis=1)
+    else:
+        D.reshape(6, 8)
+except MemoryError:
+    print("caught on worker", spmd_index(), flush=True)
+print("next", spmd_plus(1.0), flush=True)
+""", 3, timeout=40)
+    assert job.returncode != 0, job.stdout + job.stderr
+    assert "(worker 2 of 3) failed after every worker had agreed to it" in job.stderr, \
+        job.stderr
+    assert "MemoryError: simulated: no room for the host copy" in job.stderr, job.stderr
+    assert "next" not in job.stdout, job.stdout
+    assert job.seconds < 30
+
+
+@pytest.mark.mpi_skip
+def test_a_scan_along_the_split_axis_that_fails_on_one_worker_ends_the_job():
+    # np.cumsum along the split axis: the workers agree, then take turns (a broadcast
+    # each); a MemoryError in worker 2's own scan, caught by the program, left it going
+    # on to spmd_plus while the others waited in the turns' broadcast for ever
+    job = run_job("""
+import numpy as np
+import spmdlab.darray as da
+from spmdlab import spmd_index, spmd_plus
+from spmdlab.darray import _numpy
+D = da.distribute(np.arange(48.0).reshape(8, 6))
+if spmd_index() == 2:
+    class NoRoom:
+        def __getattr__(self, name):
+            return getattr(np, name)
+        def cumsum(self, *args, **kwargs):
+            raise MemoryError("simulated: no room for the scan")
+    _numpy.np = NoRoom()
+try:
+    np.cumsum(D, axis=0)
+except MemoryError:
+    print("caught on worker", spmd_index(), flush=True)
+print("next", spmd_plus(1.0), flush=True)
+""", 3, timeout=40)
+    assert job.returncode != 0, job.stdout + job.stderr
+    assert "numpy.cumsum (worker 2 of 3) failed after every worker had agreed to it" in \
+        job.stderr, job.stderr
+    assert "MemoryError: simulated: no room for the scan" in job.stderr, job.stderr
+    assert "next" not in job.stdout, job.stdout
+    assert job.seconds < 30
+
+
+@pytest.mark.mpi_skip
+def test_the_buffers_of_a_wait_interrupted_in_a_gather_are_kept():
+    # a Ctrl-C caught while a codistributed gather waited left its request active in MPI,
+    # which holds no reference to the result's buffer: freed with the call's frame, it
+    # took the others' blocks later ("malloc(): unsorted double linked list corrupted")
+    job = run_job("""
+import gc, weakref
+import numpy as np
+import spmdlab.darray as da
+from spmdlab import _wait, spmd_index, spmd_plus
+from spmdlab.darray import _exchange
+D = da.distribute(np.arange(48.0).reshape(8, 6))
+if spmd_index() == 2:
+    made = []
+    class Recording:
+        def __getattr__(self, name):
+            return getattr(np, name)
+        def empty(self, *args, **kwargs):
+            made.append(np.empty(*args, **kwargs))
+            _wait.wait_body = interrupted  # the next wait: the gather's data
+            return made[-1]
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt  # a Ctrl-C as the wait begins
+    _exchange.np = Recording()
+result = None
+try:
+    D.gather()
+except KeyboardInterrupt:
+    result = weakref.ref(made.pop())
+if result is not None:  # (the frames of the call are gone with the exception)
+    gc.collect()
+    print("the result's buffer is", "kept" if result() is not None else "freed", flush=True)
+spmd_plus(1.0)
+""", 2, timeout=40)
+    assert "the result's buffer is kept" in job.stdout, job.stdout + job.stderr
+    assert job.seconds < 30  # (the patched wait leaves the scope usable: no error here)
+
+
+@pytest.mark.mpi_skip
+def test_a_ctrl_c_caught_at_a_shared_memory_fence_does_not_hang():
+    # a Ctrl-C caught while worker 2 waited at the first fence of a shared-memory
+    # reduction: its request was not the agreement's, so the scope went on as usable;
+    # worker 1 waited at the second fence, which worker 2 never reached, and worker 2 in
+    # its next collective: a hang. Now that next collective raises SpmdPeerError.
+    job = run_job("""
+import time
+import numpy as np
+from spmdlab import _shm, _wait, spmd_index, spmd_plus
+x = np.ones(100_000)  # 800 kB: shared memory on one node
+spmd_plus(x)
+if spmd_index() == 1:
+    runs = _shm._runs
+    def late_runs(*args):
+        time.sleep(1)  # worker 2 waits at the first fence meanwhile
+        return runs(*args)
+    _shm._runs = late_runs
+else:
+    armed = []
+    class Fenced:
+        def __getattr__(self, name):
+            return getattr(_wait, name)
+        def wait(self, *args, **kwargs):
+            armed.append(True)
+            return _wait.wait(*args, **kwargs)
+    def interrupting(real):
+        def waiting(*args, **kwargs):
+            if armed:
+                armed.clear()
+                raise KeyboardInterrupt  # a Ctrl-C at the fence
+            return real(*args, **kwargs)
+        return waiting
+    _shm._wait = Fenced()
+    _wait.spin, _wait._wait_in_mpi = interrupting(_wait.spin), interrupting(_wait._wait_in_mpi)
+try:
+    spmd_plus(x)
+except KeyboardInterrupt:
+    print("worker 2 interrupted", flush=True)
+spmd_plus(1.0)
+""", 2, timeout=40, env={"SPMDLAB_TREE_ABOVE": "4"})
+    assert "worker 2 interrupted" in job.stdout, job.stdout + job.stderr
+    assert job.returncode != 0, job.stderr
+    assert re.search(r"SpmdPeerError: a collective at \S+:\d+ \(worker 2 of 2\): this "
+                     r"worker's wait in spmd_plus was interrupted \(KeyboardInterrupt\)",
+                     job.stderr), job.stderr
     assert job.seconds < 30

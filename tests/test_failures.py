@@ -6,11 +6,12 @@ message that names the failing worker, instead of hanging.
 
 import os
 import re
+import time
 
 import pytest
 
 import spmdlab
-from conftest import run_job
+from conftest import is_open_mpi, run_job
 
 pytestmark = pytest.mark.mpi_skip  # these tests launch mpiexec themselves
 
@@ -613,6 +614,79 @@ def test_a_watcher_that_wakes_late_names_the_worker_that_crashed(tmp_path):
                           capture_output=True, text=True, timeout=30)
     assert re.search(r"### spmdlab: one of workers 1, 2, 3 of 3 \(vm, pid [\d, ]+\) ended "
                      r"without a word", done.stderr), done.stderr
+
+
+@pytest.mark.parametrize("layout", ["2", "3", "4", "2x2"])
+def test_a_worker_sent_sigterm_by_kill_is_named_with_sigterm(layout):
+    # kill -TERM of one worker at 3 or 4 workers: MPICH's launcher SIGKILLs the others at
+    # once, the watcher woke after that and named "one of workers 1, 2, 3 ... ended
+    # without a word" (worker 1's empty report) although worker 2's report said SIGTERM
+    n = 2 if layout == "2" else 3 if layout == "3" else 4
+    job = run_job(PROLOGUE + WATCHED + """
+import os, subprocess
+spmd_plus(1.0)
+watched()
+spmd_barrier()
+def work():
+    if spmd_index() == 2:
+        time.sleep(0.3)
+        subprocess.run(["kill", "-TERM", str(os.getpid())])
+        time.sleep(10)
+    spmd_plus(1.0)
+work()
+print("never reached", flush=True)
+""", n, nodes=2 if layout == "2x2" else 1, timeout=40)
+    assert job.returncode != 0 and "never reached" not in job.stdout
+    named = re.search(rf"### spmdlab: worker 2 of {n} \(\S+, pid \d+\) ended by SIGTERM "
+                      rf"\(sent by kill", job.stderr)
+    if is_open_mpi() and not named:  # its clean-up sends SIGTERM: the group, if late
+        named = re.search(rf"### spmdlab: one of workers [\d, ]*\b2\b[\d, ]* of {n} "
+                          rf"\(\S+, pid [\d, ]+\) ended by SIGTERM", job.stderr)
+    assert named, job.stderr
+    assert re.search(r"line \d+ in work", job.stderr), job.stderr  # worker 2's stack
+    assert job.stderr.count("### spmdlab:") == 1, job.stderr
+    assert job.seconds < 20
+
+
+def test_a_watcher_that_wakes_late_names_the_worker_sent_sigterm(tmp_path):
+    # under MPICH's hydra the clean-up SIGKILLs the others (no report): a worker whose
+    # report shows SIGTERM was the first, and is named alone; where the clean-up may send
+    # SIGTERM itself (Open MPI), every one of them, with the earliest report's stack
+    import signal
+    import subprocess
+    import sys
+
+    children = [subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+                for _ in range(3)]
+    for child in children:  # ended and reaped before the watcher starts: all at once
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+    path = str(tmp_path / "bye")
+    stack = 'Current thread 0x1 (most recent call first):\n  File "job.py", line {} in work\n'
+    for k in (1, 3):
+        open(f"{path}.{k}", "w").close()  # SIGKILLed: the empty file of the start
+    with open(f"{path}.2", "w") as f:
+        f.write(stack.format(7))
+    watcher = os.path.join(os.path.dirname(spmdlab.__file__), "_watchdog.py")
+    pids = [f"{k}:{child.pid}" for k, child in enumerate(children, 1)]
+    env = dict(os.environ, SPMDLAB_WATCHER_CLEANUP="SIGKILL")
+    done = subprocess.run([sys.executable, watcher, "vm", "3", path] + pids, env=env,
+                          capture_output=True, text=True, timeout=30)
+    assert re.search(rf"### spmdlab: worker 2 of 3 \(vm, pid {children[1].pid}\) ended by "
+                     rf"SIGTERM \(sent by kill", done.stderr), done.stderr
+    assert "line 7 in work" in done.stderr and done.stderr.count("### spmdlab:") == 1
+    # a clean-up that may send SIGTERM: the group, worker 3's earlier report shown (the
+    # watcher has removed the files)
+    for k, line in ((3, 5), (1, 9), (2, 7)):
+        with open(f"{path}.{k}", "w") as f:
+            f.write(stack.format(line))
+        time.sleep(0.05)
+    env.pop("SPMDLAB_WATCHER_CLEANUP")
+    done = subprocess.run([sys.executable, watcher, "vm", "3", path] + pids, env=env,
+                          capture_output=True, text=True, timeout=30)
+    assert re.search(r"### spmdlab: one of workers 1, 2, 3 of 3 \(vm, pid [\d, ]+\) ended "
+                     r"by SIGTERM", done.stderr), done.stderr
+    assert "line 5 in work" in done.stderr, done.stderr
 
 
 @pytest.mark.parametrize("nodes", [1, 2])

@@ -506,6 +506,34 @@ def test_os_exit_on_one_worker_names_that_worker():
                              "parpool(3)") == 2, proc.stdout
 
 
+@pytest.mark.parametrize("layout", ["2", "4", "2x2"])
+def test_a_worker_ended_by_sigterm_is_named_with_the_signal(layout):
+    # the pool's error said "worker k of n ended (killed, or the launcher ended the job)"
+    # for the first connection to close, although the host's watcher had named the
+    # worker and the signal on the line above
+    env, n = layout_env(layout)
+    proc = run_client(f"""
+        import os, signal, time
+        import spmdlab
+        from spmdlab import SpmdError, spmd_barrier, spmd_index
+        pool = spmdlab.start_pool({n})
+        def work():
+            if spmd_index() == 2:
+                time.sleep(0.5)
+                os.kill(os.getpid(), signal.SIGTERM)
+            spmd_barrier()
+        try:
+            pool.spmd(work)
+        except SpmdError as exc:
+            print("ENDED", exc)
+        assert pool.closed
+    """, env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert f"ENDED worker 2 of {n} ended by SIGTERM (sent by kill, by a batch system at " \
+        f"its time limit, or by a launcher): the pool has ended; start a new one with " \
+        f"parpool({n})" in proc.stdout, proc.stdout + proc.stderr
+
+
 def test_spmd_n_takes_a_composite_of_an_earlier_spmd_n():
     client_side()
     # MATLAB's spmd(1), x = f(); end; spmd(1), y = g(x); end: the workers that skip the

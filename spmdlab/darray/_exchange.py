@@ -65,9 +65,9 @@ def exchange(scope, call, local, shape, src, dst, family=None):
     packed first; received in place when each is contiguous in the result, else put
     there with one strided copy each."""
     family = LOCAL[family or local_family(local)]
-    host = np.ascontiguousarray(family.host(local))
     me = scope.rank
-    try:
+    try:  # (the host copy too: a device's, or a strided part's, may fail to allocate)
+        host = np.ascontiguousarray(family.host(local))
         plan = _plan(host.dtype.itemsize, src, dst, me)
         out = np.empty(plan.out_shape, dtype=host.dtype)
         if scope.size == 1 or host.dtype.itemsize == 0:
@@ -83,7 +83,7 @@ def exchange(scope, call, local, shape, src, dst, family=None):
         plan.copy_own(host, out)
     except Exception:
         _ending.end_committed(scope, call)
-    _wait.wait(request, scope, call)
+    _wait.wait(request, scope, call, keep=(host, send, recv, out))
     if not plan.recv_in_place:
         try:
             plan.unpack(recv, out)
@@ -208,9 +208,9 @@ def gather(scope, call, local, shape, axis, partition, destination=None, family=
     in ``local``'s family (``family``: its name, when the caller knows it): one
     Allgatherv (Gatherv) straight into the result's layout."""
     family = LOCAL[family or local_family(local)]
-    host = np.ascontiguousarray(family.host(local))
     wanted = destination is None or destination == scope.index
-    try:
+    try:  # (the host copy too: a device's, or a strided part's, may fail to allocate)
+        host = np.ascontiguousarray(family.host(local))
         out = np.empty(shape, dtype=host.dtype) if wanted else None
         if scope.size == 1:
             out[...] = host
@@ -220,7 +220,7 @@ def gather(scope, call, local, shape, axis, partition, destination=None, family=
     except Exception:
         _ending.end_committed(scope, call)
     if request is not None:
-        _wait.wait(request, scope, call)
+        _wait.wait(request, scope, call, keep=(host, out))
     return family.like(out, local) if wanted else None
 
 
@@ -308,9 +308,9 @@ def reshape(scope, call, local, src, dst, family=None):
     so the elements a worker sends another leave in that order and land, in that
     order, in the places of the receiver's block that come from the sender."""
     family = LOCAL[family or local_family(local)]
-    host = np.ascontiguousarray(family.host(local)).reshape(-1)
     me = scope.rank
-    try:
+    try:  # (the host copy too: a device's, or a strided part's, may fail to allocate)
+        host = np.ascontiguousarray(family.host(local)).reshape(-1)
         # (a plan holds two int64 indices per local element: kept for small parts only)
         plan = _reshape_plan(src, dst, me) if host.size <= _KEPT_PLAN_ELEMENTS else \
             _ReshapePlan(src, dst, me)
@@ -333,7 +333,7 @@ def reshape(scope, call, local, src, dst, family=None):
     except Exception:
         _ending.end_committed(scope, call)
     if request is not None:
-        _wait.wait(request, scope, call)
+        _wait.wait(request, scope, call, keep=(values, got))
     try:
         out[plan.recv_order] = got
     except Exception:

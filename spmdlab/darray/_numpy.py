@@ -18,7 +18,7 @@ from typing import Any, Callable, Dict
 
 import numpy as np
 
-from .. import _reduce, _wait
+from .. import _ending, _reduce, _wait
 from .._mpi import MPI
 from .._backends import BF16_HOST, LOCAL, _torch_dtype, classify
 from .._ops import LAND, LOR, MAX, MIN, PROD, SUM
@@ -915,9 +915,15 @@ def scan(call, name, a, axis=None, dtype=None, out=None):
             agree(scope, call, a._key(call, name, str(dtype)),
                   describe=lambda: a._describe(call, axis=axis))
             local = a.local  # (converted to the scan's dtype first: dtype= rounds them)
-            if family.dtype(local) != family.dtype(probe):
-                local = family.astype(local, probe.dtype)
-            local = family.like(_chained(call, scope, a, local, name, axis, carry), a.local)
+            try:  # agreed: a local failure (an allocation) would leave the others waiting
+                if family.dtype(local) != family.dtype(probe):
+                    local = family.astype(local, probe.dtype)
+                chain = _chained(call, scope, a, local, name, axis, carry)
+            except _wait.AGREED_ERRORS:
+                raise
+            except Exception:
+                _ending.end_committed(scope, call)
+            local = family.like(chain, a.local)
             if family.dtype(local) != family.dtype(probe):  # (rounded as the scan rounds)
                 local = family.scan_rounded(local, probe.dtype)
             return a._new(local, a.codistributor)
@@ -979,7 +985,7 @@ def _chained(call, scope, a, local, name, axis, carry):
         if k == turns[-1]:
             break
         _wait.wait(scope.comm.Ibcast([buf.reshape(-1).view(np.uint8), MPI.BYTE], root=k),
-                   scope, call)
+                   scope, call, keep=buf)
         if k < scope.rank:
             running = buf.copy()
     return chain

@@ -20,6 +20,7 @@ import itertools
 import operator
 import os
 import queue as queues_
+import re
 import signal
 import socket
 import subprocess
@@ -524,6 +525,11 @@ class Pool:
             raise SpmdError(f"worker {index} of {self.size} called os._exit({status}), "
                             f"which ends every worker: the pool has ended; start a new "
                             f"one with parpool({self.size})")
+        named = _watcher_words(self._launcher_lines)
+        if named is not None:  # the host's watcher named the worker and how it ended
+            index, how = named
+            raise SpmdError(f"worker {index} of {self.size} {how}: the pool has ended; "
+                            f"start a new one with parpool({self.size})")
         raise SpmdError(f"worker {index} of {self.size} ended (killed, or the launcher "
                         f"ended the job): the pool has ended; start a new one with "
                         f"parpool({self.size})")
@@ -938,6 +944,18 @@ class Pool:
                                  f"on some workers only; make it again on every worker")
         axis = parts[1][1]
         return np.concatenate([parts[k][0] for k in range(1, self.size + 1)], axis=axis)
+
+
+def _watcher_words(lines):
+    """``(k, how)`` from the host watcher's line among the launcher's ``lines`` ("###
+    spmdlab: worker 2 of 3 (host, pid 7) ended by SIGTERM (...); the launcher ends the
+    job"): which worker ended and how; None where no watcher named one worker."""
+    for line in list(lines):
+        match = re.match(r"### spmdlab: worker (\d+) of \d+ \([^()]*\) (.+?); the "
+                         r"launcher ends the job", line)
+        if match:
+            return int(match.group(1)), match.group(2)
+    return None
 
 
 def _other_pool(pool):
