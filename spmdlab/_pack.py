@@ -692,7 +692,7 @@ def apart(buf):
 def begin_whole(full, head, start):
     """Write the first message ``head`` (its first ``start`` bytes, see ``apart``) into
     the buffer ``full`` of the whole message as its header, flagged whole."""
-    full[:start] = np.frombuffer(head, dtype=np.uint8, count=start)
+    memoryview(full)[:start] = memoryview(head)[:start]  # (0.2 us; np.frombuffer's 0.6)
     if start:
         full[1] = head[1] & ~_APART
 

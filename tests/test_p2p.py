@@ -358,6 +358,36 @@ def test_large_arrays_and_tensors_keep_family_dtype_and_shape(backend):
     spmd_barrier()
 
 
+def test_arrays_of_32_to_64_kib_arrive_as_sent_with_every_worker_sending_first(backend):
+    """Arrays of 32 KiB up to an inbox's 64 KiB, sent by every worker before any receives
+    (so no send may wait for its receiver: MPI sends these by rendezvous; sent from the
+    array's own memory, each send waited for the other's receive, a deadlock, tried and
+    dropped 2026-11-28): each arrives as sent, in its family, unchanged by writes after
+    the send, with tags out of order, in a ring, and to a receive from any worker."""
+    k, n = spmd_index(), spmd_size()
+    for count in (4096, 6000, 8192):  # float64: 32 KiB, 47 KiB, 64 KiB
+        x = backend.make(np.arange(count, dtype=np.float64) + k)
+        spmd_send(x, right(), tag=31)
+        x[...] = -1  # spmd_send has returned: the message must not see this
+        spmd_send(backend.make(np.full(count, float(k))), right(), tag=32)
+        later = spmd_receive(left(), tag=32)  # the later one first
+        got = spmd_receive(left(), tag=31)
+        same_family(got, x)
+        assert np.array_equal(backend.read(got), np.arange(count, dtype=np.float64) + left())
+        assert (backend.read(later) == left()).all()
+        ring = spmd_send_receive(right(), left(), backend.make(np.full(count, float(k))),
+                                 tag=33)
+        assert (backend.read(ring) == left()).all()
+        if n > 1:  # every other worker sends to worker 1, which receives from any
+            if k != 1:
+                spmd_send(backend.make(np.full(count, float(k))), 1, tag=34)
+            else:
+                seen = sorted(int(backend.read(spmd_receive(tag=34))[0])
+                              for _ in range(n - 1))
+                assert seen == list(range(2, n + 1))
+    spmd_barrier()
+
+
 # -- a receive lands in a buffer of a fixed size (its inbox): a message larger than that
 # travels as a head that says so, then itself; a message that comes as a receive gives
 # up is kept for the next one
