@@ -126,22 +126,33 @@ def _exchange(scope, call, comm, acc, other, peer, received=None, records=1):
     receive = comm.Irecv(other, peer, _TAG)
     send = comm.Isend(acc, peer, _TAG)
     needed = [scope.world_ranks[peer]]  # a step waits on its partner alone
-    _wait.wait_body(receive, scope, call, needed)
-    _wait.wait_body(send, scope, call, needed)
+    _step(receive, scope, call, needed, other)
+    _step(send, scope, call, needed, acc)
     if _count.ON:
         _count.add(sent_bytes=len(acc),
                    received_bytes=len(acc) if received is None else received,
                    sent_messages=1, received_messages=1, records_examined=records)
 
 
+def _step(request, scope, call, needed, buf):
+    """Wait for a step's ``request``; if the wait is left before it completes (a caught
+    Ctrl-C, a timeout), its buffer is kept alive with it (``_wait.LEFT_ACTIVE``): MPI may
+    still write into it or read from it."""
+    try:
+        _wait.wait_body(request, scope, call, needed)
+    except BaseException:
+        _wait.LEFT_ACTIVE.append((request, buf))
+        raise
+
+
 def _send(scope, call, comm, buf, peer):
-    _wait.wait_body(comm.Isend(buf, peer, _TAG), scope, call, [scope.world_ranks[peer]])
+    _step(comm.Isend(buf, peer, _TAG), scope, call, [scope.world_ranks[peer]], buf)
     if _count.ON:
         _count.add(sent_bytes=len(buf), sent_messages=1)
 
 
 def _recv(scope, call, comm, buf, peer, size):
-    _wait.wait_body(comm.Irecv(buf, peer, _TAG), scope, call, [scope.world_ranks[peer]])
+    _step(comm.Irecv(buf, peer, _TAG), scope, call, [scope.world_ranks[peer]], buf)
     if _count.ON:  # as many bytes as this worker's record (a matching call's)
         _count.add(received_bytes=size, received_messages=1, records_examined=1)
 

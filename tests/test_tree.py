@@ -196,3 +196,28 @@ print("OK", k)
     assert job.returncode == 0, job.stderr
     assert "RuntimeWarning" not in job.stderr, job.stderr
     assert job.stdout.count("OK") == n, job.stdout
+
+
+def test_a_step_left_before_it_completes_keeps_its_buffer(monkeypatch):
+    # a Ctrl-C caught in a step of the tree left its receive active in MPI, which holds
+    # no reference to the buffer: freed with the call's frame, it would take the
+    # partner's bytes later (as a gather's did, tester N); it is kept with the request
+    from mpi4py import MPI
+
+    from spmdlab import _tree, _wait, _world
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(_wait, "wait_body", interrupted)
+    monkeypatch.setattr(_wait, "LEFT_ACTIVE", [])
+    buf = np.zeros(16, dtype=np.uint8)
+    comm = MPI.COMM_SELF.Dup()
+    scope = _world.current()
+    with pytest.raises(KeyboardInterrupt):
+        _tree._recv(scope, "spmd_plus", comm, buf, 0, 16)
+    [(request, kept)] = _wait.LEFT_ACTIVE
+    assert kept is buf and not request.Test()
+    request.Cancel()
+    request.Wait()
+    comm.Free()
