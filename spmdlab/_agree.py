@@ -270,10 +270,14 @@ class Exchange:
         self.calls += 1
         self.last = call
         request = self.request
-        request.Start()
-        test = request.Test
-        if not (test() or test() or test() or test()):  # (as _reduce.reduce_scalar's)
-            _wait.wait(request, scope, call)
+        try:
+            request.Start()
+            test = request.Test
+            if not (test() or test() or test() or test()):  # (as _reduce.reduce_scalar's)
+                _wait.wait(request, scope, call)
+        except BaseException as exc:  # (a Ctrl-C before the wait: as one in it)
+            _wait.interrupted_fast(request, scope, call, exc)
+            raise
 
     def plain(self, scope, call, key, exact, nbytes, flags, describe, same_flags=True):
         """``agree`` written out for a fast path whose payload is already in ``send``
@@ -596,12 +600,12 @@ def _gathered(scope, call, value):
     data = pickle.dumps(value)
     sizes = np.zeros(scope.comm.Get_size(), dtype=np.int64)
     own = np.array([len(data)], dtype=np.int64)
-    _wait.wait_body(scope.comm.Iallgather(own, sizes), scope, call)
+    _wait.wait_body(scope.comm.Iallgather(own, sizes), scope, call, keep=(own, sizes))
     offsets = np.zeros_like(sizes)
     np.cumsum(sizes[:-1], out=offsets[1:])
     buf = bytearray(int(sizes.sum()))
     _wait.wait_body(scope.comm.Iallgatherv(data, [buf, sizes, offsets, MPI.BYTE]), scope,
-                    call)
+                    call, keep=(data, buf, sizes, offsets))
     return [pickle.loads(buf[o:o + n]) for o, n in zip(offsets, sizes)]
 
 

@@ -799,6 +799,11 @@ class Scratch:
     def __init__(self):
         self._bufs = {}
 
+    def clear(self):
+        """Let go of every buffer (a request left active may still use one: the next
+        call gets new ones)."""
+        self._bufs = {}
+
     def empty(self, dtype, count, use=0):
         """A buffer for ``count`` items of ``dtype``; ``use`` keeps apart buffers that
         one call needs at the same time."""

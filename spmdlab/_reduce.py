@@ -499,11 +499,15 @@ def reduce_scalar(scope, call, x, op, fast):
                         x if cast is None else cast(x))
         ex.calls += 1
         ex.last = call
-        request.Start()
-        test = request.Test  # the others' records come within a few looks, mostly:
-        # looked for here, the wait's two calls are saved (0.1-0.2 us of 2.2 at 1x2)
-        if not (test() or test() or test() or test()):
-            _wait.wait(request, scope, call)
+        try:
+            request.Start()
+            test = request.Test  # the others' records come within a few looks, mostly:
+            # looked for here, the wait's two calls are saved (0.1-0.2 us of 2.2 at 1x2)
+            if not (test() or test() or test() or test()):
+                _wait.wait(request, scope, call)
+        except BaseException as exc:  # (a Ctrl-C before the wait: as one in it)
+            _wait.interrupted_fast(request, scope, call, exc)
+            raise
     unpack, view, pyfold = whole.unpack_from, ex.view, op.pyfold
     key_, _, _, flags_, _, acc = unpack(view, 0)
     if key_ != k or flags_ != flags:  # (key and flags fix the rest of a fast header)
@@ -656,10 +660,14 @@ def reduce_array(scope, call, x, op, entry, shown=None, layout=None):
         send[HEADER:HEADER + nbytes] = x.tobytes()  # C order, whatever the strides
         ex.calls += 1
         ex.last = call
-        request.Start()
-        test = request.Test
-        if not (test() or test() or test() or test()):  # (as reduce_scalar's)
-            _wait.wait(request, scope, call)
+        try:
+            request.Start()
+            test = request.Test
+            if not (test() or test() or test() or test()):  # (as reduce_scalar's)
+                _wait.wait(request, scope, call)
+        except BaseException as exc:  # (a Ctrl-C before the wait: as one in it)
+            _wait.interrupted_fast(request, scope, call, exc)
+            raise
         words = ex.words
         for i in ex.key_words:
             if words[i] != k or words[i + 3] != FLAG_INLINE:

@@ -126,33 +126,26 @@ def _exchange(scope, call, comm, acc, other, peer, received=None, records=1):
     receive = comm.Irecv(other, peer, _TAG)
     send = comm.Isend(acc, peer, _TAG)
     needed = [scope.world_ranks[peer]]  # a step waits on its partner alone
-    _step(receive, scope, call, needed, other)
-    _step(send, scope, call, needed, acc)
+    try:
+        _wait.wait_body(receive, scope, call, needed)
+    except BaseException:  # (the send, too, may still read its buffer: kept with it)
+        _wait.left(send)
+        raise
+    _wait.wait_body(send, scope, call, needed)
     if _count.ON:
         _count.add(sent_bytes=len(acc),
                    received_bytes=len(acc) if received is None else received,
                    sent_messages=1, received_messages=1, records_examined=records)
 
 
-def _step(request, scope, call, needed, buf):
-    """Wait for a step's ``request``; if the wait is left before it completes (a caught
-    Ctrl-C, a timeout), its buffer is kept alive with it (``_wait.LEFT_ACTIVE``): MPI may
-    still write into it or read from it."""
-    try:
-        _wait.wait_body(request, scope, call, needed)
-    except BaseException:
-        _wait.LEFT_ACTIVE.append((request, buf))
-        raise
-
-
 def _send(scope, call, comm, buf, peer):
-    _step(comm.Isend(buf, peer, _TAG), scope, call, [scope.world_ranks[peer]], buf)
+    _wait.wait_body(comm.Isend(buf, peer, _TAG), scope, call, [scope.world_ranks[peer]])
     if _count.ON:
         _count.add(sent_bytes=len(buf), sent_messages=1)
 
 
 def _recv(scope, call, comm, buf, peer, size):
-    _step(comm.Irecv(buf, peer, _TAG), scope, call, [scope.world_ranks[peer]], buf)
+    _wait.wait_body(comm.Irecv(buf, peer, _TAG), scope, call, [scope.world_ranks[peer]])
     if _count.ON:  # as many bytes as this worker's record (a matching call's)
         _count.add(received_bytes=size, received_messages=1, records_examined=1)
 
@@ -284,7 +277,7 @@ class TreeExchange:
             heads = np.empty(self.size * 5, dtype=np.int64)
             request = self.comm.Iallgather([memoryview(self.send)[:HEADER], MPI.BYTE],
                                            [heads, MPI.BYTE])
-            _wait.wait_body(request, _world.current(), self.last)
+            _wait.wait_body(request, _world.current(), self.last, keep=heads)
             if _count.ON:
                 _count.collective(HEADER * (self.size - 1), HEADER * (self.size - 1),
                                   _count.steps(self.size))

@@ -37,50 +37,72 @@ _EXIT_GRACE = 2.0
 
 
 # Requests whose wait was left before they completed (a caught Ctrl-C, SPMDLAB_TIMEOUT,
-# a worker that left), with the buffers MPI may still write into or read from: an mpi4py
-# request holds no reference to its buffers, and a receive buffer freed with the caller's
-# frame took the others' data later (a Ctrl-C caught in a gather: "malloc(): unsorted
-# double linked list corrupted", SIGABRT). Kept for the rest of the process.
+# a worker that left), each with the buffers MPI may still write into or read from, as
+# (request, buffers): a request dropped with the caller's frame is freed while MPI may
+# still use them, and a collective's request does not hold its buffers (a Ctrl-C caught
+# in a gather: "malloc(): unsorted double linked list corrupted", SIGABRT). Kept until
+# they complete (looked at whenever one is added).
 LEFT_ACTIVE: list = []
+
+
+def left(request, keep=None):
+    """Keep ``request``, whose wait is being left before it completed, with ``keep`` (its
+    buffers: a point-to-point request holds its own, a collective's does not); the
+    send-side scratch buffers are let go (one may be this request's: the next call
+    must not write into it)."""
+    from . import _pack
+
+    kept = []
+    for entry in LEFT_ACTIVE:
+        try:
+            if not entry[0].Test():
+                kept.append(entry)
+        except Exception:  # (its communicator's trouble: keep it as it is)
+            kept.append(entry)
+    kept.append((request, keep))
+    LEFT_ACTIVE[:] = kept
+    _pack.scratch.clear()
 
 
 def wait(request, scope, call, keep=None):
     """Wait for ``request`` of a collective over ``scope``; raise if it can never complete.
-    ``keep``: the buffers of the request, kept alive (``LEFT_ACTIVE``) if the wait is left
-    before it completes."""
-    try:
-        if PROFILE is not None:
-            start = time.perf_counter()
-            wait_body(request, scope, call)
-            PROFILE.data(time.perf_counter() - start)
-            return
-        wait_body(request, scope, call)
-    except BaseException:
-        if keep is not None:
-            LEFT_ACTIVE.append((request, keep))
-        raise
+    ``keep``: its buffers, kept with it if the wait is left before it completes."""
+    if PROFILE is not None:
+        start = time.perf_counter()
+        wait_body(request, scope, call, keep=keep)
+        PROFILE.data(time.perf_counter() - start)
+        return
+    wait_body(request, scope, call, keep=keep)
 
 
-def wait_body(request, scope, call, needed=None, collective=True):
+def interrupted_fast(request, scope, call, exc):
+    """A fast path's own test of a persistent collective ``request`` it started, left by
+    ``exc`` (a Ctrl-C between the start and the wait): as a wait left so (the wait
+    itself has seen to it already when it raised)."""
+    if not LEFT_ACTIVE or LEFT_ACTIVE[-1][0] is not request:
+        interrupted_wait(request, scope, call, exc, True)
+
+
+def wait_body(request, scope, call, needed=None, collective=True, keep=None):
     """``wait`` itself (the agreement step calls it: its wait is not data). ``needed``:
     the world ranks whose exit would leave the request incomplete (default: the rest of
     the scope; a step of the tree needs its partner alone: a worker that left elsewhere
     is named by the worker whose partner it was, whose error ends the job). Whatever it
     needs, a wait watches its request and the exit notices of its neighbours in
     ``_world``'s tree, three at most. ``collective``: False for point-to-point data on
-    its way (not a collective, for the deadlock check)."""
+    its way (not a collective, for the deadlock check). ``keep``: as ``wait``'s."""
     test = request.Test
-    for _ in range(16):  # most collectives finish within a few microseconds
-        if test():
-            return
-    if needed is None:
-        needed = scope.others
-    if _count.ON:
-        _count.waited()
-    # A wait inside MPI holds MPI's lock, and comes back to Python seldom: beside the
-    # queues' receiver thread, which needs both to hand an item over, poll from Python
-    kind = _stall.COLLECTIVE if collective else None
     try:
+        for _ in range(16):  # most collectives finish within a few microseconds
+            if test():
+                return
+        if needed is None:
+            needed = scope.others
+        if _count.ON:
+            _count.waited()
+        # A wait inside MPI holds MPI's lock, and comes back to Python seldom: beside the
+        # queues' receiver thread, which needs both to hand an item over, poll from Python
+        kind = _stall.COLLECTIVE if collective else None
         if _env.TIMEOUT is not None or _world.OVERSUBSCRIBED or interrupted is not None \
                 or _world.LISTENER is not None:
             spin(test, scope, call, needed, collective=True, kind=kind)
@@ -90,26 +112,33 @@ def wait_body(request, scope, call, needed=None, collective=True):
             _wait_in_mpi(request, scope, call, needed)
         finally:
             _stall.waiting_in = None
-    except SpmdPeerError as exc:  # (its request stays active: no later one can start)
-        if collective:
-            scope.lost(exc)
+    except BaseException as exc:
+        interrupted_wait(request, scope, call, exc, collective, keep)
         raise
-    except (KeyboardInterrupt, SpmdTimeoutError) as exc:
-        # a program that catches the Ctrl-C or the timeout and goes on: the request stays
-        # active (a persistent one, the agreement's: MPI's bare "persistent request ...
-        # already active" came from the next collective to start it; after a timeout,
-        # any: it waits for the worker that did not come), and the others wait for the
-        # steps of the call that this worker never takes (a step of the tree's, a
-        # shared-memory fence: a Ctrl-C caught there hung the job, the others waiting
-        # in the call, this worker in its next), so no later collective can complete
-        # (a pool's stopped block is its refresh's business)
+
+
+def interrupted_wait(request, scope, call, exc, collective, keep=None):
+    """A wait for ``request`` left by ``exc`` before it completed: the request is kept
+    (``left``), and a collective's scope is lost where no later collective can
+    complete. After a worker that left (SpmdPeerError) the request stays active. A
+    program that catches a Ctrl-C or a timeout and goes on: the request stays active (a
+    persistent one, the agreement's: MPI's bare "persistent request ... already active"
+    came from the next collective to start it; after a timeout, any: it waits for the
+    worker that did not come), and the others wait for the steps of the call that this
+    worker never takes (a step of the tree's, a shared-memory fence: a Ctrl-C caught
+    there hung the job, the others waiting in the call, this worker in its next). A
+    pool's stopped block is its refresh's business."""
+    left(request, keep)
+    if not collective:
+        return
+    if isinstance(exc, SpmdPeerError):
+        scope.lost(exc)
+    elif isinstance(exc, (KeyboardInterrupt, SpmdTimeoutError)) and interrupted is None:
         timeout = isinstance(exc, SpmdTimeoutError)
-        if collective and interrupted is None:
-            scope.lost(SpmdPeerError(
-                f"{call} ({scope.who()}): this worker's wait in {call} was interrupted "
-                f"({type(exc).__name__}{' after SPMDLAB_TIMEOUT' if timeout else ''}) "
-                f"before the call completed, so this call can never complete"))
-        raise
+        scope.lost(SpmdPeerError(
+            f"{call} ({scope.who()}): this worker's wait in {call} was interrupted "
+            f"({type(exc).__name__}{' after SPMDLAB_TIMEOUT' if timeout else ''}) "
+            f"before the call completed, so this call can never complete"))
 
 
 def _wait_in_mpi(request, scope, call, needed):

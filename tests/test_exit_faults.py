@@ -340,8 +340,10 @@ if spmd_index() == 2:
             made.append(np.empty(*args, **kwargs))
             _wait.wait_body = interrupted  # the next wait: the gather's data
             return made[-1]
-    def interrupted(*args, **kwargs):
-        raise KeyboardInterrupt  # a Ctrl-C as the wait begins
+    def interrupted(request, scope, call, *args, keep=None, **kwargs):
+        exc = KeyboardInterrupt()  # a Ctrl-C as the wait begins, as the wait takes it
+        _wait.interrupted_wait(request, scope, call, exc, True, keep)
+        raise exc
     _exchange.np = Recording()
 result = None
 try:
@@ -351,10 +353,15 @@ except KeyboardInterrupt:
 if result is not None:  # (the frames of the call are gone with the exception)
     gc.collect()
     print("the result's buffer is", "kept" if result() is not None else "freed", flush=True)
-spmd_plus(1.0)
+    try:
+        spmd_plus(1.0)
+    except Exception as exc:
+        print(type(exc).__name__, str(exc).split(":")[0], flush=True)
 """, 2, timeout=40)
     assert "the result's buffer is kept" in job.stdout, job.stdout + job.stderr
-    assert job.seconds < 30  # (the patched wait leaves the scope usable: no error here)
+    # the interrupted wait lost the workers' collectives: the next one says so at once
+    assert "SpmdPeerError a collective at" in job.stdout, job.stdout + job.stderr
+    assert job.seconds < 30
 
 
 @pytest.mark.mpi_skip

@@ -198,26 +198,46 @@ print("OK", k)
     assert job.stdout.count("OK") == n, job.stdout
 
 
-def test_a_step_left_before_it_completes_keeps_its_buffer(monkeypatch):
-    # a Ctrl-C caught in a step of the tree left its receive active in MPI, which holds
-    # no reference to the buffer: freed with the call's frame, it would take the
-    # partner's bytes later (as a gather's did, tester N); it is kept with the request
+def test_a_step_left_before_it_completes_keeps_its_requests(monkeypatch):
+    # a Ctrl-C caught in a step of the tree dropped its requests, still active in MPI, and
+    # their buffers with them (the receive's, and the send's, whose wait never began): the
+    # partner's bytes would land in freed memory (as a gather's did, tester N); both are
+    # kept until they complete, and the workers' collectives are lost
+    import types
+
     from mpi4py import MPI
 
-    from spmdlab import _tree, _wait, _world
+    from spmdlab import _tree, _wait
 
-    def interrupted(*args, **kwargs):
-        raise KeyboardInterrupt
+    def interrupted(request, scope, call, *args, **kwargs):
+        exc = KeyboardInterrupt()  # a Ctrl-C as the wait begins, as the wait takes it
+        _wait.interrupted_wait(request, scope, call, exc, True)
+        raise exc
 
     monkeypatch.setattr(_wait, "wait_body", interrupted)
     monkeypatch.setattr(_wait, "LEFT_ACTIVE", [])
-    buf = np.zeros(16, dtype=np.uint8)
+    lost = []
+    scope = types.SimpleNamespace(world_ranks=[0, 1], others=[1], lost=lost.append,
+                                  who=lambda: "worker 1 of 2")
     comm = MPI.COMM_SELF.Dup()
-    scope = _world.current()
+
+    class Unmatched:  # a step whose partner has not come yet: neither request completes
+        def Irecv(self, buf, peer, tag):
+            return comm.Irecv(buf, 0, 101)
+
+        def Isend(self, buf, peer, tag):
+            return comm.Issend(buf, 0, 102)
+
+    acc, other = np.ones(16, dtype=np.uint8), np.zeros(16, dtype=np.uint8)
     with pytest.raises(KeyboardInterrupt):
-        _tree._recv(scope, "spmd_plus", comm, buf, 0, 16)
-    [(request, kept)] = _wait.LEFT_ACTIVE
-    assert kept is buf and not request.Test()
-    request.Cancel()
-    request.Wait()
+        _tree._exchange(scope, "spmd_plus", Unmatched(), acc, other, 0)
+    assert lost and "was interrupted (KeyboardInterrupt)" in str(lost[0])
+    (receive, _), (send, _) = _wait.LEFT_ACTIVE  # both kept (each holds its buffer)
+    assert not receive.Test() and not send.Test()
+    late = np.zeros(16, dtype=np.uint8)
+    comm.Send(np.full(16, 7, dtype=np.uint8), 0, 101)  # the partner comes after all
+    comm.Recv(late, 0, 102)
+    receive.Wait()
+    send.Wait()
+    assert (other == 7).all() and (late == 1).all()
     comm.Free()
