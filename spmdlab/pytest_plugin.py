@@ -108,7 +108,7 @@ def pytest_runtest_makereport(item, call):
     if world is None:
         return
     if world.SIZE == 1:
-        if call.when == "call":
+        if call.when == "teardown":  # (a fixture's teardown may receive what it sent)
             _left_alone(report)
         return
     from spmdlab import _env
@@ -120,6 +120,8 @@ def pytest_runtest_makereport(item, call):
                  report)
     elif call.when == "call" or call.when == "setup" and report.skipped:
         ENDED_ITEMS[report.nodeid] = item
+    elif call.when == "teardown":
+        TORN_DOWN[report.nodeid] = item
 
 
 def _with_output(report):
@@ -157,11 +159,17 @@ def _left_text(left):
 
 
 ENDED_ITEMS: dict = {}  # the tests whose report ends them (their call, or a skip), by id
+TORN_DOWN: dict = {}  # the tests whose fixtures are torn down, by id
 
 
 @pytest.hookimpl(trylast=True)
 def pytest_runtest_logreport(report):
     # after pytest has shown the report (a worker waiting here has its "." on screen)
+    if report.when == "teardown":
+        item = TORN_DOWN.pop(report.nodeid, None)
+        if item is not None:
+            _look_for_unreceived(item, report)
+        return
     item = ENDED_ITEMS.pop(report.nodeid, None)
     if item is not None:
         _end_together(item, report)
@@ -187,17 +195,10 @@ def _end_together(item, report):
     # made from the test's own line, which a mismatch names as this worker's call site
     line = (item.location[1] or 0) + 1
     at_test = compile("\n" * (line - 1) + "end()", str(item.path), "eval")
-    left = []
 
     def end():
         agree(_world.current(), "pytest", digest(("pytest", name)),
               describe=lambda: f"the end of test {name} ({how} there)")
-        # every worker has ended the test, so its messages are sent: those still here
-        # would be taken by a later test's receives; looked for before any worker can
-        # start the next test and send that test's own
-        left.extend(_unreceived())
-        agree(_world.current(), "pytest", digest(("pytest", name, "unreceived")),
-              describe=lambda: f"the end of test {name} (its messages looked for)")
 
     try:
         eval(at_test, {"end": end})
@@ -205,9 +206,37 @@ def _end_together(item, report):
         text = f"{type(exc).__name__}: {exc}"
         _end_job(item, f"{name} {how} ({report.when})", text, _failed(report, text),
                  ", but the workers could not end it together")
+
+
+def _look_for_unreceived(item, report):
+    """After a test's teardown (its fixtures may receive what it sent), on every worker
+    together: once every worker has torn it down, its messages are sent, and those still
+    here would be taken by a later test's receives; looked for before any worker can
+    start the next test and send that test's own. One left ends the job, naming the
+    test, the workers and the tag."""
+    if not item.config.getoption("with_mpi", False):
+        return
+    from spmdlab import _world
+    from spmdlab._agree import agree
+    from spmdlab._pack import digest
+    from spmdlab.errors import SpmdError
+
+    name = item.nodeid
+    scope = _world.current()
+    try:
+        agree(scope, "pytest", digest(("pytest", name, "torn down")),
+              describe=lambda: f"the teardown of test {name}")
+        left = _unreceived()
+        agree(scope, "pytest", digest(("pytest", name, "unreceived")),
+              describe=lambda: f"the end of test {name} (its messages looked for)")
+    except SpmdError as exc:
+        text = f"{type(exc).__name__}: {exc}"
+        _end_job(item, f"{name} (teardown)", text, _failed(report, text),
+                 ", but the workers could not end it together")
+        return
     if left:
         text = _left_text(left)
-        _end_job(item, f"{name} {how} ({report.when})", text, _failed(report, text),
+        _end_job(item, f"{name} (teardown)", text, _failed(report, text),
                  f", but left {'a message' if len(left) == 1 else 'messages'} unreceived")
 
 

@@ -396,11 +396,21 @@ def test_a_worker_ended_by_sigterm_in_a_test_is_named_with_its_stack(tmp_path):
 def test_a_message_a_test_left_unreceived_is_not_taken_by_the_next(tmp_path):
     # a message a test sent and never received was taken by the next test's receive
     # from that worker, which then failed (or passed) for the wrong reason
+    # (looked for once the test's fixtures are torn down: one may receive what it sent)
     (tmp_path / "test_a.py").write_text(
+        "import pytest\n"
         "from spmdlab import spmd_index, spmd_receive, spmd_send, spmd_size\n"
         "def test_received():\n"
         "    spmd_send('ring', spmd_index() % spmd_size() + 1, tag=2)\n"
         "    assert spmd_receive((spmd_index() - 2) % spmd_size() + 1, tag=2) == 'ring'\n"
+        "@pytest.fixture\n"
+        "def inbox():\n"
+        "    yield\n"
+        "    if spmd_index() == spmd_size():\n"
+        "        assert spmd_receive(1, tag=5) == 'late'\n"
+        "def test_its_fixture_receives(inbox):\n"
+        "    if spmd_index() == 1:\n"
+        "        spmd_send('late', spmd_size(), tag=5)\n"
         "def test_leaves_one():\n"
         "    if spmd_index() == 1:\n"
         "        spmd_send('stale', spmd_size())\n"
@@ -413,10 +423,10 @@ def test_a_message_a_test_left_unreceived_is_not_taken_by_the_next(tmp_path):
 
     job, out = _pytest_job(tmp_path, 3)
     assert job.returncode == 1, out
-    assert "### spmdlab: test_a.py::test_leaves_one passed (call) on worker 3 of 3, but " \
+    assert "### spmdlab: test_a.py::test_leaves_one (teardown) on worker 3 of 3, but " \
         "left a message unreceived; ending the job\na message from worker 1 (tag 0) sent " \
         "with spmd_send or spmd_send_receive was never received by worker 3 of 3" in out, out
-    assert "test_after" not in out, out
+    assert "test_after" not in out and "test_its_fixture_receives" not in out, out
     saved = tmp_path / ".pytest_cache" / "v" / "cache" / "lastfailed"
     assert json.loads(saved.read_text()) == {"test_a.py::test_leaves_one": True}, out
     job, out = _pytest_job(tmp_path, 3, "-p", "no:cacheprovider", "-k", "not leaves")
@@ -444,7 +454,7 @@ def test_a_message_sent_to_oneself_and_left_fails_its_own_test(tmp_path):
                          timeout=120, env=dict(os.environ, PYTHONUNBUFFERED="1"))
     out = job.stdout + job.stderr
     assert job.returncode == 1, out
-    assert "1 failed, 1 passed" in out, out
-    assert "FAILED test_a.py::test_leaves_two - a message from worker 1 (tag 0)" in out, out
+    assert "2 passed, 1 error" in out, out  # (found at its teardown: an error there)
+    assert "ERROR test_a.py::test_leaves_two - a message from worker 1 (tag 0)" in out, out
     assert "a message from worker 1 (tag 3) sent with spmd_send or spmd_send_receive was " \
         "never received by worker 1 of 1" in out, out
