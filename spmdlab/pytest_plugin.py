@@ -119,9 +119,7 @@ def pytest_runtest_makereport(item, call):
         _end_job(item, f"{item.nodeid} failed ({report.when})", _with_output(report),
                  report)
     elif call.when == "call" or call.when == "setup" and report.skipped:
-        ENDED_ITEMS[report.nodeid] = item
-    elif call.when == "teardown":
-        TORN_DOWN[report.nodeid] = item
+        ENDED_ITEMS[report.nodeid] = (item, report)
 
 
 def _with_output(report):
@@ -158,29 +156,29 @@ def _left_text(left):
         "instead of its own; receive every message a test sends before it ends"
 
 
-ENDED_ITEMS: dict = {}  # the tests whose report ends them (their call, or a skip), by id
-TORN_DOWN: dict = {}  # the tests whose fixtures are torn down, by id
+# the tests whose report ends them (their call's, or a skip's), by id: (item, report)
+ENDED_ITEMS: dict = {}
 
 
 @pytest.hookimpl(trylast=True)
 def pytest_runtest_logreport(report):
-    # after pytest has shown the report (a worker waiting here has its "." on screen)
-    if report.when == "teardown":
-        item = TORN_DOWN.pop(report.nodeid, None)
-        if item is not None:
-            _look_for_unreceived(item, report)
+    # after pytest has shown the teardown's report (a worker waiting here has its "." on
+    # screen): the test has ended, its fixtures too (one may receive what it sent)
+    if report.when != "teardown":
         return
-    item = ENDED_ITEMS.pop(report.nodeid, None)
-    if item is not None:
-        _end_together(item, report)
+    ended = ENDED_ITEMS.pop(report.nodeid, None)
+    if ended is not None:
+        _end_together(*ended)
 
 
 def _end_together(item, report):
-    """Every worker ends each test together, in a collective of its own: a worker that
-    skipped a test (``pytest.skip`` or an xfail on some workers only) would otherwise go
-    on to the next test while the others are still in this one's collectives, and pair
-    them with the next test's, passing or failing for the wrong reason. Where they do,
-    the collective fails on every worker, naming the test and the calls they were in."""
+    """Every worker ends each test together, once its fixtures are torn down, in a
+    collective of its own: a worker that skipped a test (``pytest.skip`` or an xfail on
+    some workers only) would otherwise go on to the next test while the others are still
+    in this one's collectives, and pair them with the next test's, passing or failing for
+    the wrong reason. Where they do, the collective fails on every worker, naming the
+    test and the calls they were in. Then the messages the test left unreceived are
+    looked for (``_look_for_unreceived``)."""
     if not item.config.getoption("with_mpi", False):
         return
     from spmdlab import _world
@@ -206,37 +204,32 @@ def _end_together(item, report):
         text = f"{type(exc).__name__}: {exc}"
         _end_job(item, f"{name} {how} ({report.when})", text, _failed(report, text),
                  ", but the workers could not end it together")
+    _look_for_unreceived(item, report, how)
 
 
-def _look_for_unreceived(item, report):
-    """After a test's teardown (its fixtures may receive what it sent), on every worker
-    together: once every worker has torn it down, its messages are sent, and those still
-    here would be taken by a later test's receives; looked for before any worker can
-    start the next test and send that test's own. One left ends the job, naming the
-    test, the workers and the tag."""
-    if not item.config.getoption("with_mpi", False):
-        return
+def _look_for_unreceived(item, report, how):
+    """Once every worker has ended a test and torn it down, its messages are sent, and
+    those still here would be taken by a later test's receives: looked for, then one
+    more agreement, so that no worker starts the next test, and sends its messages,
+    before every worker has looked. One left ends the job, naming the test, the workers
+    and the tag."""
     from spmdlab import _world
     from spmdlab._agree import agree
     from spmdlab._pack import digest
     from spmdlab.errors import SpmdError
 
     name = item.nodeid
-    scope = _world.current()
+    left = _unreceived()
     try:
-        agree(scope, "pytest", digest(("pytest", name, "torn down")),
-              describe=lambda: f"the teardown of test {name}")
-        left = _unreceived()
-        agree(scope, "pytest", digest(("pytest", name, "unreceived")),
+        agree(_world.current(), "pytest", digest(("pytest", name, "unreceived")),
               describe=lambda: f"the end of test {name} (its messages looked for)")
     except SpmdError as exc:
         text = f"{type(exc).__name__}: {exc}"
-        _end_job(item, f"{name} (teardown)", text, _failed(report, text),
+        _end_job(item, f"{name} {how} ({report.when})", text, _failed(report, text),
                  ", but the workers could not end it together")
-        return
     if left:
         text = _left_text(left)
-        _end_job(item, f"{name} (teardown)", text, _failed(report, text),
+        _end_job(item, f"{name} {how} ({report.when})", text, _failed(report, text),
                  f", but left {'a message' if len(left) == 1 else 'messages'} unreceived")
 
 

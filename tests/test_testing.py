@@ -423,7 +423,7 @@ def test_a_message_a_test_left_unreceived_is_not_taken_by_the_next(tmp_path):
 
     job, out = _pytest_job(tmp_path, 3)
     assert job.returncode == 1, out
-    assert "### spmdlab: test_a.py::test_leaves_one (teardown) on worker 3 of 3, but " \
+    assert "### spmdlab: test_a.py::test_leaves_one passed (call) on worker 3 of 3, but " \
         "left a message unreceived; ending the job\na message from worker 1 (tag 0) sent " \
         "with spmd_send or spmd_send_receive was never received by worker 3 of 3" in out, out
     assert "test_after" not in out and "test_its_fixture_receives" not in out, out
