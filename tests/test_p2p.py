@@ -365,7 +365,7 @@ def test_arrays_of_32_to_64_kib_arrive_as_sent_with_every_worker_sending_first(b
     dropped 2026-11-28): each arrives as sent, in its family, unchanged by writes after
     the send, with tags out of order, in a ring, and to a receive from any worker."""
     k, n = spmd_index(), spmd_size()
-    for count in (4096, 6000, 8192):  # float64: 32 KiB, 47 KiB, 64 KiB
+    for i, count in enumerate((4096, 6000, 8192)):  # float64: 32 KiB, 47 KiB, 64 KiB
         x = backend.make(np.arange(count, dtype=np.float64) + k)
         spmd_send(x, right(), tag=31)
         x[...] = -1  # spmd_send has returned: the message must not see this
@@ -379,10 +379,11 @@ def test_arrays_of_32_to_64_kib_arrive_as_sent_with_every_worker_sending_first(b
                                  tag=33)
         assert (backend.read(ring) == left()).all()
         if n > 1:  # every other worker sends to worker 1, which receives from any
+            # (a tag of each round's own: a worker ahead may send the next round's already)
             if k != 1:
-                spmd_send(backend.make(np.full(count, float(k))), 1, tag=34)
+                spmd_send(backend.make(np.full(count, float(k))), 1, tag=34 + i)
             else:
-                seen = sorted(int(backend.read(spmd_receive(tag=34))[0])
+                seen = sorted(int(backend.read(spmd_receive(tag=34 + i))[0])
                               for _ in range(n - 1))
                 assert seen == list(range(2, n + 1))
     spmd_barrier()
