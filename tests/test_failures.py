@@ -583,6 +583,21 @@ def test_the_watcher_reads_how_a_worker_ended(how, tmp_path):
     assert ("line 7 in work" in shown) == (how != "SIGKILL"), shown
 
 
+def _ended_at_once(n):
+    """``n`` processes ended (SIGKILL) and reaped before a watcher starts: as a watcher
+    woken late finds the workers the launcher's clean-up ended along with the first."""
+    import signal
+    import subprocess
+    import sys
+
+    children = [subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+                for _ in range(n)]
+    for child in children:
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+    return children
+
+
 def test_a_watcher_that_wakes_late_names_the_worker_that_crashed(tmp_path):
     # woken after the launcher's clean-up had killed the others too (a loaded machine),
     # the watcher named "one of workers 1, 2, 3 ... ended without a word" although worker
@@ -591,11 +606,7 @@ def test_a_watcher_that_wakes_late_names_the_worker_that_crashed(tmp_path):
     import subprocess
     import sys
 
-    children = [subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
-                for _ in range(3)]
-    for child in children:  # ended and reaped before the watcher starts: all at once
-        child.send_signal(signal.SIGKILL)
-        child.wait()
+    children = _ended_at_once(3)
     path = str(tmp_path / "bye")
     stack = 'Current thread 0x1 (most recent call first):\n  File "job.py", line 7 in work\n'
     with open(f"{path}.2", "w") as f:
@@ -656,11 +667,7 @@ def test_a_watcher_that_wakes_late_names_the_worker_sent_sigterm(tmp_path):
     import subprocess
     import sys
 
-    children = [subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
-                for _ in range(3)]
-    for child in children:  # ended and reaped before the watcher starts: all at once
-        child.send_signal(signal.SIGKILL)
-        child.wait()
+    children = _ended_at_once(3)
     path = str(tmp_path / "bye")
     stack = 'Current thread 0x1 (most recent call first):\n  File "job.py", line {} in work\n'
     for k in (1, 3):
