@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import struct
+import sys
 import threading
 import time
 from typing import Any, Literal, Optional, Sequence, Tuple, Union, overload
@@ -155,10 +156,34 @@ def _kept_message(x):
     if kind is np.ndarray:
         return _pack.kept_array_message(x)
     if kind.__module__ == "torch":
-        array = _pack.tensor_array(x)
-        if array is not None:
-            return _pack.kept_array_message(array, "torch")
+        return _kept_tensor_message(x)
     return None
+
+
+def _kept_tensor_message(t):
+    """``_kept_message`` of a torch tensor. A tensor of the dtype and shape sent last the
+    general way (a loop's), plain (on the CPU, dense, C-ordered, no grad, no negative or
+    conjugate bit: what ``tensor_array`` takes), is read at its address: its numpy view
+    costs torch 0.5 us, a third of a 4 KiB message's time."""
+    global _last_tensor
+    dtype, shape, prefix, nbytes, complex_, tensor, strided = _last_tensor
+    if t.dtype is dtype and t.shape == shape and type(t) is tensor and t.is_cpu and \
+            t.layout is strided and not t.requires_grad and not t.is_neg() and \
+            not (complex_ and t.is_conj()) and t.is_contiguous():
+        return prefix + MPI.memory.fromaddress(t.data_ptr(), nbytes)
+    array = _pack.tensor_array(t)
+    if array is None:
+        return None
+    message = _pack.kept_array_message(array, "torch")
+    if message is not None and array.nbytes:  # (an empty tensor may have no address)
+        torch = sys.modules["torch"]
+        # (one tuple: a thread reads all of it or none)
+        _last_tensor = (t.dtype, t.shape, message[:len(message) - array.nbytes],
+                        array.nbytes, t.is_complex(), torch.Tensor, torch.strided)
+    return message
+
+
+_last_tensor: Tuple[Any, ...] = (None, None, b"", 0, False, None, None)
 
 
 def _isend(scope, buf, destination, tag):

@@ -278,6 +278,49 @@ def test_small_tensors_of_every_kind_arrive_as_sent():
     spmd_barrier()
 
 
+def test_tensors_of_the_kind_sent_last_that_are_not_plain_arrive_as_sent():
+    """A tensor of the dtype and shape sent last is read at its address, when it is
+    plain: a transposed view, one with a conjugate or negative bit, one that requires
+    grad, a Parameter or a sparse tensor of that same dtype and shape must not be, and a
+    contiguous slice of a larger tensor is read from where it starts."""
+    torch = pytest.importorskip("torch")
+    for dtype in (torch.float32, torch.complex64):
+        def plain(k):
+            real = torch.arange(16, dtype=torch.float32).reshape(4, 4) + 10 * k
+            return torch.complex(real, 100 - real) if dtype.is_complex else real
+
+        def kinds(k):
+            base = plain(k)
+            odd = {"transposed": base.t(), "grad": base.clone().requires_grad_(True),
+                   "parameter": torch.nn.Parameter(base.clone(), requires_grad=False),
+                   "sparse": base.to_sparse(),
+                   "slice": torch.cat([base.reshape(-1), base.reshape(-1)])[16:].view(4, 4)}
+            if dtype.is_complex:
+                odd["conj"] = base.conj()
+                odd["neg"] = torch._neg_view(base)
+            else:  # (the imaginary part of a conjugate view: a real tensor, negative bit)
+                odd["neg"] = torch.complex(base, base + 1).conj().imag
+            return odd
+
+        sent, expected = kinds(spmd_index()), kinds(left())
+        for i, name in enumerate(sent):
+            for _ in range(2):  # the plain kind is the last sent before each odd one
+                assert torch.equal(spmd_send_receive(right(), left(), plain(spmd_index()),
+                                                     tag=70), plain(left()))
+            got = spmd_send_receive(right(), left(), sent[name], tag=71 + i)
+            want = expected[name]
+            assert type(got) is type(want), (dtype, name, type(got))
+            assert got.requires_grad == want.requires_grad, (dtype, name)
+            assert got.layout == want.layout, (dtype, name)
+            want = want.detach().resolve_conj().resolve_neg()
+            got = got.detach().resolve_conj().resolve_neg()
+            if want.layout != torch.strided:
+                want, got = want.to_dense(), got.to_dense()
+            assert got.dtype == want.dtype and got.shape == want.shape, (dtype, name)
+            assert torch.equal(got, want), (dtype, name, got, want)
+    spmd_barrier()
+
+
 def test_one_kind_in_two_families_alternately_keeps_each_family():
     """A numpy array and a tensor of the same dtype and shape, sent in turn: each short
     way that remembers the last kind sent or received (by dtype and shape) tells the
