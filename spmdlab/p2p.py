@@ -170,7 +170,10 @@ def _kept_tensor_message(t):
     if t.dtype is dtype and t.shape == shape and type(t) is tensor and t.is_cpu and \
             t.layout is strided and not t.requires_grad and not t.is_neg() and \
             not (complex_ and t.is_conj()) and t.is_contiguous():
-        return prefix + MPI.memory.fromaddress(t.data_ptr(), nbytes)
+        try:
+            return prefix + MPI.memory.fromaddress(t.data_ptr(), nbytes)
+        except RuntimeError:  # (no storage of its own, inside torch.func: the general way)
+            pass
     array = _pack.tensor_array(t)
     if array is None:
         return None

@@ -321,6 +321,32 @@ def test_tensors_of_the_kind_sent_last_that_are_not_plain_arrive_as_sent():
     spmd_barrier()
 
 
+def test_a_tensor_without_storage_of_the_kind_sent_last_is_refused_by_name():
+    """Inside ``torch.func.vmap`` a tensor has no storage of its own: after tensors of
+    its dtype and shape were sent, its send still raises spmdlab's error (not torch's
+    RuntimeError from its address), and the receiver is told."""
+    torch = pytest.importorskip("torch")
+    from torch.func import vmap
+
+    from spmdlab import SpmdError, SpmdTypeError
+
+    for _ in range(3):
+        spmd_send_receive(right(), left(), torch.arange(4.0), tag=80)
+    errors = []
+
+    def step(x):
+        with pytest.raises(SpmdTypeError, match="cannot be pickled") as sent:
+            spmd_send(x, right(), tag=81)
+        with pytest.raises(SpmdError, match=f"worker {left()} could not send") as got:
+            spmd_receive(left(), tag=81)
+        errors.append((sent.value, got.value))
+        return x
+
+    vmap(step)(torch.arange(8.0).reshape(2, 4))
+    assert len(errors) == 1
+    spmd_barrier()
+
+
 def test_one_kind_in_two_families_alternately_keeps_each_family():
     """A numpy array and a tensor of the same dtype and shape, sent in turn: each short
     way that remembers the last kind sent or received (by dtype and shape) tells the
