@@ -1950,6 +1950,8 @@ class Kernel:
 def test_a_notebook_kernel_drives_a_pool(layout):
     if layout != "2":
         client_side()  # one layout under Open MPI: its kernel starts the same pool
+    if layout == "4":  # (CI time: 2x2 runs the same cells at 4 workers, two nodes)
+        pytest.skip("the notebook at 4 workers runs at 2x2")
     env, n = layout_env(layout)
     kernel = Kernel(env)
     try:
