@@ -240,8 +240,8 @@ def classify(x):
         torch = sys.modules.get("torch")
         if torch is not None and isinstance(x, torch.Tensor):
             dtype = _torch_dtype(x)
-            if dtype is None:
-                return None
+            if dtype is None or x.is_nested:  # (a nested tensor's parts have shapes
+                return None                   # of their own: an object, pickled by torch)
             device = x.device if x.is_cuda else None
             return Leaf(x, "torch", dtype, tuple(x.shape), device)
     elif module.startswith("cupy"):

@@ -316,7 +316,8 @@ class _Pickler(pickle.Pickler):
                     array = array.copy()
                 return _rebuild, (wire_info(leaf), array,
                                   _grad_of(obj, torch) if tensor else None)
-            if tensor and not obj.is_quantized and obj.layout == torch.strided:
+            if tensor and not obj.is_quantized and obj.layout == torch.strided and \
+                    not obj.is_nested:  # (a nested tensor: torch's own pickle)
                 # a dtype numpy has none for (float8, complex32): its bytes, viewed back
                 # on arrival (torch's own pickle of a float8 tensor fails to load)
                 t = obj.detach().resolve_conj().contiguous().reshape(-1)

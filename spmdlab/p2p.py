@@ -95,7 +95,8 @@ def spmd_send(x: Any, destination: Union[int, Sequence[int]], tag: int = 0) -> N
         if destination != scope.index:
             buf = _kept_message(x)
             if buf is not None:  # (small: neither to itself nor in two parts)
-                _isend_one(scope, buf, destination, tag)
+                with _SENDING:
+                    _isend_one(scope, buf, destination, tag)
                 return
         targets = [destination]
     else:
@@ -106,7 +107,11 @@ def spmd_send(x: Any, destination: Union[int, Sequence[int]], tag: int = 0) -> N
     for d in targets:
         if _by_rendezvous(plain, scope, d):
             array, family = plain
-            _Rendezvous(scope, array, family, d, tag).wait(call)
+            sending = _Rendezvous(scope, array, family, d, tag)
+            try:
+                sending.wait(call)
+            finally:
+                sending.let_go()
             continue
         if buf is None:
             buf = _message_or_failure(x, plain, call, scope, targets, tag)
@@ -167,13 +172,14 @@ def _kept_tensor_message(t):
     costs torch 0.5 us, a third of a 4 KiB message's time."""
     global _last_tensor
     dtype, shape, prefix, nbytes, complex_, tensor, strided = _last_tensor
-    if t.dtype is dtype and t.shape == shape and type(t) is tensor and t.is_cpu and \
-            t.layout is strided and not t.requires_grad and not t.is_neg() and \
-            not (complex_ and t.is_conj()) and t.is_contiguous():
-        try:
+    try:  # (torch raises for a nested tensor, which has no shape, and for one without
+        # storage of its own, inside torch.func: the general way, at no cost to the others)
+        if t.dtype is dtype and t.shape == shape and type(t) is tensor and t.is_cpu and \
+                t.layout is strided and not t.requires_grad and not t.is_neg() and \
+                not (complex_ and t.is_conj()) and t.is_contiguous():
             return prefix + MPI.memory.fromaddress(t.data_ptr(), nbytes)
-        except RuntimeError:  # (no storage of its own, inside torch.func: the general way)
-            pass
+    except RuntimeError:
+        return None
     array = _pack.tensor_array(t)
     if array is None:
         return None
@@ -189,10 +195,19 @@ def _kept_tensor_message(t):
 _last_tensor: Tuple[Any, ...] = (None, None, b"", 0, False, None, None)
 
 
+# Held while a message leaves, and by a message in two parts (a head, then the bytes that
+# follow it) from its head until its bytes are posted: the receiver takes the next
+# message from this worker with that tag as those bytes, so no other thread's message may
+# leave between them (it was taken as the bytes: "Message truncated", or wrong values).
+# Reentrant: a callback run inside a rendezvous' wait may send.
+_SENDING = threading.RLock()
+
+
 def _isend(scope, buf, destination, tag):
-    if len(buf) > _INBOX:  # the receiver's inbox takes the head; the message follows
-        _isend_one(scope, _pack.head_follows(len(buf)), destination, tag)
-    _isend_one(scope, buf, destination, tag)
+    with _SENDING:
+        if len(buf) > _INBOX:  # the receiver's inbox takes the head; the message follows
+            _isend_one(scope, _pack.head_follows(len(buf)), destination, tag)
+        _isend_one(scope, buf, destination, tag)
     if destination == scope.index:
         scope.self_sends[tag] = scope.self_sends.get(tag, 0) + 1
 
@@ -477,7 +492,13 @@ class _Rendezvous:
         self.request = None
         self.copied = False
         head = _pack.head_apart(x, self.number, family)
-        first = scope.comm.Isend(head, self.dest, tag)
+        _SENDING.acquire()  # until the array's bytes are posted (see let_go)
+        self.holding = True
+        try:
+            first = scope.comm.Isend(head, self.dest, tag)
+        except BaseException:
+            self.let_go()
+            raise
         if not first.Test():
             _ending.SENDS.track(first, head, self.world_rank)
         # how long a copy of the array takes, about (memory moves ~4 GB/s at worst)
@@ -492,6 +513,7 @@ class _Rendezvous:
             return self.request.Test()
         if self._answered():
             self.request = self.scope.comm.Isend(self.x, self.dest, self.tag)
+            self.let_go()
             return self.request.Test()
         if time.perf_counter() - self.started > self.patience:
             with self.lock:
@@ -502,11 +524,20 @@ class _Rendezvous:
                     if not request.Test():
                         _ending.SENDS.track(request, copy, self.world_rank)
                     self.copied = True
+                    self.let_go()
                     _Rendezvous.copies += 1
                     return True
             self.request = self.scope.comm.Isend(self.x, self.dest, self.tag)
+            self.let_go()
             return self.request.Test()
         return False
+
+    def let_go(self):
+        """Release ``_SENDING`` (held from the head's send), once the array's bytes are
+        posted or the send is given up; then other messages may leave."""
+        if self.holding:
+            self.holding = False
+            _SENDING.release()
 
     def wait(self, call):
         """Until the array has left: the answer is waited for by polling (it must be
@@ -576,10 +607,13 @@ def _by_rendezvous(plain, scope, destination):
     with more workers than cores), to another worker (a message to oneself is a copy:
     nobody else can receive it). An array of 64 KiB fits the receiver's inbox with its
     header: one message, received where it is posted (at 1x2 a 64 KiB exchange took
-    20-24 us so against 26-34 us by rendezvous)."""
+    20-24 us so against 26-34 us by rendezvous). An array whose header the receiver's
+    inbox cannot take (a structured dtype of thousands of fields) is sent whole, its
+    head first (see ``_isend``): its first message would not fit the inbox."""
     return plain is not None and destination != scope.index and \
         plain[0].nbytes > (_OVERSUBSCRIBED_RENDEZVOUS if _world.OVERSUBSCRIBED
-                           else _pack._SMALL)
+                           else _pack._SMALL) and \
+        len(_pack._one_array(*plain).prefix) + _SEQ.size <= _INBOX
 
 
 def _message(x, plain, call, scope):
@@ -817,7 +851,6 @@ def _exchange_in_place(call, scope, destination, source, apart, tag):
     advanced in one loop, so a ring of them never waits on itself and the array is sent
     from its own memory when the receiver is ready."""
     array, family = apart
-    sending = _Rendezvous(scope, array, family, destination, tag)
     state = {"value": None, "pending": source is not None, "following": None,
              "error": None}
     status, src = MPI.Status(), None if source is None else source - 1
@@ -870,8 +903,10 @@ def _exchange_in_place(call, scope, destination, source, apart, tag):
 
     in_mpi = array.nbytes >= _WAIT_IN_MPI
 
-    needed = sorted({sending.world_rank} | (set() if source is None else
-                                            {scope.world_ranks[source - 1]}))
+    needed = sorted({scope.world_ranks[destination - 1]} | (
+        set() if source is None else {scope.world_ranks[source - 1]}))
+    # (made last: it holds _SENDING from its head's send on, released below in any case)
+    sending = _Rendezvous(scope, array, family, destination, tag)
     try:
         if not step():
             _wait.spin(step, scope, call, needed)
@@ -882,6 +917,8 @@ def _exchange_in_place(call, scope, destination, source, apart, tag):
         if state["following"] is not None:  # the next receive from source gets it
             scope.early.append((src, tag, state["following"]))
         raise
+    finally:
+        sending.let_go()
     if state["error"] is not None:
         raise state["error"]
     if state["following"] is not None:
