@@ -192,7 +192,13 @@ def _called():
     message raised deep inside it."""
     frame, name = sys._getframe(1), "spmdlab"
     while frame is not None and frame.f_globals.get("__name__", "").startswith("spmdlab"):
-        name, frame = frame.f_code.co_name, frame.f_back
+        name = frame.f_code.co_name
+        if name in ("__init__", "__new__"):  # a class called: its name, as the user wrote
+            # it (codistributor1d(2, [2, 2], [4, 4]) was "__init__ (the client)")
+            owner = frame.f_locals.get("self", frame.f_locals.get("cls"))
+            if owner is not None:
+                name = (owner if isinstance(owner, type) else type(owner)).__name__
+        frame = frame.f_back
     return name
 
 

@@ -627,8 +627,12 @@ def test_distributed_colon_and_refused_constructors_on_the_client():
         pool = spmdlab.start_pool(2)
         D = distributed.colon(1, 2, 9)
         print("COLON", isdistributed(D), gather(D).tolist())
+        # a class called on the client was named by its constructor: "__new__ (the
+        # client)", "__init__ (the client)"
+        from spmdlab.matlab import codistributor1d
         for make in (lambda: distributed.cell(2), lambda: distributed.sparse(2, 2),
-                     lambda: codistributed.colon(1, 3)):
+                     lambda: codistributed.colon(1, 3), lambda: codistributed(np.ones(2)),
+                     lambda: codistributor1d(2, [1, 1], [2, 2])):
             try:
                 make()
             except spmdlab.SpmdError as exc:
@@ -651,6 +655,9 @@ def test_distributed_colon_and_refused_constructors_on_the_client():
         "spmdlab: a cell array is a Python list" in out, out
     assert "REFUSED SpmdValueError distributed.sparse (the client): not available" in out
     assert "REFUSED SpmdError colon (the client): this process is a pool's client" in out, out
+    for name in ("codistributed", "codistributor1d"):
+        assert f"REFUSED SpmdError {name} (the client): this process is a pool's client" \
+            in out, out
 
 
 def test_a_client_operation_that_gives_a_tuple_of_arrays_gives_distributed_arrays():
@@ -737,8 +744,10 @@ def test_a_restarted_pool_refuses_the_old_pools_composites_and_arrays():
                 print(what, "GOT", read())
             except spmdlab.SpmdValueError as exc:
                 print(what, exc)
+        print("EXIST", x.exist(), x.exist(1), x)  # the old workers' elements are gone
         print("AFTER", pool.spmd(lambda: spmd_plus(1))[:])
         pool.delete()
+        print("DELETED", x.exist())
     """, env)
     out = proc.stdout
     assert proc.returncode == 0, out + proc.stderr
@@ -748,7 +757,9 @@ def test_a_restarted_pool_refuses_the_old_pools_composites_and_arrays():
                  "SEND spmd: this Composite", "GATHER gather: this distributed array",
                  "ARITH spmd: this distributed array"):
         assert f"{line} {lost}" in out, out
-    assert "AFTER [2, 2]" in out, out
+    assert "EXIST [False, False] False <Composite on a pool of 2: elements on no worker" \
+        in out, out
+    assert "AFTER [2, 2]" in out and "DELETED [False, False]" in out, out
 
 
 def test_an_interrupted_read_keeps_no_late_replies_and_unsendable_values_are_named():
@@ -787,6 +798,59 @@ def test_an_interrupted_read_keeps_no_late_replies_and_unsendable_values_are_nam
                  "Composite[2] =: the value (a lock)"):
         assert f"UNSENDABLE {what} cannot be sent to the workers" in out, out
     assert "AFTER [4194304.0, 4194304.0]" in out, out
+
+
+def test_an_interrupted_gather_keeps_none_of_the_parts_that_came():
+    client_side()
+    env, _ = layout_env("2")
+    proc = run_client("""
+        import numpy as np
+        from spmdlab.matlab import delete, distributed, gather, parpool
+        pool = parpool(2)
+        D = distributed(np.arange(1e6))
+        pump = pool._pump
+        def interrupted(timeout):  # Ctrl-C once one worker's part has come
+            pump(timeout)
+            if any(len(r) == 1 for r in pool._replies.values()):
+                raise KeyboardInterrupt
+        pool._pump = interrupted
+        try:
+            gather(D)
+        except KeyboardInterrupt:
+            print("INTERRUPTED")
+        pool._pump = pump
+        print("HELD", len(pool._replies))
+        print("AFTER", float(gather(D).sum()))
+        delete(pool)
+    """, env)
+    out = proc.stdout
+    assert proc.returncode == 0, out + proc.stderr
+    assert "INTERRUPTED" in out and "HELD 0" in out, out
+    assert "AFTER 499999500000.0" in out, out
+
+
+@pytest.mark.parametrize("layout", ["1", "2"])
+def test_a_distributed_torch_tensor_is_sent_in_parts_and_gathered_as_a_tensor(layout):
+    client_side()
+    pytest.importorskip("torch")
+    env, n = layout_env(layout)
+    proc = run_client("""
+        import torch
+        from spmdlab.matlab import delete, distributed, gather, parpool
+        pool = parpool(%d)
+        X = torch.arange(12000.0).reshape(40, 300)
+        D = distributed(X)
+        # each worker holds its columns, not the storage of the whole tensor
+        held = pool.spmd(lambda D: D.local.untyped_storage().nbytes(), D)[:]
+        print("HELD", held == [4 * 40 * (300 // %d)] * %d)
+        for G in (gather(D), gather(D * 2) / 2, D.gather()):
+            print("GATHERED", type(G).__name__, G.dtype, torch.equal(G, X))
+        delete(pool)
+    """ % (n, n, n), env)
+    out = proc.stdout
+    assert proc.returncode == 0, out + proc.stderr
+    assert "HELD True" in out, out
+    assert out.count("GATHERED Tensor torch.float32 True") == 3, out
 
 
 def test_ctrl_c_while_a_large_value_is_sent_leaves_the_pool_working():
@@ -1138,6 +1202,98 @@ def test_deleting_a_cells_distributed_array_frees_the_workers_array():
     assert proc.returncode == 0 and "OK" in proc.stdout, proc.stdout + proc.stderr
 
 
+def test_a_cell_that_rebinds_a_distributed_array_gives_its_new_shape():
+    client_side()
+    # D = D[0:2, :] in a later cell keeps the client's handle of D: its shape, asked
+    # once, was the old one (len(D) 4, D.shape (4, 4)) while gather(D) gave 2 rows
+    env, _ = layout_env("2")
+    proc = run_client("""
+        import spmdlab
+        from spmdlab.matlab import codistributed, gather, numel, size
+        pool = spmdlab.start_pool(2)
+        ns = {"codistributed": codistributed}
+        pool.run_cell("D = codistributed.zeros(4)", ns)
+        D = ns["D"]
+        print("BEFORE", D.shape, len(D), numel(D))
+        pool.run_cell("D = D[0:2, :]", ns)
+        print("AFTER", ns["D"] is D, D.shape, len(D), numel(D), D.ndim,
+              [int(n) for n in size(D)], gather(D).shape, len(list(D)))
+        pool.delete()
+    """, env)
+    out = proc.stdout
+    assert proc.returncode == 0, out + proc.stderr
+    assert "BEFORE (4, 4) 4 16" in out, out
+    assert "AFTER True (2, 4) 2 8 2 [2, 4] (2, 4) 2" in out, out
+
+
+def test_an_in_place_operation_on_the_client_gives_the_same_distributed_array():
+    client_side()
+    # numpy gives out= itself: D += 1 made D another handle of the array (E, the old
+    # one, was no longer D), and np.add(D, 1, out=D) was not D
+    env, _ = layout_env("2")
+    proc = run_client("""
+        import numpy as np
+        import spmdlab
+        from spmdlab.matlab import distributed, gather
+        pool = spmdlab.start_pool(2)
+        D = distributed(np.arange(4.0))
+        E = D
+        D += 1
+        F = np.multiply(D, 2, out=D)
+        Q, R = distributed(np.zeros(4)), distributed(np.zeros(4))
+        got = np.divmod(D, 3, out=(Q, R))
+        print("SAME", D is E, F is D, got[0] is Q and got[1] is R)
+        print("VALUES", gather(E).tolist(), gather(Q).tolist(), gather(R).tolist())
+        pool.delete()
+    """, env)
+    out = proc.stdout
+    assert proc.returncode == 0, out + proc.stderr
+    assert "SAME True True True" in out, out
+    assert "VALUES [2.0, 4.0, 6.0, 8.0] [0.0, 1.0, 2.0, 2.0] [2.0, 1.0, 0.0, 2.0]" in out, out
+
+
+def test_a_client_operation_stopped_after_some_workers_made_its_tuple_keeps_none_of_it():
+    client_side()
+    # np.nonzero(D) on the client stopped (Ctrl-C) or failed after some workers had ended
+    # the block: those kept their arrays of the tuple for good
+    env, _ = layout_env("2")
+    proc = run_client("""
+        import gc, time
+        import numpy as np
+        import spmdlab
+        from spmdlab import spmd_index
+        from spmdlab.matlab import distributed
+        pool = spmdlab.start_pool(2)
+        D = distributed(np.arange(6.0))
+
+        def held():
+            return pool.spmd(lambda: sorted(
+                k for k in __import__("spmdlab.pool._shared", fromlist=["_"]).namespace
+                if k.startswith("_spmdlab_part")))[:]
+
+        def tuple_then_late_failure(D):  # as np.nonzero(D), interrupted on worker 2
+            parts = np.nonzero(D)
+            if spmd_index() == 2:
+                time.sleep(0.5)
+                raise ValueError("stopped late")
+            return parts
+
+        try:
+            D._on_workers(tuple_then_late_failure, D)
+        except spmdlab.SpmdError as exc:
+            print("FAILED", str(exc).splitlines()[0])
+        gc.collect()
+        print("HELD", held())
+        print("AFTER", [p.gather().tolist() for p in np.nonzero(D)])
+        pool.delete()
+    """, env)
+    out = proc.stdout
+    assert proc.returncode == 0, out + proc.stderr
+    assert "FAILED spmd: worker 2 of 2 failed: ValueError: stopped late" in out, out
+    assert "HELD [[], []]" in out, out
+    assert "AFTER [[1, 2, 3, 4, 5]]" in out, out
+
+
 def test_a_composite_that_a_later_cell_makes_a_distributed_array_keeps_it():
     client_side()
     # x = spmd_index() in a cell, then x = codistributed(...): the Composite x's last
@@ -1467,6 +1623,29 @@ def test_bad_calls_say_what_is_wrong():
         except spmdlab.SpmdTypeError as exc:
             print("SLICE", exc)
         print("PICKED", c[range(1, 2)], c[np.array([1])], c[[]], c[:])
+        # what cannot be a distributed array is refused on the client: a ragged list
+        # raised numpy's ValueError, an unpicklable object a bare TypeError, and a dict
+        # failed on every worker after its part was sent
+        from spmdlab.matlab import distributed, gather
+        for bad in ([[1, 2], [3]], np.array([threading.Lock()]), {"a": 1}, None):
+            try:
+                distributed(bad)
+            except spmdlab.SpmdTypeError as exc:
+                print("DISTRIBUTED", exc)
+        print("THEN", gather(distributed([[1, 2], [3, 4]])).tolist())
+        for lab in (0, 2, -1):  # MATLAB's gather(D, lab): a worker of the pool (any was taken)
+            try:
+                gather(distributed([1, 2]), lab)
+            except spmdlab.SpmdValueError as exc:
+                print("LAB", exc)
+        print("LAB 1", gather(distributed([1, 2]), 1).tolist())
+        import copy, pickle  # a handle copied or unpickled on the client (a RuntimeError)
+        for handle in (c, distributed([1, 2])):
+            for copied in (copy.copy, lambda h: pickle.loads(pickle.dumps(h))):
+                try:
+                    copied(handle)
+                except spmdlab.SpmdTypeError as exc:
+                    print("COPIED", exc)
         # a MATLAB collective on the client named itself "called" (its wrapper's name)
         from spmdlab.matlab import gop, spmdPlus, spmdReceive
         for fn, args in ((spmdPlus, (1,)), (gop, ("plus", 1)), (spmdReceive, ())):
@@ -1494,6 +1673,16 @@ def test_bad_calls_say_what_is_wrong():
     assert "SLICE Composite[1:2]: only c[:] slices a Composite; pick workers with a list " \
         "or range of worker numbers (1-based), such as c[range(2, 2)]" in out, out
     assert "PICKED [1] [1] [] [1]" in out, out
+    assert out.count("DISTRIBUTED distributed (the client): the value must be a numpy array, "
+                     "a torch tensor, a CuPy array or numbers (not objects)") == 4, out
+    assert "THEN [[1, 2], [3, 4]]" in out, out
+    for lab in (0, 2, -1):
+        assert f"LAB gather (the client): 'lab' must be a worker number from 1 to 1 (got " \
+            f"{lab}); worker numbers are 1-based" in out, out
+    assert "LAB 1 [1, 2]" in out, out
+    for what in ("Composite", "Composite", "distributed array", "distributed array"):
+        assert f"COPIED a {what} of a pool can only be sent to that pool's workers: " \
+            f"pickle.loads and copy.copy of one on the client are refused" in out, out
     for name in ("spmdPlus", "gop", "spmdReceive"):
         assert f"CLIENT {name} (the client): this process is a pool's client" in out, out
     assert "DELETED Composite[1]: the pool has been deleted" in out

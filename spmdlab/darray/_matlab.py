@@ -1359,7 +1359,7 @@ def gather(*args: Any) -> Any:
             raise
     client = _world.client()
     if client is not None:  # the client of a pool: its distributed arrays come back
-        out = tuple(client.gather(v) for v in values)
+        out = tuple(client.gather(v, lab) for v in values)
     else:
         out = tuple(_gather_one(v, lab) for v in values)
     return out[0] if len(out) == 1 else out

@@ -567,6 +567,9 @@ class Pool:
                     self._replies.pop(rid, None)
                     raise TimeoutError(f"{call}: no reply to {kind!r} within {within:g} s")
                 self._pump(0.1)
+        except BaseException:  # Ctrl-C: the replies that came before it (a gather's parts,
+            self._replies.pop(rid, None)  # a Composite's large elements) are not kept
+            raise
         finally:
             self._waiting = None
         replies = self._replies.pop(rid)
@@ -860,6 +863,8 @@ class Pool:
             array = Distributed(self, name)
             array._owned = True
             self._arrays[name] = array
+        else:  # the cell may have bound another array to the name (D = D[0:2, :]): its
+            array._shape = None  # shape is asked again (len(D) and D.shape were the old)
         return array
 
     def _result(self, name, outcomes, owned):
@@ -890,9 +895,9 @@ class Pool:
         """Spread ``x`` over the workers (MATLAB ``distributed(X)``): split along MATLAB's
         default dimension here, each worker sent its part. Inside a block it is a
         codistributed array; ``gather`` brings it back."""
-        import numpy as np
-
+        from .._backends import LOCAL, local_family
         from ..darray._codistributor import Codistributor, default_partition, offsets
+        from ..darray._factories import as_local
         from ..darray._matlab import distributed
 
         call = "distributed"
@@ -900,10 +905,13 @@ class Pool:
         if isinstance(x, Distributed):  # as codistributed(C1) in a block: a copy with
             self._check_handles(call, [x])  # the default distribution
             return self.spmd(distributed, x)  # type: ignore[return-value]
-        if not hasattr(x, "shape"):
-            x = np.asarray(x)
+        # refused here, not by every worker after its part was sent: objects (a dict, an
+        # object array, a ragged list raised numpy's own ValueError, an unpicklable
+        # element a bare TypeError)
+        x = as_local(call, x)
         if x.ndim == 0:
             x = x.reshape(1, 1)
+        family = local_family(x)
         axis = distributed._default_axis(x.shape)
         partition = default_partition(x.shape[axis], self.size)
         codist = Codistributor(axis, partition, tuple(x.shape))
@@ -916,11 +924,14 @@ class Pool:
                 index = [slice(None)] * x.ndim
                 index[axis] = slice(starts[k - 1], starts[k - 1] + partition[k - 1])
                 part = x[tuple(index)]
+                if family not in (None, "numpy"):  # a torch view: sent with its whole storage
+                    part = LOCAL[family].copy(part)  # (each worker held all of x)
                 self._send(k, ("distribute", rid, name, part, axis, partition,
                                tuple(x.shape), True))
             while len(self._replies.get(rid, ())) < self.size:
                 self._pump(0.1)
         except BaseException:  # Ctrl-C: the parts some workers were sent are freed
+            self._replies.pop(rid, None)
             self._drop(name)
             raise
         finally:
@@ -931,7 +942,7 @@ class Pool:
         return Distributed(self, name)
 
     def _gather(self, handle):
-        import numpy as np
+        from .._backends import LOCAL, local_family
 
         parts = self._request("gather", range(1, self.size + 1), "part", handle._name)
         views = {k: (parts[k][1], parts[k][3], parts[k][4]) for k in parts}
@@ -942,8 +953,9 @@ class Pool:
             raise SpmdValueError(f"gather: the workers hold different arrays under this "
                                  f"distributed array's name ({shown}): a block assigned it "
                                  f"on some workers only; make it again on every worker")
-        axis = parts[1][1]
-        return np.concatenate([parts[k][0] for k in range(1, self.size + 1)], axis=axis)
+        # joined in the parts' family (a torch tensor's, as gather in a block gives)
+        family = LOCAL[local_family(parts[1][0]) or "numpy"]
+        return family.cat([parts[k][0] for k in range(1, self.size + 1)], parts[1][1])
 
 
 def _watcher_words(lines):
@@ -1125,17 +1137,24 @@ class Composite:
         """Whether worker ``k`` holds an element (all workers when ``k`` is None; one
         bool per worker of a list, range or array of them)."""
         if k is None:
-            return [bool(self._present.get(j)) for j in range(1, self._pool.size + 1)]
+            return [self._held(j) for j in range(1, self._pool.size + 1)]
         numbers = self._numbers("Composite.exist", k)
         if isinstance(numbers, list):
-            return [bool(self._present.get(j)) for j in numbers]
-        return bool(self._present.get(numbers))
+            return [self._held(j) for j in numbers]
+        return self._held(numbers)
+
+    def _held(self, j):
+        """Whether worker ``j`` holds an element: none does once the pool was deleted or
+        restarted (the workers' values were lost; exist said True while c[j] failed)."""
+        pool = self._pool
+        return bool(self._present.get(j)) and not pool.closed and \
+            self._generation == pool._generation
 
     def _shown(self):
         return self._name if not self._name.startswith("_spmdlab") else "this Composite"
 
     def __repr__(self) -> str:
-        held = [j for j in range(1, self._pool.size + 1) if self._present.get(j)]
+        held = [j for j in range(1, self._pool.size + 1) if self._held(j)]
         where = "no worker" if not held else f"worker{'s' if len(held) > 1 else ''} " + \
             _ranges(held)
         name = "" if self._name.startswith("_spmdlab") else f" {self._name!r}"
@@ -1231,7 +1250,15 @@ class Distributed(_OperatorsMixin):
         codistributed arrays (``np.nonzero(D)``, ``np.divmod(D, 3)``) comes back as a
         tuple, each of them a distributed array (worker 1 could not send it whole)."""
         prefix = f"_spmdlab_part_{next(_names)}"
-        result = self._pool.spmd(_apart, prefix, fn, *args, **kwargs)
+        try:
+            result = self._pool.spmd(_apart, prefix, fn, *args, **kwargs)
+        except BaseException:  # failed or stopped: the workers that had ended the block
+            # kept their arrays of a tuple (np.nonzero(D) stopped by Ctrl-C), which no
+            # handle would ever free. As many as numpy's dimensions: a tuple of arrays
+            # (np.nonzero's, np.meshgrid's) has no more
+            for i in range(_MAX_PARTS):
+                self._pool._drop(f"{prefix}_{i}")
+            raise
         if isinstance(result, Distributed):
             return result
         value = result[1]
@@ -1241,7 +1268,14 @@ class Distributed(_OperatorsMixin):
         return value
 
     def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
-        return self._on_workers(_ufunc_call, ufunc, method, inputs, kwargs)
+        result = self._on_workers(_ufunc_call, ufunc, method, inputs, kwargs)
+        out = kwargs.get("out")
+        if isinstance(out, tuple) and out and \
+                all(isinstance(o, Distributed) for o in out):
+            # numpy gives ``out`` itself (the workers wrote into its arrays): D += 1 made
+            # D another handle of the same array, and np.add(D, 1, out=D) is D was False
+            return out[0] if len(out) == 1 else out
+        return result
 
     def __array_function__(self, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
         return self._on_workers(func, *args, **kwargs)
@@ -1350,6 +1384,9 @@ class Distributed(_OperatorsMixin):
         except Exception:
             pass
 
+
+# the most codistributed arrays a client's operation gives (in a tuple): numpy's dimensions
+_MAX_PARTS = 64
 
 # a codistributed array's attributes that differ from worker to worker
 _PER_WORKER = frozenset(("local", "global_indices", "global_slice"))
@@ -1632,7 +1669,14 @@ class _ClientKinds:
         return pool.spmd(make, cls, name, args)  # a codistributed result: distributed
 
     @staticmethod
-    def gather(value):
+    def gather(value, lab=None):
+        """``gather(value)`` on the client, which gets the whole array (``lab``: MATLAB's
+        destination, checked to be a worker of the value's pool)."""
+        if lab is not None and isinstance(value, (Distributed, Composite)) and \
+                not 1 <= lab <= value._pool.size:
+            raise SpmdValueError(f"gather (the client): 'lab' must be a worker number from "
+                                 f"1 to {value._pool.size} (got {lab}); worker numbers are "
+                                 f"1-based")
         if isinstance(value, Distributed):
             return value.gather()
         if isinstance(value, Composite):

@@ -21,11 +21,13 @@ namespace: Dict[str, Any] = {}  # on a worker: its variables (what the blocks as
 def variable(name, what):
     """Unpickled on a worker: its own value of the pool's variable ``name`` (a client
     Composite's element, a distributed array's codistributed self)."""
-    if side != "worker":
-        raise RuntimeError(f"a {what} of a pool can only be sent to that pool's workers")
-    if name not in namespace:
-        from ..errors import SpmdValueError
+    from ..errors import SpmdTypeError, SpmdValueError
 
+    if side != "worker":  # (pickled or copied on the client: it was a bare RuntimeError)
+        raise SpmdTypeError(f"a {what} of a pool can only be sent to that pool's workers: "
+                            f"pickle.loads and copy.copy of one on the client are refused "
+                            f"(gather it first)")
+    if name not in namespace:
         raise SpmdValueError(f"this worker holds no element of the {what} sent to it")
     return namespace[name]
 
