@@ -167,6 +167,36 @@ def test_subscripts_copy_as_matlab_values():
     assert float(gather(D).sum()) == 0
 
 
+def test_transposes_and_real_parts_copy_as_matlab_values():
+    # MATLAB's E = D'; E(1, 1) = 9 (and permute, real, a new singleton dimension) leaves D
+    # be; they were views of D's local parts, so the docs' D(mask) = v recipe,
+    # E = D.T; E[mask.T] = v, changed D too. The snake_case array keeps numpy's views.
+    A = np.arange(12.0).reshape(3, 4)
+    for split in (1, 2):
+        D = codistributed(A, codistributor1d(split))
+        for E in (D.T, D.transpose(), np.transpose(D), np.moveaxis(D, 0, 1),
+                  np.swapaxes(D, 0, 1), D.real, np.expand_dims(D, 0)):
+            E[(0,) * E.ndim] = 99
+            E[E > 5] = -1
+        assert np.array_equal(gather(D), A)
+        E = D.T
+        E[(D > 5).T] = 0                                     # the docs' D(mask) = 0
+        assert np.array_equal(gather(E.T), np.where(A > 5, 0, A))
+        assert np.array_equal(gather(D), A)
+        assert np.array_equal(gather(reshape(D, 4, 3)), A.reshape((4, 3), order="F"))
+    Z = A + 2j * A                                           # real(Z), imag(Z): numpy's views
+    for split in (1, 2):
+        D = codistributed(Z, codistributor1d(split))
+        for E in (D.real, D.imag, np.real(D), np.imag(D), codistributed(A).imag):
+            E[0, 0] = 99                                     # (imag of a real D: read-only)
+        assert np.array_equal(gather(D), Z)
+    from spmdlab.darray import distribute
+
+    V = distribute(A.copy())                                 # numpy's view, as before
+    V.T[0, 0] = 99
+    assert float(V.gather()[0, 0]) == 99
+
+
 def test_redistribute_and_gather_to_one_worker():
     N, k = spmdSize(), spmdIndex()
     A = np.arange(24.0).reshape(4, 6)

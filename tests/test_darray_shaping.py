@@ -196,6 +196,10 @@ def test_concatenate_stack_tile_kron(backend):
         assert np.isclose(float(value(np.vdot(col(D), rep))), np.vdot(A[:, 0], B[:, 0]))
         for reps in [(2, 3), 3, (1, 1), (0, 2), (2, 1, 2)]:
             same(np.tile(D, reps), np.tile(A, reps))             # repmat(D, m, n)
+        for reps in [1.5, (2, 0.5), "2"]:     # refused on every worker, as numpy refuses them
+            with pytest.raises(SpmdTypeError, match=r"numpy.tile \(worker \d+ of \d+\): 'reps' "
+                               r"must be whole numbers"):  # (1.5 tiled once, silently)
+                np.tile(D, reps)
         same(np.kron(D, np.eye(2)), np.kron(A, np.eye(2)))
         same(np.kron(np.eye(2), D), np.kron(np.eye(2), A))
         same(np.expand_dims(D, 0), np.expand_dims(A, 0))
@@ -224,6 +228,15 @@ def test_diag_triangles(backend):
             same(np.tril(D, k), np.tril(A, k))
             same(np.diag(col(D), k), np.diag(A[:, 0], k))       # a vector on a diagonal
             same(np.diag(row(D), k), np.diag(A[0, :], k))
+        same(np.triu(D, 1.0), np.triu(A, 1))                    # MATLAB's triu(D, 1): a double
+        # a diagonal that is not a whole number is refused on every worker (triu(D, 1.5)
+        # kept diagonal 1 where numpy's triu zeroed the whole matrix; diag took diagonal 1)
+        for f, name in ((lambda: np.triu(D, 1.5), "triu"), (lambda: np.tril(D, "1"), "tril"),
+                        (lambda: np.diag(D, 0.5), "diag"), (lambda: np.diag(col(D), 1.5), "diag"),
+                        (lambda: D.diagonal(-1.5), "diagonal")):
+            with pytest.raises(SpmdTypeError, match=rf"numpy.{name} \(worker \d+ of \d+\): "
+                               r"'(k|offset)' must be an integer"):
+                f()
 
 
 def test_small_ones(backend):
@@ -287,6 +300,24 @@ def test_unsupported_options_raise_on_every_worker():
         np.diff(D, n=1.5)
     with pytest.raises(SpmdValueError, match=r"numpy.roll \(worker \d+ of \d+\): "):
         np.roll(D, (1, 2, 3), axis=(0, 1))
+    for axis in (1.5, (0, 1.5)):  # numpy refuses them; int(1.5) rolled axis 1 silently
+        with pytest.raises(SpmdTypeError, match=r"numpy.roll \(worker \d+ of \d+\): 'axis' "
+                           r"must be an int or a tuple of ints \(got (1.5|\(0, 1.5\))\)"):
+            np.roll(D, 1, axis=axis)
+    for axis in (1.5, (0, 1.5)):  # (Python's own TypeError, not an spmdlab error, before)
+        with pytest.raises(SpmdTypeError, match=r"numpy.expand_dims \(worker \d+ of \d+\): "
+                           r"'axis' must be an int or a tuple of ints"):
+            np.expand_dims(D, axis)
+    with pytest.raises(SpmdTypeError, match=r"numpy.stack \(worker \d+ of \d+\): 'axis' "
+                       r"must be an int \(got 1.5\)"):
+        np.stack([D, D], axis=1.5)
+    with pytest.raises(SpmdValueError, match=r"numpy.stack \(worker \d+ of \d+\): axis 3 is "
+                       r"out of bounds"):  # (named numpy.expand_dims before)
+        np.stack([D, D], axis=3)
+    for width in (1.5, ((1, 2), (0, 0.5))):  # (1.5 padded 1 silently)
+        with pytest.raises(SpmdTypeError, match=r"numpy.pad \(worker \d+ of \d+\): "
+                           r"'pad_width' must be of integral type"):
+            np.pad(D, width)
     with pytest.raises(SpmdValueError, match=r"numpy.vdot \(worker \d+ of \d+\): .*12 and 4"):
         np.vdot(D, D[0])
     with pytest.raises(SpmdTypeError, match=r"numpy.lexsort \(worker \d+ of \d+\): "
@@ -509,6 +540,9 @@ def test_delete_and_pad(backend):
             same(np.pad(D, 9, "wrap"), np.pad(A, 9, "wrap"))  # wider than the array
     with pytest.raises(IndexError, match=r"numpy.delete \(worker \d+ of \d+\): index 9 "):
         np.delete(distribute(backend.make(np.arange(5.0))), 9)
+    with pytest.raises(SpmdIndexError, match=r"numpy.delete \(worker \d+ of \d+\): index 3 is "
+                       r"out of bounds for axis 1 with size 3"):  # numpy's axis, not 0
+        np.delete(distribute(backend.make(np.ones((n + 2, 3))), axis=1), 3, axis=1)
     with pytest.raises(SpmdValueError, match=r"numpy.pad \(worker \d+ of \d+\): "):
         np.pad(distribute(backend.make(np.arange(5.0))), -1)
 

@@ -223,9 +223,11 @@ class CodistributedArray(np.lib.mixins.NDArrayOperatorsMixin):
         if order == "F":  # the F order of an array is the C order of its transpose
             inner = Codistributor(len(target.shape) - 1 - target.axis, target.partition,
                                   target.shape[::-1])
-            local = _exchange.reshape(scope, call, self.T._local, self.T._codist, inner,
-                                      self.family)
-            return self._new(local, inner).T
+            from ._numpy import transpose
+
+            t = transpose(self, view=True)
+            local = _exchange.reshape(scope, call, t._local, t._codist, inner, self.family)
+            return transpose(self._new(local, inner), view=True)
         local = _exchange.reshape(scope, call, self._local, self._codist, target,
                                   self.family)
         return self._new(local, target)

@@ -249,7 +249,8 @@ _CELL = "a cell array is a Python list: make one per worker (its own part), or a
 
 class codistributed(CodistributedArray):
     """MATLAB's codistributed array, as spmdlab's ``CodistributedArray`` with MATLAB's
-    defaults: the last non-singleton dimension, and subscripts that return copies.
+    defaults: the last non-singleton dimension, and subscripts (and transposes) that return
+    copies.
 
     ``codistributed(X)`` and ``codistributed(X, codist)`` split a replicated array (no
     communication); ``codistributed(X, lab)`` and ``codistributed(X, lab, codist)``

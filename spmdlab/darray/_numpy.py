@@ -461,14 +461,22 @@ def _round(a, decimals=0, out=None):
 
 @implements(np.real)
 def _real(val):
-    return elementwise("numpy.real", (val,), {},
-                       lambda fam, args, kw: _family_call(fam, "real", *args))
+    out = elementwise("numpy.real", (val,), {},
+                      lambda fam, args, kw: _family_call(fam, "real", *args))
+    if getattr(out, "_copies_on_read", False):
+        # numpy's (and torch's) real part is a view of the array (the array itself when
+        # real); MATLAB's E = real(D); E(1, 1) = 0 leaves D be
+        out = out._new(LOCAL[out.family].copy(out.local), out.codistributor)
+    return out
 
 
 @implements(np.imag)
 def _imag(val):
-    return elementwise("numpy.imag", (val,), {},
-                       lambda fam, args, kw: _family_call(fam, "imag", *args))
+    out = elementwise("numpy.imag", (val,), {},
+                      lambda fam, args, kw: _family_call(fam, "imag", *args))
+    if getattr(out, "_copies_on_read", False):  # (a view, or numpy's read-only zeros)
+        out = out._new(LOCAL[out.family].copy(out.local), out.codistributor)
+    return out
 
 
 # -- no communication: shape, copies, like-arrays, transpose --------------------------------
@@ -514,7 +522,10 @@ _FUNCTIONS[np.full_like] = lambda a, fill_value, dtype=None, **kw: _like(
 
 
 @implements(np.transpose)
-def transpose(a, axes=None):
+def transpose(a, axes=None, *, view=False):
+    """numpy's ``transpose``: no communication. The snake_case array's is a view of the
+    local part, as numpy's; MATLAB's ``codistributed`` (value semantics) gets a copy
+    unless ``view`` (spmdlab's own use, on an array it does not hand out)."""
     if axes is None:
         axes = tuple(range(a.ndim - 1, -1, -1))
     try:  # ints only, as numpy's (1.5 or "0" are no axis)
@@ -530,6 +541,8 @@ def transpose(a, axes=None):
         raise error(SpmdValueError, "transpose", f"the axes {axes} do not permute the "
                     f"{a.ndim} axes of the array")
     local = LOCAL[a.family].permute(a.local, axes)
+    if a._copies_on_read and not view:  # MATLAB's: E = D'; E(1, 1) = 0 leaves D be
+        local = LOCAL[a.family].copy(local)
     shape = tuple(a.shape[x] for x in axes)
     return a._new(local, Codistributor(axes.index(a.axis), a.partition, shape))
 

@@ -452,6 +452,9 @@ def _roll(a, shift, axis=None):
     if axis is None:  # numpy rolls the flattened array, in the array's shape again
         flat = _roll(a.ravel(), shift, 0)
         return flat.reshape(a.shape).redistribute(a.codistributor)
+    if np.asarray(axis).dtype.kind not in "iu":  # (int(1.5) rolled axis 1)
+        raise error(SpmdTypeError, call, f"'axis' must be an int or a tuple of ints (got "
+                    f"{axis!r})")
     shifts, axes = _refused(call, np.broadcast_arrays, np.asarray(shift), np.asarray(axis))
     total = {}
     for s, d in zip(shifts.ravel(), axes.ravel()):
@@ -544,7 +547,10 @@ def _concatenate(arrays, axis=0, out=None, *, dtype=None, casting="same_kind"):
 def expand_dims(a, axis):
     """New axes of length 1: no communication."""
     call = "numpy.expand_dims"
-    axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
+    axes = tuple(axis) if isinstance(axis, (tuple, list)) else (axis,)
+    if any(isinstance(d, bool) or not isinstance(d, (int, np.integer)) for d in axes):
+        raise error(SpmdTypeError, call, f"'axis' must be an int or a tuple of ints (got "
+                    f"{axis!r})")  # (a float raised Python's own TypeError)
     ndim = a.ndim + len(axes)
     if any(isinstance(d, bool) or not isinstance(d, (int, np.integer)) or
            not -ndim <= d < ndim for d in axes):
@@ -564,8 +570,10 @@ def expand_dims(a, axis):
             shape.append(a.shape[it])
             local_shape.append(a.local.shape[it])
             it += 1
-    return a._new(a.local.reshape(tuple(local_shape)),
-                  Codistributor(at, a.partition, tuple(shape)))
+    local = a.local.reshape(tuple(local_shape))
+    if a._copies_on_read:  # (MATLAB's value semantics, as transpose)
+        local = LOCAL[a.family].copy(local)
+    return a._new(local, Codistributor(at, a.partition, tuple(shape)))
 
 
 @implements(np.squeeze)
@@ -636,9 +644,12 @@ def _stack(arrays, axis=0, out=None, *, dtype=None, casting="same_kind"):
     if len(shapes) != 1:
         raise error(SpmdValueError, call, "all input arrays must have the same shape")
     ndim = len(next(iter(shapes))) + 1
-    if isinstance(axis, (int, np.integer)) and not isinstance(axis, bool) and \
-            -ndim <= axis < ndim:
-        axis = int(axis) % ndim
+    if isinstance(axis, bool) or not isinstance(axis, (int, np.integer)):
+        raise error(SpmdTypeError, call, f"'axis' must be an int (got {axis!r})")
+    if not -ndim <= axis < ndim:
+        raise error(SpmdValueError, call, f"axis {axis!r} is out of bounds for the result "
+                    f"of {ndim} dimensions")
+    axis = int(axis) % ndim
     return concatenate(call, [expand_dims(x, axis) if _codist(x) else _array(x).reshape(
         tuple(np.shape(x)[:axis]) + (1,) + tuple(np.shape(x)[axis:])) for x in arrays], axis)
 
@@ -647,7 +658,13 @@ def _stack(arrays, axis=0, out=None, *, dtype=None, casting="same_kind"):
 def _tile(A, reps):
     """numpy's ``tile`` (MATLAB's ``repmat``): the array joined to itself along each axis."""
     call = "numpy.tile"
-    reps = (int(reps),) if np.ndim(reps) == 0 else tuple(int(r) for r in reps)
+    given = reps
+    reps = tuple(_refused(call, lambda: np.asarray(reps, dtype=object).reshape(-1)))
+    if not all(isinstance(r, (int, float, np.integer, np.floating, np.bool_))
+               and float(r).is_integer() for r in reps):
+        # int(1.5) would have tiled once where numpy (and MATLAB's repmat) refuse it
+        raise error(SpmdTypeError, call, f"'reps' must be whole numbers (got {given!r})")
+    reps = tuple(int(r) for r in reps)
     if any(r < 0 for r in reps):
         raise error(SpmdValueError, call, f"negative repetitions {reps}")
     while A.ndim < len(reps):
@@ -707,8 +724,9 @@ def _delete(arr, obj, axis=None):
         obj = LOCAL[obj.family].host(obj.gather())
     try:  # numpy's own rules (negative indices, slices, masks), on the indices alone
         kept = np.delete(np.arange(n), obj)
-    except IndexError as exc:
-        raise error(SpmdIndexError, call, str(exc)) from exc
+    except IndexError as exc:  # numpy names the axis of that 1-D range: 0; name ``axis``
+        raise error(SpmdIndexError, call, str(exc).replace(
+            "for axis 0 with", f"for axis {axis} with")) from exc
     except (TypeError, ValueError) as exc:
         raise error(SpmdTypeError if isinstance(exc, TypeError) else SpmdValueError, call,
                     str(exc)) from exc
@@ -735,6 +753,9 @@ def _pad(array, pad_width, mode="constant", **kwargs):
     call = "numpy.pad"
     array._check_scope(call)
     family = LOCAL[array.family]
+    if np.asarray(pad_width).dtype.kind != "i":  # numpy's rule (1.5 padded 1 here)
+        raise error(SpmdTypeError, call, f"'pad_width' must be of integral type (got "
+                    f"{pad_width!r})")
     widths = _refused(call, lambda: np.broadcast_to(
         np.asarray(pad_width, dtype=np.int64), (array.ndim, 2)))
     if (widths < 0).any():
@@ -889,6 +910,18 @@ def _argwhere(a):
 # -- diagonals and triangles ---------------------------------------------------------------------
 
 
+def _diagonal_number(call, name, k):
+    """The number of a diagonal (``k``, ``offset``): an int, or a float or 0-d array that is
+    whole, as MATLAB's ``triu(D, k)`` and ``diag(D, k)`` take it; anything else refused
+    on every worker (``int(1.5)`` picked diagonal 1 where numpy's ``triu`` zeroed it all)."""
+    if isinstance(k, np.ndarray) and k.ndim == 0:
+        k = k.item()
+    if not isinstance(k, (int, float, np.integer, np.floating, np.bool_)) or \
+            not float(k).is_integer():
+        raise error(SpmdTypeError, call, f"'{name}' must be an integer (got {k!r})")
+    return int(k)
+
+
 @implements(np.diagonal)
 def diagonal(a, offset=0, axis1=0, axis2=1):
     """The ``offset`` diagonal of a 2-D array: each worker reads the elements in its
@@ -898,7 +931,7 @@ def diagonal(a, offset=0, axis1=0, axis2=1):
         raise error(SpmdValueError, call, "only the diagonals of a 2-D array over axes "
                     "(0, 1) are available for a codistributed array")
     a._check_scope(call)
-    k = int(offset)
+    k = _diagonal_number(call, "offset", offset)
     m, n = a.shape
     if a.axis == 0:
         first, stop = max(0, -k), min(m, n - k)  # the rows that hold one
@@ -918,12 +951,13 @@ def _diag(v, k=0):
     with a vector on its ``k`` diagonal, split by rows like the vector (no
     communication)."""
     call = "numpy.diag"
+    k = _diagonal_number(call, "k", k)
     if v.ndim == 2:
         return diagonal(v, k)
     if v.ndim != 1:
         raise error(SpmdValueError, call, "input must be 1- or 2-d")
     v._check_scope(call)
-    k, n = int(k), v.shape[0]
+    n = v.shape[0]
     size = n + abs(k)
     partition = list(v.partition)
     if k >= 0:
@@ -946,10 +980,11 @@ def _triangle(name):
         if m.ndim < 2:
             raise error(SpmdValueError, call, "the array must be at least 2-D")
         m._check_scope(call)
+        k = _diagonal_number(call, "k", k)
         start = m.global_indices().start
         shift = {m.ndim - 2: start, m.ndim - 1: -start}.get(m.axis, 0)
-        local = _family_call(LOCAL[m.family], name, m.local, int(k) + shift) \
-            if m.family != "torch" else getattr(m.local, name)(int(k) + shift)
+        local = _family_call(LOCAL[m.family], name, m.local, k + shift) \
+            if m.family != "torch" else getattr(m.local, name)(k + shift)
         return m._new(local, m.codistributor)
     return fn
 
