@@ -95,8 +95,11 @@ def spmd_send(x: Any, destination: Union[int, Sequence[int]], tag: int = 0) -> N
         if destination != scope.index:
             buf = _kept_message(x)
             if buf is not None:  # (small: neither to itself nor in two parts)
-                with _SENDING:
+                _SENDING.acquire()  # (not a with: half its cost, on the hottest path)
+                try:
                     _isend_one(scope, buf, destination, tag)
+                finally:
+                    _SENDING.release()
                 return
         targets = [destination]
     else:
@@ -204,10 +207,13 @@ _SENDING = threading.RLock()
 
 
 def _isend(scope, buf, destination, tag):
-    with _SENDING:
+    _SENDING.acquire()
+    try:
         if len(buf) > _INBOX:  # the receiver's inbox takes the head; the message follows
             _isend_one(scope, _pack.head_follows(len(buf)), destination, tag)
         _isend_one(scope, buf, destination, tag)
+    finally:
+        _SENDING.release()
     if destination == scope.index:
         scope.self_sends[tag] = scope.self_sends.get(tag, 0) + 1
 
