@@ -314,6 +314,14 @@ def test_unsupported_options_raise_on_every_worker():
     with pytest.raises(SpmdValueError, match=r"numpy.stack \(worker \d+ of \d+\): axis 3 is "
                        r"out of bounds"):  # (named numpy.expand_dims before)
         np.stack([D, D], axis=3)
+    # D.swapaxes was numpy's AttributeError; bad axes Python's IndexError and TypeError
+    assert np.array_equal(D.swapaxes(0, 1).gather(), np.arange(12.0).reshape(3, 4).T)
+    with pytest.raises(SpmdValueError, match=r"numpy.swapaxes \(worker \d+ of \d+\): axis2 "
+                       r"5 is out of bounds for an array of 2 dimensions"):
+        D.swapaxes(0, 5)
+    with pytest.raises(SpmdTypeError, match=r"numpy.swapaxes \(worker \d+ of \d+\): 'axis1' "
+                       r"must be an int \(got 0.5\)"):
+        np.swapaxes(D, 0.5, 1)
     for width in (1.5, ((1, 2), (0, 0.5))):  # (1.5 padded 1 silently)
         with pytest.raises(SpmdTypeError, match=r"numpy.pad \(worker \d+ of \d+\): "
                            r"'pad_width' must be of integral type"):

@@ -384,6 +384,10 @@ class CodistributedArray(np.lib.mixins.NDArrayOperatorsMixin):
         _same_arguments(self, np.transpose, (self, order), {})  # (collective if given)
         return transpose(self, order)
 
+    def swapaxes(self, axis1: int, axis2: int) -> CodistributedArray:
+        """Two axes exchanged (numpy's ``ndarray.swapaxes``): no communication."""
+        return np.swapaxes(self, axis1, axis2)
+
     def conj(self) -> Any:
         """The complex conjugate (no communication): ``D.conj().T`` is MATLAB's ``D'``. Of
         real values, a copy in their dtype, as numpy's ``ndarray.conj`` keeps it (the

@@ -604,6 +604,13 @@ def _ravel(a, order="C"):
 
 @implements(np.swapaxes)
 def _swapaxes(a, axis1, axis2):
+    call = "numpy.swapaxes"
+    for name, d in (("axis1", axis1), ("axis2", axis2)):  # (Python's own IndexError or
+        if isinstance(d, bool) or not isinstance(d, (int, np.integer)):  # TypeError before)
+            raise error(SpmdTypeError, call, f"'{name}' must be an int (got {d!r})")
+        if not -a.ndim <= d < a.ndim:
+            raise error(SpmdValueError, call, f"{name} {d} is out of bounds for an array "
+                        f"of {a.ndim} dimensions")
     axes = list(range(a.ndim))
     axes[axis1], axes[axis2] = axes[axis2], axes[axis1]
     return transpose(a, axes)
