@@ -25,7 +25,7 @@
 # Then the core on the newest Python found (3.13 or 3.12), MPICH, without torch, and
 # pytest-mpi at 3 workers there with the tree forced (SPMDLAB_TREE_ABOVE=0).
 # Every mpiexec is bounded by a timeout. SPMDLAB_TEST_MPI=mpich (or openmpi) tests one MPI
-# only. About 30 minutes on this 2-core VM (fresh-clone runs on 2026-11-27 and -28, nothing
+# only. About 29-31 minutes on this 2-core VM (fresh-clone runs on 2026-11-27 and -28, nothing
 # else running), more on a busy host.
 set -euo pipefail
 cd "$(dirname "$0")/.."
