@@ -331,6 +331,22 @@ def test_subscripts_read_like_numpy(backend):
         assert [float(x[0]) for x in D] == G[:, 0].tolist()
 
 
+def test_views_and_copies_are_the_same_at_every_worker_count(backend):
+    """The guide's rule: a positive step along the split axis is a view of the local parts,
+    a negative step a copy, at one worker too (where nothing moves)."""
+    n = spmd_size()
+    G = whole((2 * n + 1, 3))
+    for key, shared in [((slice(1, None),), True), ((slice(None), slice(0, 2)), True),
+                        ((slice(None, None, -1),), False), ((slice(-2, 0, -2),), False)]:
+        D = distribute(backend.make(G))
+        Y = D[key]
+        Y += 1
+        want = G.copy()
+        if shared:
+            want[key] += 1
+        assert np.array_equal(value(D), want), key
+
+
 def test_subscripts_write_where_the_elements_live(backend):
     n = spmd_size()
     G = whole((2 * n + 1, n + 2))

@@ -1805,6 +1805,39 @@ def test_bad_pool_arguments_and_a_second_open_pool_are_named():
         "sent to this pool's workers" in out, out
 
 
+def test_start_pool_checks_its_arguments_before_it_reuses_or_deletes_the_open_pool():
+    # with a pool of 1 open, start_pool(1, launcher="nope") returned it, the bad launcher
+    # unseen, and start_pool(0) deleted it before Pool(0) raised
+    env, _ = layout_env("1")
+    proc = run_client("""
+        import spmdlab
+        pool = spmdlab.start_pool(1)
+        for n, kwargs in ((1, {"launcher": "nope"}), (1, {"timeout": -1}),
+                          (1, {"launcher_args": "-foo"}), (0, {}), ("2", {}),
+                          (1, {"laucher": "mpich"})):
+            try:
+                spmdlab.start_pool(n, **kwargs)
+                print("ACCEPTED", n, kwargs)
+            except (spmdlab.SpmdError, TypeError) as exc:
+                print("BAD", type(exc).__name__, exc)
+        assert not pool.closed and spmdlab.pool.current_pool(create=False) is pool
+        assert pool.spmd(lambda: 7)[1] == 7
+        pool.delete()
+    """, env)
+    out = proc.stdout
+    assert proc.returncode == 0, out + proc.stderr
+    assert "ACCEPTED" not in out, out
+    assert "BAD SpmdValueError parpool(1): launcher must be one of 'auto', 'mpich', " \
+        "'openmpi', 'srun' (got 'nope')" in out, out
+    assert "BAD SpmdValueError parpool(1): timeout must be a positive number of seconds " \
+        "(got -1)" in out, out
+    assert "BAD SpmdTypeError parpool(1): launcher_args must be a list of strings" in out, out
+    for shown in ("0", "'2'"):
+        assert f"BAD SpmdValueError parpool: the number of workers must be a positive " \
+            f"integer (got {shown})" in out, out
+    assert "BAD SpmdTypeError start_pool() got an unexpected keyword argument 'laucher'" in out, out
+
+
 def test_bad_spmd_magic_arguments_are_spmdlab_errors():
     client_side()
     # they were bare ValueErrors, and %%spmd 2 1 started a pool before it was refused

@@ -322,7 +322,11 @@ def getitem(D, key):
         local = LOCAL[D.family].copy(local)
     shape = _result_shape(sels, D.shape)
     at = _result_axis(sels, axis)
-    if r.step > 0 or scope.size == 1:
+    if r.step > 0:
+        return D._new(local, Codistributor(at, tuple(b - a for a, b in share), shape))
+    if scope.size == 1:  # nothing moves, but a copy, as the move makes one at N workers
+        if not D._copies_on_read:
+            local = LOCAL[D.family].copy(local)
         return D._new(local, Codistributor(at, tuple(b - a for a, b in share), shape))
     # a negative step: the workers' pieces come in reverse worker order; redistribute them
     # to the default partition (collective)

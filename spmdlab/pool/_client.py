@@ -82,6 +82,38 @@ class _Output:
         out.flush()
 
 
+def _checked_options(call: str, n: Any, launcher: Any, timeout: Any,
+                     launcher_args: Any) -> Tuple[int, List[str]]:
+    """The number of workers (this machine's cores for None) and the launcher's arguments
+    as a list, once every argument of ``Pool(n, ...)`` has been checked: a bad one raises
+    before anything starts or ends (``start_pool`` checks them before it reuses or
+    deletes the open pool)."""
+    if n is None:
+        n = _cores()
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise SpmdValueError(f"{call}: the number of workers must be a positive "
+                             f"integer (got {n!r})")
+    if launcher not in _launchers.KINDS:
+        raise SpmdValueError(f"{call}({n}): launcher must be one of "
+                             f"{', '.join(map(repr, _launchers.KINDS))} (got "
+                             f"{launcher!r})")
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or \
+            not timeout > 0:
+        raise SpmdValueError(f"{call}({n}): timeout must be a positive number of "
+                             f"seconds (got {timeout!r})")
+    # a string is a sequence of its characters: "-hosts a" became "- h o s t s  a"
+    args: Optional[List[str]]
+    try:
+        args = None if isinstance(launcher_args, (str, bytes)) else list(launcher_args)
+    except TypeError:
+        args = None
+    if args is None or not all(isinstance(a, str) for a in args):
+        raise SpmdTypeError(f"{call}({n}): launcher_args must be a list of strings, one "
+                            f"per argument, such as ['-hosts', 'a,b'] (got "
+                            f"{launcher_args!r})")
+    return n, args
+
+
 class Pool:
     """A pool of workers driven from this process: MATLAB's ``parpool``.
 
@@ -122,29 +154,7 @@ class Pool:
     def __init__(self, n: Optional[int] = None, *, launcher: str = "auto",
                  timeout: float = 120.0, launcher_args: Sequence[str] = ()) -> None:
         call = "parpool"
-        if n is None:
-            n = _cores()
-        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-            raise SpmdValueError(f"{call}: the number of workers must be a positive "
-                                 f"integer (got {n!r})")
-        if launcher not in _launchers.KINDS:
-            raise SpmdValueError(f"{call}({n}): launcher must be one of "
-                                 f"{', '.join(map(repr, _launchers.KINDS))} (got "
-                                 f"{launcher!r})")
-        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or \
-                not timeout > 0:
-            raise SpmdValueError(f"{call}({n}): timeout must be a positive number of "
-                                 f"seconds (got {timeout!r})")
-        # a string is a sequence of its characters: "-hosts a" became "- h o s t s  a"
-        args: Optional[List[str]]
-        try:
-            args = None if isinstance(launcher_args, (str, bytes)) else list(launcher_args)
-        except TypeError:
-            args = None
-        if args is None or not all(isinstance(a, str) for a in args):
-            raise SpmdTypeError(f"{call}({n}): launcher_args must be a list of strings, one "
-                                f"per argument, such as ['-hosts', 'a,b'] (got "
-                                f"{launcher_args!r})")
+        n, args = _checked_options(call, n, launcher, timeout, launcher_args)
         if _world.started():
             raise SpmdError(f"{call}: this process is an MPI worker (spmdlab has started "
                             f"MPI here); open a pool from a client: a Python prompt, a "
@@ -1547,7 +1557,8 @@ class ClientPollableDataQueue(_ClientQueue):
 
 def start_pool(n: Optional[int] = None, **options: Any) -> Pool:
     """Start a pool of ``n`` workers and make it the current one (``Pool(n)``); an open
-    current pool of another size is deleted first, one of the same size is returned.
+    current pool of another size is deleted first, one of the same size is returned. Bad
+    arguments raise before either (the open pool stays open).
 
     Examples
     --------
@@ -1561,6 +1572,12 @@ def start_pool(n: Optional[int] = None, **options: Any) -> Pool:
     ------
     ``pool = parpool(n)`` (reusing an open pool of that size)
     """
+    unknown = sorted(set(options) - {"launcher", "timeout", "launcher_args"})
+    if unknown:
+        raise SpmdTypeError(f"start_pool() got an unexpected keyword argument "
+                            f"{unknown[0]!r} (it takes launcher, timeout, launcher_args)")
+    _checked_options("parpool", 1 if n is None else n, options.get("launcher", "auto"),
+                     options.get("timeout", 120.0), options.get("launcher_args", ()))
     pool = _current
     if pool is not None and not pool.closed:
         if n is None or n == pool.size:
