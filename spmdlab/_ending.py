@@ -52,6 +52,17 @@ class Sends:
             if not request.Test():
                 self._items.append((request, buf, world_rank))
 
+    def post(self, comm, parts, destination, tag, world_rank):
+        """Send each of ``parts`` to ``destination`` (a rank of ``comm``) in order, each
+        request tracked by the same C loop that posts it: a Ctrl-C (raised between two
+        of Python's steps) cannot fall between two parts (the receiver took this
+        worker's next message for the second) nor between a send and its tracking (its
+        request dropped while active: the buffer freed while MPI reads it)."""
+        n = len(parts)
+        with self._lock:
+            self._items.extend(zip(map(comm.Isend, parts, (destination,) * n, (tag,) * n),
+                                   parts, (world_rank,) * n))
+
     def done(self, request):
         """Whether ``request`` (a tracked send) has completed. MPI forbids two threads to
         test one request at once: every test of a tracked send goes through this lock."""

@@ -95,11 +95,11 @@ def spmd_send(x: Any, destination: Union[int, Sequence[int]], tag: int = 0) -> N
         if destination != scope.index:
             buf = _kept_message(x)
             if buf is not None:  # (small: neither to itself nor in two parts)
-                _SENDING.acquire()  # (not a with: half its cost, on the hottest path)
-                try:
+                # (a with, not acquire() then try: a Ctrl-C that came while this thread
+                # waited for the lock is raised as acquire() returns, outside the try, and
+                # the lock was held for ever: every other thread's send hung)
+                with _SENDING:
                     _isend_one(scope, buf, destination, tag)
-                finally:
-                    _SENDING.release()
                 return
         targets = [destination]
     else:
@@ -112,7 +112,11 @@ def spmd_send(x: Any, destination: Union[int, Sequence[int]], tag: int = 0) -> N
             array, family = plain
             sending = _Rendezvous(scope, array, family, d, tag)
             try:
+                sending.start()
                 sending.wait(call)
+            except BaseException:
+                sending.give_up()
+                raise
             finally:
                 sending.let_go()
             continue
@@ -207,15 +211,24 @@ _SENDING = threading.RLock()
 
 
 def _isend(scope, buf, destination, tag):
-    _SENDING.acquire()
-    try:
+    with _SENDING:  # (see spmd_send: not acquire() then try)
         if len(buf) > _INBOX:  # the receiver's inbox takes the head; the message follows
-            _isend_one(scope, _pack.head_follows(len(buf)), destination, tag)
-        _isend_one(scope, buf, destination, tag)
-    finally:
-        _SENDING.release()
+            _isend_apart(scope, _pack.head_follows(len(buf)), buf, destination, tag)
+        else:
+            _isend_one(scope, buf, destination, tag)
     if destination == scope.index:
         scope.self_sends[tag] = scope.self_sends.get(tag, 0) + 1
+
+
+def _isend_apart(scope, head, buf, destination, tag):
+    """Send ``head``, then ``buf``, as one step that a Ctrl-C cannot cut (see
+    ``_ending.Sends.post``): the head left alone, the receiver took this worker's next
+    message with ``tag`` for its bytes ("Message truncated" or wrong values)."""
+    if _count.ON:
+        _count.p2p(sent=len(head))
+        _count.p2p(sent=len(buf))
+    _ending.SENDS.post(scope.comm, (head, buf), destination - 1, tag,
+                       scope.world_ranks[destination - 1])
 
 
 def _isend_one(scope, buf, destination, tag):
@@ -497,19 +510,27 @@ class _Rendezvous:
         self.number = next(self._numbers)
         self.request = None
         self.copied = False
-        head = _pack.head_apart(x, self.number, family)
-        _SENDING.acquire()  # until the array's bytes are posted (see let_go)
-        self.holding = True
-        try:
-            first = scope.comm.Isend(head, self.dest, tag)
-        except BaseException:
-            self.let_go()
-            raise
-        if not first.Test():
-            _ending.SENDS.track(first, head, self.world_rank)
+        # the requests of the head and of the array's bytes, each added as it is posted
+        # (see _post)
+        self.heads, self.bodies = [], []
+        self.held: list = []  # [True] while this send holds _SENDING (see start)
+        self.head = _pack.head_apart(x, self.number, family)
         # how long a copy of the array takes, about (memory moves ~4 GB/s at worst)
         self.patience = max(20e-6, x.nbytes / 4e9)
+        self.started = 0.0
+
+    def start(self):
+        """Send the head (called inside the caller's ``try``, whose ``give_up`` and
+        ``let_go`` see to a send left between the head and the array's bytes)."""
+        # until the array's bytes are posted (see let_go); recorded by the C call that
+        # takes it: a Ctrl-C that came while this thread waited for the lock is raised as
+        # the lock is taken, and a flag set after it was never set (the lock held for
+        # ever: every other thread's send hung)
+        self.held.extend(map(_SENDING.acquire, (True,)))
         self.started = time.perf_counter()
+        first = self._post(self.heads, self.head)
+        if not first.Test():
+            _ending.SENDS.track(first, self.head, self.world_rank)
 
     def step(self):
         """Advance; True once the array has left (or is on its way from a copy)."""
@@ -518,32 +539,70 @@ class _Rendezvous:
         if self.request is not None:
             return self.request.Test()
         if self._answered():
-            self.request = self.scope.comm.Isend(self.x, self.dest, self.tag)
+            self.request = self._post(self.bodies, self.x)
             self.let_go()
             return self.request.Test()
         if time.perf_counter() - self.started > self.patience:
             with self.lock:
                 if not self._answered(poll=False):
                     self.late.add((self.world_rank, self.number))
-                    copy = self.x.copy()
-                    request = self.scope.comm.Isend(copy, self.dest, self.tag)
-                    if not request.Test():
-                        _ending.SENDS.track(request, copy, self.world_rank)
-                    self.copied = True
+                    self._send_copy()
                     self.let_go()
-                    _Rendezvous.copies += 1
                     return True
-            self.request = self.scope.comm.Isend(self.x, self.dest, self.tag)
+            self.request = self._post(self.bodies, self.x)
             self.let_go()
             return self.request.Test()
         return False
 
     def let_go(self):
         """Release ``_SENDING`` (held from the head's send), once the array's bytes are
-        posted or the send is given up; then other messages may leave."""
-        if self.holding:
-            self.holding = False
-            _SENDING.release()
+        posted or the send is given up; then other messages may leave. A send given up
+        after its head left (a Ctrl-C, SPMDLAB_TIMEOUT, an error in its wait) posts a copy
+        of the array first: the receiver takes the next message from this worker with
+        this tag as the bytes that follow the head, so the next message sent took their
+        place (wrong values, silently, and that message lost)."""
+        if not self.held:
+            return
+        try:
+            if self.heads and not self.bodies:
+                with self.lock:
+                    if not self._answered(poll=False):
+                        self.late.add((self.world_rank, self.number))
+                    self._send_copy()
+        finally:
+            if _SENDING._is_owned():
+                _SENDING.release()
+            self.held.clear()
+
+    def give_up(self):
+        """The send left by an exception (a Ctrl-C, SPMDLAB_TIMEOUT, a worker that left):
+        ``let_go``, and the sends posted kept until they complete (a request dropped
+        while active frees the buffer MPI still reads: the receiver got other bytes)."""
+        try:
+            self.let_go()
+        finally:
+            waited = [entry[0] for entry in _wait.LEFT_ACTIVE]  # (kept by the wait left)
+            for request in self.heads + self.bodies:
+                if not any(request is r for r in waited):
+                    _ending.SENDS.track(request, None, self.world_rank)
+
+    def _send_copy(self):
+        """Post a copy of the array (with ``lock`` held, its answer marked late)."""
+        copy = self.x.copy()
+        request = self._post(self.bodies, copy)
+        self.copied = True
+        _Rendezvous.copies += 1
+        if not request.Test():
+            _ending.SENDS.track(request, copy, self.world_rank)
+
+    def _post(self, into, buf):
+        """Send ``buf`` to the destination, its request added to the list ``into`` by
+        the same C call that posts it: a Ctrl-C (raised between two of Python's steps)
+        cannot fall between the send and its record, so ``let_go`` knows whether the head
+        or the bytes have left (a second copy after the bytes sent the array twice, the
+        second taken as the next message). Returns the request."""
+        into.extend(map(self.scope.comm.Isend, (buf,), (self.dest,), (self.tag,)))
+        return into[-1]
 
     def wait(self, call):
         """Until the array has left: the answer is waited for by polling (it must be
@@ -911,15 +970,17 @@ def _exchange_in_place(call, scope, destination, source, apart, tag):
 
     needed = sorted({scope.world_ranks[destination - 1]} | (
         set() if source is None else {scope.world_ranks[source - 1]}))
-    # (made last: it holds _SENDING from its head's send on, released below in any case)
+    # (made last: from its start() on it holds _SENDING, released below in any case)
     sending = _Rendezvous(scope, array, family, destination, tag)
     try:
+        sending.start()
         if not step():
             _wait.spin(step, scope, call, needed)
         if not sending.copied and sending.request:
             _wait.wait_body(sending.request, scope, call, [sending.world_rank],
                             collective=False)
     except BaseException:
+        sending.give_up()
         if state["following"] is not None:  # the next receive from source gets it
             scope.early.append((src, tag, state["following"]))
         raise

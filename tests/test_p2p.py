@@ -439,6 +439,110 @@ def test_sends_from_two_threads_to_one_worker_and_tag_arrive_whole():
         spmd_barrier()
 
 
+@pytest.mark.parametrize("call", ["spmd_send", "spmd_send_receive"])
+def test_a_large_send_interrupted_after_its_head_leaves_its_array_whole(monkeypatch, call):
+    """A large array's send (its head, then its bytes once the receiver is ready)
+    interrupted between the two (a Ctrl-C caught, SPMDLAB_TIMEOUT): the receiver takes
+    the next message of that sender and tag as the bytes that follow the head, so the
+    next small message sent took their place (the array's values wrong, silently, and
+    that message lost). The array leaves as a copy before the error propagates."""
+    if spmd_size() == 1:
+        pytest.skip("a message to oneself is one message")
+    from spmdlab import p2p
+
+    big = np.arange(200_000, dtype=np.float64) + spmd_index()
+    step = p2p._Rendezvous.step
+
+    def interrupted(self):
+        monkeypatch.setattr(p2p._Rendezvous, "step", step)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(p2p._Rendezvous, "step", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        if call == "spmd_send":
+            spmd_send(big, right(), tag=84)
+        else:
+            spmd_send_receive(right(), left(), big, tag=84)
+    spmd_send(np.array([7, 8, 9]), right(), tag=84)
+    spmd_send("after", right(), tag=84)
+    got = spmd_receive(left(), 84)
+    assert got.shape == big.shape and (got == big - spmd_index() + left()).all(), call
+    assert spmd_receive(left(), 84).tolist() == [7, 8, 9]
+    assert spmd_receive(left(), 84) == "after"
+    spmd_barrier()
+
+
+def test_a_send_in_two_parts_interrupted_between_them_sends_neither(monkeypatch):
+    """A large pickled message goes as a head and then its bytes: a Ctrl-C that fell
+    between the two sends (here: in the message count after the head's send) left the
+    head alone, and the receiver took the next message for its bytes (an unpickling
+    error, "Message truncated", or wrong values). Both now leave in one step or not at
+    all."""
+    if spmd_size() == 1:
+        pytest.skip("a message to oneself is one message")
+    from spmdlab import _count
+
+    def interrupted(sent=0, received=0):
+        monkeypatch.setattr(_count, "ON", False)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(_count, "p2p", interrupted)
+    monkeypatch.setattr(_count, "ON", True)
+    with pytest.raises(KeyboardInterrupt):
+        spmd_send({"a": np.arange(100_000.0)}, right(), tag=85)
+    spmd_send({"b": np.arange(90_000.0) + spmd_index()}, right(), tag=85)
+    spmd_send("after", right(), tag=85)
+    got = spmd_receive(left(), 85)
+    assert list(got) == ["b"] and (got["b"] == np.arange(90_000.0) + left()).all()
+    assert spmd_receive(left(), 85) == "after"
+    spmd_barrier()
+
+
+@pytest.mark.parametrize("size", [3, 100_000])
+def test_a_ctrl_c_while_waiting_for_the_send_lock_does_not_keep_it(size):
+    """A Ctrl-C that comes while the program thread waits for the send lock (another
+    thread's message is leaving) is raised as the lock is taken: it was raised outside
+    the ``try`` that releases it, and the lock was held for ever (every later send of
+    another thread hung)."""
+    import signal
+
+    from spmdlab import p2p
+
+    taken, go = threading.Event(), threading.Event()
+
+    def holder():
+        with p2p._SENDING:
+            taken.set()
+            go.wait(10)
+
+    other = threading.Thread(target=holder)
+    other.start()
+    taken.wait(10)
+
+    def interrupt():  # (to the other thread: this one's wait for the lock goes on)
+        time.sleep(0.1)
+        signal.pthread_kill(other.ident, signal.SIGINT)
+        time.sleep(0.1)
+        go.set()
+
+    threading.Thread(target=interrupt).start()
+    x = np.full(size, spmd_index(), np.float64)
+    with pytest.raises(KeyboardInterrupt):
+        spmd_send(x, right(), tag=86)
+        time.sleep(5)  # (the send went: the interrupt is raised here)
+    other.join()
+    assert not p2p._SENDING._is_owned()
+    sender = threading.Thread(target=spmd_send, args=(x + 100, right(), 86))
+    sender.start()
+    sender.join(10)
+    assert not sender.is_alive(), "another thread's send waits for the lock"
+    got = spmd_receive(left(), 86)
+    if got.size == size and (got == left()).all():  # (the interrupted send may have gone)
+        got = spmd_receive(left(), 86)
+    assert got.size == size and (got == left() + 100).all()
+    spmd_barrier()
+
+
 def test_one_kind_in_two_families_alternately_keeps_each_family():
     """A numpy array and a tensor of the same dtype and shape, sent in turn: each short
     way that remembers the last kind sent or received (by dtype and shape) tells the
