@@ -386,7 +386,7 @@ class CodistributedArray(np.lib.mixins.NDArrayOperatorsMixin):
 
     def swapaxes(self, axis1: int, axis2: int) -> CodistributedArray:
         """Two axes exchanged (numpy's ``ndarray.swapaxes``): no communication."""
-        return np.swapaxes(self, axis1, axis2)
+        return cast(CodistributedArray, np.swapaxes(self, axis1, axis2))
 
     def conj(self) -> Any:
         """The complex conjugate (no communication): ``D.conj().T`` is MATLAB's ``D'``. Of
