@@ -525,11 +525,17 @@ def test_a_ctrl_c_while_waiting_for_the_send_lock_does_not_keep_it(size):
         time.sleep(0.1)
         go.set()
 
-    threading.Thread(target=interrupt).start()
-    x = np.full(size, spmd_index(), np.float64)
-    with pytest.raises(KeyboardInterrupt):
-        spmd_send(x, right(), tag=86)
-        time.sleep(5)  # (the send went: the interrupt is raised here)
+    # Python's own Ctrl-C (an earlier test's training monitor may have left its handler,
+    # which asks the loop to stop instead of raising)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        threading.Thread(target=interrupt).start()
+        x = np.full(size, spmd_index(), np.float64)
+        with pytest.raises(KeyboardInterrupt):
+            spmd_send(x, right(), tag=86)
+            time.sleep(5)  # (the send went: the interrupt is raised here)
+    finally:
+        signal.signal(signal.SIGINT, previous)
     other.join()
     assert not p2p._SENDING._is_owned()
     sender = threading.Thread(target=spmd_send, args=(x + 100, right(), 86))
