@@ -232,11 +232,17 @@ def _isend_apart(scope, head, buf, destination, tag):
 
 
 def _isend_one(scope, buf, destination, tag):
-    request = scope.comm.Isend(buf, destination - 1, tag)
-    if _count.ON:
-        _count.p2p(sent=len(buf))
-    if not request.Test():  # a small message usually leaves at once: nothing to keep
-        _ending.SENDS.track(request, buf, scope.world_ranks[destination - 1])
+    posted: list = []
+    try:  # (the request kept by the C call that posts it: a Ctrl-C, raised between two
+        # of Python's steps, raised as Isend returned dropped the request while active,
+        # and MPI read the freed buffer: the receiver got other bytes)
+        posted.extend(map(scope.comm.Isend, (buf,), (destination - 1,), (tag,)))
+        if _count.ON:
+            _count.p2p(sent=len(buf))
+    finally:
+        # a small message usually leaves at once: nothing to keep
+        if posted and not posted[0].Test():
+            _ending.SENDS.track(posted[0], buf, scope.world_ranks[destination - 1])
 
 
 def _receive(scope, source, tag, status, call, out=None):

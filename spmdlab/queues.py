@@ -189,14 +189,22 @@ class _Hub:
 
     def _post(self, out):
         message = out.items[0] if len(out.items) == 1 else _pack.batch(out.items)
-        out.last = out.comm.Isend([message, MPI.BYTE], out.dest, out.tag)
-        _ending.SENDS.track(out.last, message, out.world_rank)
-        self.sent[out.world_rank] += 1
-        if _count.ON:
-            _count.p2p(sent=len(message))
-        out.items = []
-        out.nbytes = 0
-        self.held.discard(out)
+        posted: list = []
+        try:  # (the request kept by the C call that posts it: a Ctrl-C raised as Isend
+            # returned dropped it while active, MPI read the freed buffer, and the items,
+            # still held, left again with the next send)
+            posted.extend(map(out.comm.Isend, ([message, MPI.BYTE],), (out.dest,),
+                              (out.tag,)))
+            if _count.ON:
+                _count.p2p(sent=len(message))
+        finally:
+            if posted:
+                out.last = posted[0]
+                _ending.SENDS.track(out.last, message, out.world_rank)
+                self.sent[out.world_rank] += 1
+                out.items = []
+                out.nbytes = 0
+                self.held.discard(out)
 
     def post_ready(self, everything=False):
         """Send the held items whose window has passed (``everything``: all of them);
@@ -422,10 +430,14 @@ def _control(chan, rank, notice, counted=True):
         _hub.wake.set()
     else:
         world_rank = chan.scope.world_ranks[rank]
+        posted: list = []
         with _hub.lock:
-            _hub.sent[world_rank] += counted
-            _ending.SENDS.track(chan.comm.Isend([buf, MPI.BYTE], rank, _CTRL), buf,
-                               world_rank)
+            try:  # (see _Hub._post: counted if and only if sent)
+                posted.extend(map(chan.comm.Isend, ([buf, MPI.BYTE],), (rank,), (_CTRL,)))
+            finally:
+                if posted:
+                    _hub.sent[world_rank] += counted
+                    _ending.SENDS.track(posted[0], buf, world_rank)
 
 
 def _report():

@@ -185,6 +185,39 @@ def test_an_answer_is_never_held_as_a_burst(monkeypatch):
     listener.remove()  # (a listener pins its queue, and this one's closure the pongs)
 
 
+def test_an_item_interrupted_as_it_is_posted_arrives_once_and_whole(monkeypatch):
+    """A Ctrl-C raised as an item's message had been posted (here: in the message count
+    after it): the request was dropped while active (MPI read the freed buffer), and the
+    item, still held, left again with the next one (the owner got it twice)."""
+    import gc
+
+    from spmdlab import _count
+    if spmd_size() < 2:
+        pytest.skip("the owner's own items are not sent through MPI")
+    q = PollableDataQueue()
+
+    def interrupted(sent=0, received=0):
+        monkeypatch.setattr(_count, "ON", False)
+        raise KeyboardInterrupt
+
+    if spmd_index() == 2:
+        monkeypatch.setattr(_count, "p2p", interrupted)
+        monkeypatch.setattr(_count, "ON", True)
+        with pytest.raises(KeyboardInterrupt):
+            q.send(np.arange(7000.0))
+        gc.collect()
+        junk = [np.full(7016, -1.0).tobytes() for _ in range(100)]  # (freed memory reused)
+        q.send("next")
+        del junk
+    spmd_barrier()
+    if spmd_index() == 1:
+        first = q.poll(timeout=30)
+        assert isinstance(first, np.ndarray) and (first == np.arange(7000.0)).all()
+        assert q.poll(timeout=30) == "next"
+        assert q.poll(timeout=0.5) is None
+    spmd_barrier()
+
+
 def test_per_worker_queues():
     qs = PollableDataQueue.per_worker()
     assert len(qs) == spmd_size() and qs.mine is qs[spmd_index()]
