@@ -267,7 +267,7 @@ def _receive(scope, source, tag, status, call, out=None):
         _check_self_sent(call, scope, tag)
     if source is None:
         return _value(scope, _probed(scope, tag, status, call), status, call)
-    box, request = scope.inbox, None
+    box, request, posted = scope.inbox, None, None
     try:
         scope.inbox = False  # in use (by this receive, until it ends)
         if box is None:  # (the scope's first receive from a given worker)
@@ -275,9 +275,10 @@ def _receive(scope, source, tag, status, call, out=None):
         if box:
             inbox, request = box.buf, box.started(scope.comm, source, tag)
         else:  # (in use by a receive that this one interrupts: a callback's)
-            inbox = bytearray(_INBOX)
-            request = scope.comm.Irecv(inbox, source - 1,
-                                       MPI.ANY_TAG if tag is None else tag)
+            inbox, posted = bytearray(_INBOX), []  # (kept by the C call that posts it)
+            posted.extend(map(scope.comm.Irecv, (inbox,), (source - 1,),
+                              (MPI.ANY_TAG if tag is None else tag,)))
+            request = posted[0]
         if out is not None:
             _isend(scope, out[0], out[1], tag)
         test = request.Test
@@ -288,8 +289,13 @@ def _receive(scope, source, tag, status, call, out=None):
             _wait.spin(lambda: test(status), scope, call, [scope.world_ranks[source - 1]],
                        kind="recv", tag=tag)
     except BaseException:
-        # (None: interrupted before its receive was posted; the returns from the posting
-        # calls to the assignment leave no gap a signal's handler could run in)
+        # A signal's handler runs as a call returns, before its value is kept: a Ctrl-C
+        # that came while the inbox's receive was started left ``request`` None with the
+        # receive active (it took the next message, and the next receive's start failed)
+        if request is None and box:
+            request = box.active(scope.comm, source, tag)
+        if request is None and posted:
+            request = posted[0]
         if request is not None:
             if status.Get_source() == MPI.ANY_SOURCE:  # (else it completed: status filled)
                 request.Cancel()
@@ -330,6 +336,16 @@ class _Inbox:
             request = self.posted[(source, tag)] = comm.Recv_init(
                 self.buf, source - 1, MPI.ANY_TAG if tag is None else tag)
         request.Start()
+        return request
+
+    def active(self, comm, source, tag):
+        """The persistent receive from ``source`` with ``tag`` on ``comm`` if it is
+        active, else None (an inactive one's status is empty)."""
+        request = self.posted.get((source, tag)) if comm is self.comm else None
+        status = MPI.Status()
+        if request is None or (request.Get_status(status) and
+                               status.Get_source() == MPI.ANY_SOURCE):
+            return None
         return request
 
     def free(self):

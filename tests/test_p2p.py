@@ -526,6 +526,40 @@ def test_a_message_interrupted_as_it_is_posted_arrives_whole(monkeypatch):
     spmd_barrier()
 
 
+@pytest.mark.parametrize("first", [True, False])
+def test_a_receive_interrupted_as_it_is_posted_loses_nothing(monkeypatch, first):
+    """A Ctrl-C raised as a receive had been posted (here: as the start of the inbox's
+    receive returned; ``first``: the receive from that worker is a new one): the receive
+    was left active unrecorded, so it took the message nobody then received, and the
+    next receive from that worker found it active (MPI's error) or waited for ever."""
+    if spmd_size() == 1:
+        pytest.skip("a message to oneself")
+    from spmdlab import p2p
+
+    started = p2p._Inbox.started
+
+    def interrupted(self, comm, source, tag):
+        request = started(self, comm, source, tag)
+        monkeypatch.setattr(p2p._Inbox, "started", started)
+        raise KeyboardInterrupt
+
+    if first:  # (a fresh tag: the inbox's receive for it is made now)
+        tag = 90
+    else:
+        tag = 91
+        spmd_send("warm", right(), tag)
+        assert spmd_receive(left(), tag) == "warm"
+    monkeypatch.setattr(p2p._Inbox, "started", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        spmd_receive(left(), tag)
+    spmd_barrier()
+    spmd_send(np.arange(5) + spmd_index(), right(), tag)
+    spmd_send("second", right(), tag)
+    assert (spmd_receive(left(), tag) == np.arange(5) + left()).all()
+    assert spmd_receive(left(), tag) == "second"
+    spmd_barrier()
+
+
 @pytest.mark.parametrize("size", [3, 100_000])
 def test_a_ctrl_c_while_waiting_for_the_send_lock_does_not_keep_it(size):
     """A Ctrl-C that comes while the program thread waits for the send lock (another
