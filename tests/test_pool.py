@@ -158,6 +158,8 @@ def test_a_script_drives_a_pool(layout):
             pool.spmd(interrupts_itself)
         except KeyboardInterrupt as exc:
             assert "stopped on every worker" in str(exc), exc
+            # named, as an error is (it said only "the block was stopped", as Ctrl-C)
+            assert f"spmd: worker 1 of {n} raised KeyboardInterrupt" in str(exc), exc
         else:
             raise AssertionError("no KeyboardInterrupt")
         assert pool.spmd(lambda: spmd_plus(1))[:] == [n] * n
@@ -351,6 +353,44 @@ def test_workers_that_cannot_recover_from_a_stopped_block_get_a_new_pool():
         "with 2 workers" in proc.stderr, proc.stderr
 
 
+def test_a_ctrl_c_while_the_refresh_is_sent_waits_until_every_worker_has_it():
+    # a Ctrl-C between the refresh's sends (after a failed block): worker 1 waited in
+    # its collective for worker 2, which ran the next block; stopped, worker 1 did not
+    # stop and the pool was restarted, every variable lost
+    env, _ = layout_env("2")
+    proc = run_client("""
+        import os, signal, time
+        import spmdlab
+        from spmdlab import spmd_index, spmd_plus
+        from spmdlab.pool import _client
+        pool = spmdlab.start_pool(2)
+        kept = pool.spmd(lambda: spmd_index() * 10)
+        send = _client.Pool._send
+        def cut(self, k, message):
+            if message[0] == "refresh" and k == 2 and not hasattr(self, "cut"):
+                self.cut = True
+                os.kill(os.getpid(), signal.SIGINT)
+                time.sleep(0.2)  # (the signal's handler runs here)
+            return send(self, k, message)
+        _client.Pool._send = cut
+        def fails():
+            if spmd_index() == 2:
+                raise ValueError("no good")
+            spmd_plus(1)
+        for _ in range(2):
+            try:
+                pool.spmd(fails)
+            except (spmdlab.SpmdError, KeyboardInterrupt) as exc:
+                print("RAISED", type(exc).__name__)
+        print("AFTER", pool.spmd(lambda: spmd_plus(1))[:], kept[:])
+        pool.delete()
+    """, env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "RAISED KeyboardInterrupt\nRAISED SpmdError" in proc.stdout, proc.stdout
+    assert "AFTER [2, 2] [10, 20]" in proc.stdout, proc.stdout + proc.stderr
+    assert "restarted" not in proc.stderr, proc.stderr
+
+
 def test_a_wait_for_a_worker_that_ended_the_block_fails_and_names_it():
     # MATLAB: "the other worker became idle"; it used to wait for ever
     env, _ = layout_env("2")
@@ -504,6 +544,40 @@ def test_os_exit_on_one_worker_names_that_worker():
     assert proc.stdout.count("ENDED worker 2 of 3 called os._exit(3), which ends every "
                              "worker: the pool has ended; start a new one with "
                              "parpool(3)") == 2, proc.stdout
+
+
+def test_a_current_pool_that_ended_gives_the_last_one_still_open_back():
+    # as delete does: the ended pool stayed current, gcp("nocreate") said None with a
+    # pool open, and distributed(x) (gcp) started a third pool beside it
+    env, _ = layout_env("4")
+    proc = run_client("""
+        import os
+        import numpy as np
+        import spmdlab
+        from spmdlab import SpmdError, spmd_index
+        from spmdlab.matlab import distributed, gather, gcp
+        first = spmdlab.start_pool(2)
+        second = spmdlab.Pool(2)
+        try:
+            second.spmd(lambda: os._exit(3) if spmd_index() == 2 else None)
+        except SpmdError as exc:
+            print("ENDED", str(exc).split(":")[0])
+        try:  # (it said "the pool has been deleted", which the user never did)
+            second.spmd(lambda: 1)
+        except SpmdError as exc:
+            print("LATER", exc)
+        D = distributed(np.arange(4.0))
+        print("CURRENT", gcp("nocreate") is first, D._pool is first, gather(D).tolist())
+        first.delete()
+        print("NONE", gcp("nocreate"))
+    """, env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "ENDED worker 2 of 2 called os._exit(3), which ends every worker" in \
+        proc.stdout, proc.stdout
+    assert "LATER spmd: the pool has ended (worker 2 of 2 called os._exit(3)); start a " \
+        "new one with parpool(2)" in proc.stdout, proc.stdout
+    assert "CURRENT True True [0.0, 1.0, 2.0, 3.0]" in proc.stdout, proc.stdout
+    assert "NONE None" in proc.stdout, proc.stdout
 
 
 @pytest.mark.parametrize("layout", ["2", "4", "2x2"])
@@ -1250,6 +1324,37 @@ def test_an_in_place_operation_on_the_client_gives_the_same_distributed_array():
     assert proc.returncode == 0, out + proc.stderr
     assert "SAME True True True" in out, out
     assert "VALUES [2.0, 4.0, 6.0, 8.0] [0.0, 1.0, 2.0, 2.0] [2.0, 1.0, 0.0, 2.0]" in out, out
+
+
+def test_an_in_place_operation_on_the_client_that_fails_on_one_worker_writes_nothing():
+    client_side()
+    # D += x on the client wrote into the workers' own arrays: failed (or stopped by
+    # Ctrl-C) on one worker, it had added on the others, and D held parts of two steps
+    env, _ = layout_env("2")
+    proc = run_client("""
+        import numpy as np
+        import spmdlab
+        from spmdlab.matlab import distributed, gather
+        pool = spmdlab.start_pool(2)
+        D = distributed(np.zeros(4))
+        E, Q, R = (distributed(np.full(4, v)) for v in (7.0, 0.0, 0.0))
+        C = pool.spmd(lambda: 2.0 if spmdlab.spmd_index() == 1 else "two")
+        for op in (lambda: np.add(D, C, out=D), lambda: np.divmod(E, C, out=(Q, R))):
+            try:
+                op()
+            except spmdlab.SpmdError as exc:
+                print("RAISED", str(exc).splitlines()[0])
+        print("VALUES", gather(D).tolist(), gather(Q).tolist(), gather(R).tolist())
+        D += 2.0
+        np.divmod(D, 3, out=(Q, R))
+        print("AFTER", gather(D).tolist(), gather(Q).tolist(), gather(R).tolist())
+        pool.delete()
+    """, env)
+    out = proc.stdout
+    assert proc.returncode == 0, out + proc.stderr
+    assert out.count("RAISED spmd: worker 2 of 2 failed") == 2, out
+    assert "VALUES [0.0, 0.0, 0.0, 0.0] [0.0, 0.0, 0.0, 0.0] [0.0, 0.0, 0.0, 0.0]" in out, out
+    assert "AFTER [2.0, 2.0, 2.0, 2.0] [0.0, 0.0, 0.0, 0.0] [2.0, 2.0, 2.0, 2.0]" in out, out
 
 
 def test_a_client_operation_stopped_after_some_workers_made_its_tuple_keeps_none_of_it():

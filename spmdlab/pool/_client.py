@@ -182,6 +182,7 @@ class Pool:
         self._dropped: List[str] = []  # workers' variables whose handles the client dropped
         self._unreadable: Dict[int, dict] = {}  # a block's first value the client could
         # not read (a queue's item of a class only the workers can import)
+        self._ended: Optional[str] = None  # how the pool ended, if a worker's end ended it
         self._leaving: Optional[Tuple[int, Any]] = None  # (worker, status): the first
         # worker that called os._exit, which ends every worker (see _lost)
         self._proc: Optional[subprocess.Popen] = None
@@ -337,13 +338,7 @@ class Pool:
     def delete(self) -> None:
         """End the pool: every worker ends (MATLAB ``delete(pool)``). Its Composites and
         distributed arrays can no longer be read."""
-        global _current
-        if self in _opened:
-            _opened.remove(self)
-        if _current is self:  # another pool still open becomes the current one (gcp)
-            _current = next((p for p in reversed(_opened) if not p.closed), None)
-            if _shared.client_pool is self:
-                _shared.client_pool = _current
+        self._forget()
         if self.closed:
             return
         self.closed = True
@@ -360,6 +355,18 @@ class Pool:
         self._kill()
 
     close = delete
+
+    def _forget(self):
+        """This pool is no longer one of the open ones (deleted, or ended: a worker
+        killed or gone with os._exit); if it was the current one, the last one started
+        that is still open becomes current again (gcp), as when it is deleted."""
+        global _current
+        while self in _opened:  # (a restarted pool was appended again)
+            _opened.remove(self)
+        if _current is self:  # another pool still open becomes the current one (gcp)
+            _current = next((p for p in reversed(_opened) if not p.closed), None)
+            if _shared.client_pool is self:
+                _shared.client_pool = _current
 
     def _kill(self):
         for conn in self._conns.values():
@@ -417,6 +424,9 @@ class Pool:
 
     def _check_open(self, call):
         if self.closed:
+            if self._ended is not None:  # not deleted: a worker's end ended it
+                raise SpmdError(f"{call}: the pool has ended ({self._ended}); start a "
+                                f"new one with parpool({self.size})")
             raise SpmdError(f"{call}: the pool has been deleted; start a new one with "
                             f"parpool(n)")
         if self._busy:
@@ -529,19 +539,20 @@ class Pool:
         except queues_.Empty:
             pass
         self.closed = True
+        self._forget()
         self._kill()
+        named = _watcher_words(self._launcher_lines)
         if self._leaving is not None:  # its connection closes in the launcher's order
             index, status = self._leaving
-            raise SpmdError(f"worker {index} of {self.size} called os._exit({status}), "
-                            f"which ends every worker: the pool has ended; start a new "
-                            f"one with parpool({self.size})")
-        named = _watcher_words(self._launcher_lines)
-        if named is not None:  # the host's watcher named the worker and how it ended
-            index, how = named
-            raise SpmdError(f"worker {index} of {self.size} {how}: the pool has ended; "
-                            f"start a new one with parpool({self.size})")
-        raise SpmdError(f"worker {index} of {self.size} ended (killed, or the launcher "
-                        f"ended the job): the pool has ended; start a new one with "
+            why = f"worker {index} of {self.size} called os._exit({status})"
+            said = f"{why}, which ends every worker"
+        elif named is not None:  # the host's watcher named the worker and how it ended
+            why = said = f"worker {named[0]} of {self.size} {named[1]}"
+        else:
+            why = said = (f"worker {index} of {self.size} ended (killed, or the launcher "
+                          f"ended the job)")
+        self._ended = why  # (what a later call on the pool says, see _check_open)
+        raise SpmdError(f"{said}: the pool has ended; start a new one with "
                         f"parpool({self.size})")
 
     def _pump(self, timeout):
@@ -563,14 +574,19 @@ class Pool:
         rid = next(_request_ids)
         self._waiting = ("reply", rid)
         try:
-            for k in workers:
-                try:
-                    self._send(k, (kind, rid) + args)
-                except _wire.Closed:
-                    raise
-                except Exception:  # nothing has gone: the frame is made before it is sent
-                    self._check_sendable(call, [("the value", a) for a in args])
-                    raise
+            # a Ctrl-C while the request is sent waits until every worker has it: a
+            # refresh sent to some only left them waiting in its collective for the
+            # others, which ran the next block (stopped, it restarted the pool)
+            with _wire.interrupts_deferred():
+                for k in workers:
+                    try:
+                        self._send(k, (kind, rid) + args)
+                    except _wire.Closed:
+                        raise
+                    except Exception:  # nothing has gone: the frame is made before it
+                        self._check_sendable(call,  # is sent
+                                             [("the value", a) for a in args])
+                        raise
             deadline = None if within is None else time.monotonic() + within
             while len(self._replies.get(rid, ())) < len(workers):
                 if deadline is not None and time.monotonic() > deadline:
@@ -690,6 +706,11 @@ class Pool:
                 first = failed if failed is not None else failures[0][1]
                 raise _remote_error(call, first, self.size,
                                     others=[k for k, _ in failures if k != first["worker"]])
+            own = sorted(k for k, o in outcomes.items() if o[0] == "stopped" and o[1])
+            if own and not interrupted:  # not the user's Ctrl-C: the block's own code's
+                raise KeyboardInterrupt(f"{call}: worker {own[0]} of {self.size} raised "
+                                        f"KeyboardInterrupt: the block was stopped on "
+                                        f"every worker")
             raise KeyboardInterrupt("the block was stopped on every worker")
         if any(o[2:] == ("lost",) for o in outcomes.values()):
             self._refresh()  # a worker caught a collective's SpmdPeerError (see _worker.run)
@@ -1278,14 +1299,21 @@ class Distributed(_OperatorsMixin):
         return value
 
     def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
-        result = self._on_workers(_ufunc_call, ufunc, method, inputs, kwargs)
         out = kwargs.get("out")
         if isinstance(out, tuple) and out and \
                 all(isinstance(o, Distributed) for o in out):
+            # written into copies of ``out`` first, then copied into its arrays in a block
+            # a Ctrl-C waits for: each worker stops at its own point, and D += 1 stopped
+            # on the workers' own arrays left some parts added to and the others not
+            # (restore undoes bindings, not writes into an array)
+            copies = self._on_workers(_ufunc_into_copies, ufunc, method, inputs, kwargs)
+            with _wire.interrupts_deferred():
+                self._pool.spmd(_write_into, out,
+                                copies if isinstance(copies, tuple) else (copies,))
             # numpy gives ``out`` itself (the workers wrote into its arrays): D += 1 made
             # D another handle of the same array, and np.add(D, 1, out=D) is D was False
             return out[0] if len(out) == 1 else out
-        return result
+        return self._on_workers(_ufunc_call, ufunc, method, inputs, kwargs)
 
     def __array_function__(self, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
         return self._on_workers(func, *args, **kwargs)
@@ -1436,6 +1464,22 @@ def _apart(prefix, fn, /, *args, **kwargs):
 def _ufunc_call(ufunc, method, inputs, kwargs):
     """(On a worker) a ufunc applied as numpy's protocol asked on the client."""
     return getattr(ufunc, method)(*inputs, **kwargs)
+
+
+def _ufunc_into_copies(ufunc, method, inputs, kwargs):
+    """(On a worker) a ufunc whose ``out`` are codistributed arrays, written into copies
+    of them (numpy's casting and ``where`` as into ``out`` itself): returned, for the
+    client to copy into ``out`` once every worker has them."""
+    copies = tuple(o.copy() for o in kwargs["out"])
+    getattr(ufunc, method)(*inputs, **dict(kwargs, out=copies))
+    return copies if len(copies) > 1 else copies[0]
+
+
+def _write_into(out, parts):
+    """(On a worker) each of ``parts`` written into the array of ``out`` it was copied
+    from (no communication: the same distribution)."""
+    for o, p in zip(out, parts):
+        o.local[...] = p.local
 
 
 def _method_call(D, name, args, kwargs):

@@ -415,7 +415,10 @@ class _Worker:
             return ("done", {name: _kind(self.ns, name) for name in names})
         except (Stopped, KeyboardInterrupt) as exc:
             keep_requests(exc)
-            return ("stopped", None)
+            # raised by the block's own code (no stop had come): the client names this
+            # worker, as for an error
+            own = isinstance(exc, KeyboardInterrupt) and not self.stop_requested
+            return ("stopped", {"worker": self.index} if own else None)
         except BaseException as exc:  # noqa: B902 - SystemExit in a cell is an error too
             keep_requests(exc)
             return ("failed", describe(exc, self.index, spec.get("filename")))
