@@ -576,6 +576,23 @@ def test_not_an_implicit_array():
     assert "stores" in repr(D)
 
 
+def test_copy_deepcopy_and_in_are_numpys():
+    # copy.copy(D) and copy.deepcopy(D) (MATLAB's value copy E = D) raised "cannot be
+    # pickled or sent"; 2.0 in D raised numpy's "truth value of an array ... ambiguous"
+    import copy
+
+    from spmdlab.matlab import codistributed
+
+    n = spmd_size()
+    A = np.arange(2.0 * n + 1).reshape(-1, 1) * np.ones(3)
+    for D in (distribute(A), distribute(A, axis=1), codistributed(A)):
+        for E in (copy.copy(D), copy.deepcopy(D), copy.deepcopy({"D": [D]})["D"][0]):
+            assert type(E) is type(D) and E.codistributor == D.codistributor
+            E[0, 0] = -1
+            assert np.array_equal(E.gather()[1:], A[1:]) and D.gather()[0, 0] == A[0, 0]
+        assert 2.0 in D and -1.0 not in D and 2 * n in D and 2 * n + 1 not in D
+
+
 def test_mixed_families_are_refused():
     if torch is None:
         pytest.skip("needs torch")

@@ -205,6 +205,22 @@ def test_concatenate_stack_tile_kron(backend):
         same(np.expand_dims(D, 0), np.expand_dims(A, 0))
         same(np.squeeze(D[:1, :]), np.squeeze(A[:1, :]))
         same(np.atleast_2d(col(D)), np.atleast_2d(A[:, 0]))
+        # MATLAB's cat(3, D, E) (refused: "not available for a CodistributedArray")
+        same(np.dstack([D, E]), np.dstack([A, B]))
+        same(np.dstack([np.dstack([D, E]), backend.make(A)]), np.dstack([A, B, A]))
+        same(np.dstack([col(D), rep]), np.dstack([A[:, 0], B[:, 0]]))
+        same(np.atleast_3d(D), np.atleast_3d(A))
+        same(np.atleast_3d(col(D)), np.atleast_3d(A[:, 0]))
+        # MATLAB's block matrix [D E; E D] (refused: "not available for a CodistributedArray")
+        same(np.block([[D, E], [E, D]]), np.block([[A, B], [B, A]]))
+        same(np.block([[D, backend.make(B)], [E, D]]), np.block([[A, B], [B, A]]))
+        same(np.block([col(D), rep]), np.block([A[:, 0], B[:, 0]]))
+        with pytest.raises(SpmdTypeError, match=r"numpy.block \(worker \d+ of \d+\): takes "
+                           r"nested lists, not tuples"):
+            np.block([D, (E,)])
+        with pytest.raises(SpmdValueError, match=r"numpy.block \(worker \d+ of \d+\): list "
+                           r"depths are mismatched"):
+            np.block([[D, E], D])
 
 
 def test_nonzero_find(backend):

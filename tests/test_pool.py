@@ -757,6 +757,7 @@ def test_a_client_operation_that_gives_a_tuple_of_arrays_gives_distributed_array
         frac, whole = np.modf(D / 2)
         assert np.array_equal(gather(frac) + gather(whole), A / 2)
         assert float(D.sum()) == A.sum()  # any other result: worker 1's value, as before
+        assert 5.0 in D and 9.0 not in D  # (numpy's "truth value ... is ambiguous")
         del rows, cols, q, m, frac, whole, D
         gc.collect()
         ns = {}

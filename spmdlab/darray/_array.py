@@ -287,6 +287,14 @@ class CodistributedArray(np.lib.mixins.NDArrayOperatorsMixin):
 
     __hash__ = None  # type: ignore[assignment]  # == is element-wise, as numpy's
 
+    def __copy__(self) -> CodistributedArray:
+        """``copy.copy(D)`` and ``copy.deepcopy(D)`` (a value copy, MATLAB's ``E = D``):
+        ``D.copy()``, each worker its own part (no communication; pickling refuses)."""
+        return self.copy()
+
+    def __deepcopy__(self, memo: Any) -> CodistributedArray:
+        return self.copy()
+
     # the numpy protocols and the rest of the array's behaviour: _numpy and _indexing
 
     def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
@@ -338,6 +346,12 @@ class CodistributedArray(np.lib.mixins.NDArrayOperatorsMixin):
         from ._indexing import setitem
 
         setitem(self, key, value)
+
+    def __contains__(self, value: Any) -> bool:
+        """numpy's ``value in D``: ``(D == value).any()`` (collective, a reduction; the
+        rows ``__iter__`` gives would be compared as arrays, which have no truth
+        value)."""
+        return bool((self == value).any())
 
     def __iter__(self) -> Iterator[Any]:
         for i in range(len(self)):

@@ -15,7 +15,7 @@ import math
 
 import numpy as np
 
-from .._backends import BF16_HOST, LOCAL, bf16_as_float32, float32_as_bf16
+from .._backends import BF16_HOST, LOCAL, bf16_as_float32, float32_as_bf16, local_family
 from ..collectives import gather
 from ..errors import (SpmdError, SpmdIndexError, SpmdMismatchError, SpmdTypeError,
                       SpmdValueError)
@@ -613,6 +613,25 @@ def _atleast_2d(*arys):
     return out[0] if len(out) == 1 else out
 
 
+def _as_3d(x):
+    """numpy's ``atleast_3d`` of one operand: a vector of n elements as 1-by-n-by-1, a
+    matrix as m-by-n-by-1 (new axes of length 1: no communication)."""
+    if _codist(x):
+        return x if x.ndim >= 3 else expand_dims(x, (0, 2) if x.ndim == 1 else 2)
+    x = _array(x)
+    if x.ndim >= 3:
+        return x
+    shape = tuple(x.shape)
+    return x.reshape(((1, 1, 1) if not shape else (1, shape[0], 1) if len(shape) == 1
+                      else shape + (1,)))
+
+
+@implements(np.atleast_3d)
+def _atleast_3d(*arys):
+    out = [_as_3d(x) for x in arys]
+    return out[0] if len(out) == 1 else out
+
+
 @implements(np.hstack)
 def _hstack(tup, *, dtype=None, casting="same_kind"):
     _unsupported("numpy.hstack", dtype=dtype)
@@ -626,6 +645,73 @@ def _hstack(tup, *, dtype=None, casting="same_kind"):
 def _vstack(tup, *, dtype=None, casting="same_kind"):
     _unsupported("numpy.vstack", dtype=dtype)
     return concatenate("numpy.vstack", [_atleast_2d(x) for x in tup], 0)
+
+
+@implements(np.dstack)
+def _dstack(tup):
+    """MATLAB's ``cat(3, A, B)``: joined along the third axis, vectors and matrices
+    taking numpy's ``atleast_3d`` shape first."""
+    return concatenate("numpy.dstack", [_as_3d(x) for x in tup], 2)
+
+
+@implements(np.block)
+def _block(arrays):
+    """MATLAB's block matrix ``[A B; C D]`` as numpy's ``np.block([[A, B], [C, D]])``:
+    the innermost lists joined along the last axis, the lists of those along the one
+    before, and so on, each operand first given leading axes of length 1 up to the
+    result's dimensions. A list with a codistributed operand is joined as
+    ``np.concatenate`` joins it (each operand moved once to its share); one of
+    replicated operands as numpy joins them."""
+    call = "numpy.block"
+    depth = _block_depth(call, arrays, 0)
+    if depth == 0:  # (numpy's: a copy of the one operand)
+        return arrays.copy()
+    leaves = list(_block_leaves(arrays))
+    ndim = max([depth] + [x.ndim if _codist(x) else np.ndim(x) for x in leaves])
+
+    def join(item, level):
+        if level == depth:
+            if _codist(item):
+                return item if item.ndim == ndim else \
+                    expand_dims(item, tuple(range(ndim - item.ndim)))
+            item = _array(item)
+            return item.reshape((1,) * (ndim - item.ndim) + tuple(item.shape))
+        parts = [join(x, level + 1) for x in item]
+        axis = ndim - depth + level
+        if any(_codist(x) for x in parts):
+            return concatenate(call, parts, axis)
+        family = local_family(parts[0])
+        if family is not None and all(local_family(x) == family for x in parts):
+            return LOCAL[family].cat(parts, axis)
+        return np.concatenate(parts, axis=axis)
+
+    return join(arrays, 0)
+
+
+def _block_depth(call, item, level):
+    """How deep ``np.block``'s lists nest (numpy's rules: lists only, none empty, every
+    operand at the same depth), the same on every worker."""
+    if isinstance(item, tuple):
+        raise error(SpmdTypeError, call, f"takes nested lists, not tuples (a tuple at "
+                    f"depth {level})")
+    if not isinstance(item, list):
+        return level
+    if not item:
+        raise error(SpmdValueError, call, f"lists cannot be empty (an empty list at depth "
+                    f"{level})")
+    depths = {_block_depth(call, x, level + 1) for x in item}
+    if len(depths) > 1:
+        raise error(SpmdValueError, call, f"list depths are mismatched (operands at depths "
+                    f"{sorted(depths)})")
+    return depths.pop()
+
+
+def _block_leaves(item):
+    if isinstance(item, list):
+        for x in item:
+            yield from _block_leaves(x)
+    else:
+        yield item
 
 
 @implements(np.column_stack)

@@ -1329,6 +1329,9 @@ class Distributed(_OperatorsMixin):
             raise TypeError("len() of a 0-d distributed array")
         return self.shape[0]
 
+    def __contains__(self, value: Any) -> bool:  # (D == value).any(), as the workers'
+        return bool(self._on_workers(operator.contains, self, value))
+
     def __iter__(self) -> Iterator[Any]:
         for i in range(len(self)):
             yield self[i]
