@@ -182,8 +182,10 @@ def reduce_op(call, x, op, destination, layout=None):
         offsets, total = _layout(leaves)
         k = key(call, op, destination, _pack.tree_signature(treedef),
                 ((_leaf_dtype(l, op, treedef), l.shape) for l in leaves), layout)
-        payload = _payload(leaves, offsets, total) if total <= scope.exchange.inline \
-            else None
+        # (a lone Python int rides in the record whatever SPMDLAB_INLINE_BYTES says, as
+        # on the fast path: only there is its sum exact; its key meets no other value's)
+        payload = _payload(leaves, offsets, total) if total <= scope.exchange.inline or \
+            (treedef is None and _leaf_dtype(leaves[0], op, None) == _EXACT) else None
     aux, arrays = _shm.AUX_NO, None
     if error is None and payload is None:
         try:  # copies from a device, before agreeing: a failure here is agreed on below
@@ -201,6 +203,10 @@ def reduce_op(call, x, op, destination, layout=None):
             return None
         if type(result) is int and leaf.family != "py-int":
             result = _wrap_int64(result)
+        elif type(result) is int and treedef is not None:
+            # a Python int within a list, tuple or dict: as int64 gives it, as the
+            # inline fold (``_fold_inline``) and a structure of more leaves give it
+            result = int(_wrap_int64(result))
         out = _wrap_scalar_or_array(leaf, result)
         return out if treedef is None else _pack.unflatten(treedef, [out])
     if error is None and payload is None and destination is None and \
@@ -750,7 +756,10 @@ def fast_paths():
     value's struct) for ``reduce_scalar``.
 
     Keys are those ``reduce_op`` computes for the same value, so a worker on the fast path
-    and one on the general path still agree.
+    and one on the general path still agree. A scalar larger than
+    ``SPMDLAB_INLINE_BYTES`` has no fast path (the record would not carry it elsewhere),
+    but for a lone Python int summed or multiplied, which rides in the record on every
+    path.
     """
     table = {}
     kinds = [(float, "d", None), (int, "q", None), (bool, "?", None),
@@ -767,6 +776,14 @@ def fast_paths():
                 if dtype.kind not in op.kinds:
                     continue
                 exact = op in _EXACT_OPS and (kind is int or cast is int)
+                if not exact and _env.INLINE_BYTES is not None and \
+                        fmt.size > _env.INLINE_BYTES:
+                    # (a fast path rides in the record, always: where the record may
+                    # not carry the value, a 0-d array or tensor of the same key on
+                    # another worker gathers it instead, so this one takes the
+                    # general path, which does the same; else a wrong sum here, a
+                    # hang there. A lone Python int rides in the record on every path)
+                    continue
                 k = key(call, op, None, None, ((_EXACT if exact else dtype.str, ()),))
                 header = fast_header(k, fmt.size, True, _shm.AUX_NO)
                 table[(call, op, kind)] = (k, fmt, cast, element, header, FLAG_INLINE,

@@ -188,8 +188,16 @@ def spmd_reduce(fcn: Callable[[Any, Any], Any], x: T,
     known = _reduce.known_name(fcn)
     values = _gather("spmd_reduce", scope, x, treedef, leaves, destination,
                      ("reduce", name) + code[1:],
-                     fcn=known or (name if not code else f"{name} at {code[0]}"))
-    acc, error = None, None
+                     fcn=known or (name if not code else f"{name} at {code[0]}"),
+                     decode=False)
+    acc: Any = None
+    failed: Optional[SpmdError] = None
+    if values is not None:
+        try:  # (a value that cannot be made again here: every worker learns of it below)
+            values = [_decoded("spmd_reduce", scope, buf, k + 1)
+                      for k, buf in enumerate(values)]
+        except SpmdTypeError as exc:
+            values, failed = None, exc
     if values is not None:
         # (not on lists and tuples, where max and min keep Python's meaning and type)
         if all(type(l) is Leaf for l in leaves) and not _reduce._has_sequences(treedef):
@@ -199,18 +207,18 @@ def spmd_reduce(fcn: Callable[[Any, Any], Any], x: T,
             for value in values[1:]:
                 acc = fcn(acc, value)
         except Exception as exc:  # every worker learns of it below
-            error = SpmdError(f"spmd_reduce ({scope.who()}): the reduction function "
-                              f"{name} raised {type(exc).__name__}: {exc}")
-            error.__cause__ = exc
+            failed = SpmdError(f"spmd_reduce ({scope.who()}): the reduction function "
+                               f"{name} raised {type(exc).__name__}: {exc}")
+            failed.__cause__ = exc
     # The function may fail on some workers only (it may depend on the worker): agree on
     # the outcome so that every worker raises or none does. Every worker folded the same
     # values in the same order, so a plain result (a number, a string, a small array)
     # that differs comes from a function that reads something of the worker's own as it
     # runs (spmd_index(), random numbers): compared too, else each keeps its own answer.
     result = _plain_key(acc) if values is not None and destination is None and \
-        error is None else None
+        failed is None else None
     agree(scope, "spmd_reduce", digest(("spmd_reduce", "folded", name, result)),
-          error=error, describe=lambda: _folded(name, acc, result))
+          error=failed, describe=lambda: _folded(name, acc, result))
     return acc
 
 
@@ -562,9 +570,10 @@ def _fields(treedef, leaves, what, fcn):
     return {"kind": repr(what)} if fcn is None else _pack.value_fields(treedef, leaves)
 
 
-def _gather(call, scope, x, treedef, leaves, destination, what, fcn=None):
+def _gather(call, scope, x, treedef, leaves, destination, what, fcn=None, decode=True):
     """Every worker's value, in worker order, on every worker (or on ``destination``);
-    ``fcn``: the reduction function a mismatch names."""
+    ``fcn``: the reduction function a mismatch names; not ``decode``: each value's
+    bytes, for the caller to decode (``_decoded``)."""
     error = check_worker(call, scope, "destination", destination)
     buf = None
     if error is None:
@@ -587,10 +596,24 @@ def _gather(call, scope, x, treedef, leaves, destination, what, fcn=None):
     if recv is None:
         return None
     values, offset = [], 0
-    for n in sizes:
-        values.append(_pack.decode(recv[offset:offset + n]))
+    for k, n in enumerate(sizes):
+        buf = recv[offset:offset + n]
+        values.append(_decoded(call, scope, buf, k + 1) if decode else buf)
         offset += n
     return values
+
+
+def _decoded(call, scope, buf, worker):
+    """Worker ``worker``'s value (``buf``) made again here. One that cannot be (a class
+    this worker cannot import, a ``__setstate__`` that fails) raises SpmdTypeError
+    naming the call, this worker and that worker, as a point-to-point message does (it
+    raised the unpickler's bare error, which named neither)."""
+    try:
+        return _pack.decode(buf)
+    except Exception as exc:
+        raise SpmdTypeError(
+            f"{call} ({scope.who()}): the value of worker {worker} cannot be unpickled "
+            f"here: {type(exc).__name__}: {exc}") from exc
 
 
 def spmd_broadcast(source: int, x: Any = None) -> Any:
@@ -653,7 +676,8 @@ def broadcast(call, source, x, name="source"):
                          payload=memoryview(buf).cast("B") if inline else None,
                          error=error, describe=describe)
     if not ex.tree and ex.field(source - 1, 3) & FLAG_INLINE:  # it rode in the record
-        return _pack.decode(bytearray(ex.payload(source - 1, ex.field(source - 1, 2))))
+        payload = bytearray(ex.payload(source - 1, ex.field(source - 1, 2)))
+        return _decoded(call, scope, payload, source)
     try:
         if buf is None:  # its size is known only now, after the agreement (the source's
             # is the only one not 0: the largest, in a tree's merged record)
@@ -665,7 +689,7 @@ def broadcast(call, source, x, name="source"):
     except Exception:
         _ending.end_committed(scope, call)
     _wait.wait(request, scope, call, keep=buf)
-    return _pack.decode(buf)
+    return _decoded(call, scope, buf, source)
 
 
 def spmd_barrier() -> None:

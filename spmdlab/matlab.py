@@ -130,9 +130,10 @@ F = TypeVar("F", bound=Callable[..., Any])
 _RENAMED = {"spmd_plus", "spmd_reduce", "spmd_cat", "spmd_broadcast", "spmd_barrier",
             "spmd_send", "spmd_receive", "spmd_send_receive", "spmd_probe", "spmdPlus",
             "spmdReduce", "spmdCat", "spmdBroadcast"}
-# ... and where the other workers quote the failed worker's message ("failed on another
-# worker: worker 1: spmd_plus (worker 1 of 3): ..." from a gplus)
-_QUOTED = re.compile(r"(: worker \d+: )(?:%s) \(" % "|".join(sorted(_RENAMED)))
+# ... and where the other workers quote the failed workers' messages ("failed on another
+# worker: worker 1: spmd_plus (worker 1 of 3): ...; worker 2: spmd_plus (worker 2 of 3):
+# ..." from a gplus)
+_QUOTED = re.compile(r"([:;] worker \d+: )(?:%s) \(" % "|".join(sorted(_RENAMED)))
 _WAITING = re.compile(r"^([^()]*), waiting in (?:%s)\)" % "|".join(sorted(_RENAMED)))
 
 

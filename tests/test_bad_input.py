@@ -300,3 +300,44 @@ def test_a_colon_range_of_more_elements_than_an_array_holds():
         assert "more elements than an array holds" in text, text
         raises_here(SpmdValueError, "drange", lambda: M.drange(a, d, b))
     assert M.gather(M.codistributed.colon(3, -0.5, 1)).tolist() == [3.0, 2.5, 2.0, 1.5, 1.0]
+
+
+class OnlyOnWorker1:
+    """A value that can be made again on worker 1 only (as an instance of a class that
+    only worker 1 defined, or whose ``__setstate__`` needs a file only it has)."""
+
+    def __setstate__(self, state):
+        if spmd_index() != 1:
+            raise ValueError("cannot be made here")
+        self.__dict__.update(state)
+
+
+def test_a_value_that_cannot_be_unpickled_names_the_call_the_worker_and_its_owner():
+    # (tester T3) spmd_broadcast, spmd_cat of objects and Composite indexing raised the
+    # unpickler's bare ValueError (AttributeError for a class this worker lacks), naming
+    # no call and no worker; spmd_reduce with a function of the user's left worker 1
+    # waiting in the fold's agreement while the others raised it
+    import spmdlab.matlab as M
+    from spmdlab import Composite, spmd_broadcast
+
+    k, n = spmd_index(), spmd_size()
+    value = OnlyOnWorker1()
+    value.data = [1, 2]  # (a state to set: pickle calls no __setstate__ for none)
+    cannot = "the value of worker 1 cannot be unpickled here: ValueError: cannot be made here"
+    for call, fn in (("spmd_broadcast", lambda: spmd_broadcast(1, value)),
+                     ("spmd_cat", lambda: spmd_cat(value)),
+                     ("Composite[1]", lambda: Composite(value)[1]),
+                     ("spmdBroadcast", lambda: M.spmdBroadcast(1, value))):
+        if k == 1:
+            got = fn()
+            assert type(got) is OnlyOnWorker1 or type(got[0]) is OnlyOnWorker1, got
+            in_step()
+        else:
+            assert cannot in raises_here(SpmdTypeError, call, fn)
+    for call, fn in (("spmd_reduce", lambda: spmd_reduce(lambda a, b: a, value)),
+                     ("gop", lambda: M.gop(lambda a, b: a, value))):
+        if n == 1:
+            assert type(fn()) is OnlyOnWorker1
+            continue
+        text = raises_here(SpmdTypeError, call, fn)  # on every worker
+        assert cannot in text, text

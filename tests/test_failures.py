@@ -377,6 +377,29 @@ for size in [10, 1000, 20000]:
                      job.stderr), job.stderr
 
 
+@pytest.mark.parametrize("inline", ["0", "4"])
+def test_a_scalar_beside_a_0d_array_where_the_record_does_not_carry_it(inline):
+    # (tester T3) the scalar fast path put its value in the record whatever
+    # SPMDLAB_INLINE_BYTES said, the 0-d array beside it gathered its own: worker 1
+    # returned its own 1.0 as the sum, the others hung in the gather; and a lone Python
+    # int, summed exactly only in the record, wrapped as int64 outside it
+    job = run_job(PROLOGUE + """
+k = spmd_index()
+print("sum", k, repr(spmd_plus(1.0 if k == 1 else np.array(1.0))))
+print("max", k, repr(spmd_reduce(max, np.float64(k) if k == 1 else np.array(float(k)))))
+print("f32", k, repr(spmd_plus(np.float32(k) if k == 2 else np.array(k, dtype=np.float32))))
+print("int", k, spmd_plus(k))
+print("big", k, spmd_plus(2 ** 62), spmd_plus(2 ** 62, destination=1))  # exact, alone
+""", 3, env={"SPMDLAB_INLINE_BYTES": inline, "SPMDLAB_TIMEOUT": "20"})
+    assert job.returncode == 0, job.stdout + job.stderr
+    lines = set(job.stdout.split("\n"))
+    assert {"sum 1 3.0", "sum 2 array(3.)", "sum 3 array(3.)", "max 1 np.float64(3.0)",
+            "max 2 array(3.)", "max 3 array(3.)", "f32 1 array(6., dtype=float32)",
+            "f32 2 np.float32(6.0)", "f32 3 array(6., dtype=float32)", "int 1 6",
+            "int 2 6", "int 3 6", f"big 1 {3 * 2 ** 62} {3 * 2 ** 62}",
+            f"big 2 {3 * 2 ** 62} None"} <= lines, job.stdout
+
+
 def test_os_exit_on_one_worker_is_named():
     job = run_job(LOOP_WITH_EXIT.format(exit="os._exit(4)"), 3)
     assert job.returncode == 4, job.stderr

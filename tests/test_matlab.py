@@ -304,6 +304,23 @@ def test_errors_on_one_worker_name_the_matlab_function_on_every_worker():
                 in text, text
 
 
+def test_errors_on_several_workers_name_the_matlab_function_in_every_quote():
+    # (tester T3) the others quoted the first failed worker's message with gop's name,
+    # the next ones' with spmd_reduce's ("...; worker 3: spmd_reduce (worker 3 of 3)")
+    n, k = spmdSize(), spmdIndex()
+    if n == 1:
+        return  # (worker 1 fails on none)
+    for name, call in (("gop", lambda: gop(lambda a, b: 1 / 0 if spmdIndex() > 1 else a, 1.0)),
+                       ("gplus", lambda: gplus(1, 0 if k > 1 else 1))):
+        with pytest.raises(SpmdError) as info:
+            call()
+        text = str(info.value)
+        assert text.startswith(f"{name} (worker {k} of {n}): "), text
+        assert "spmd_" not in text, text
+        if k == 1 and n > 2:
+            assert f"; worker {n}: {name} (worker {n} of {n}): " in text, text
+
+
 def test_broadcast_without_data_on_the_source_is_an_error_on_every_worker():
     # labBroadcast(1) on worker 1 gave None to every worker; MATLAB's source must pass X
     n, k = spmdSize(), spmdIndex()

@@ -173,6 +173,28 @@ if spmd_index() != 4:
     assert "worker 4 finished the program" in job.stderr, job.stderr
 
 
+@pytest.mark.parametrize("inline", [None, "0"])
+def test_ints_in_a_structure_of_one_leaf_sum_as_int64_along_the_tree(inline):
+    # (tester T3) a dict or list of one Python int summed exactly along the tree, past
+    # 2**63, where the record's fold (a few workers) and a dict of two ints wrap as int64,
+    # as documented (semantics.md); a lone int sums exactly on every path, also where
+    # SPMDLAB_INLINE_BYTES=0 keeps the values out of the record
+    env = dict(FORCED) if inline is None else dict(FORCED, SPMDLAB_INLINE_BYTES=inline)
+    job = run_job("""
+from spmdlab import spmd_plus, spmd_size
+n = spmd_size()
+wrapped = (n * 2 ** 62 + 2 ** 63) % 2 ** 64 - 2 ** 63
+assert spmd_plus({"a": 2 ** 62}) == {"a": wrapped}, spmd_plus({"a": 2 ** 62})
+assert spmd_plus([2 ** 62]) == [wrapped]
+assert spmd_plus({"a": 2 ** 62, "b": 1}) == {"a": wrapped, "b": n}
+assert spmd_plus(2 ** 62) == n * 2 ** 62
+assert spmd_plus(2 ** 62, destination=1) in (n * 2 ** 62, None)
+print("OK")
+""", 3, env=dict(env, SPMDLAB_TIMEOUT="30"), timeout=120)
+    assert job.returncode == 0, job.stderr
+    assert job.stdout.count("OK") == 3, job.stdout
+
+
 @pytest.mark.parametrize("n, shm", [(3, True), (5, False)])
 def test_folds_that_meet_inf_and_minus_inf_raise_no_warning_on_some_workers(n, shm):
     """The tree's merges (in the record, by halves, in shared memory) fold under numpy's
