@@ -483,6 +483,16 @@ def _integral(torch, x):
     return isinstance(x, (int, np.integer, bool, np.bool_))
 
 
+def _promoted(torch, tensor, number):
+    """The dtype of ``tensor`` combined with a Python or numpy ``number`` (None, torch's
+    default, for what torch cannot type)."""
+    try:
+        return torch.result_type(tensor, number.item() if isinstance(number, np.generic)
+                                 else number)
+    except (TypeError, RuntimeError):
+        return None
+
+
 class _TorchLocal:
     @staticmethod
     def _dtype(dtype):
@@ -538,11 +548,22 @@ class _TorchLocal:
                 set(kwargs) <= {"out"}:
             out = kwargs.get("out")
             extra = {} if out is None else {"out": out[0] if isinstance(out, tuple) else out}
+            if ufunc in (np.sign, np.heaviside) and isinstance(args[0], torch.Tensor) \
+                    and (args[0].is_floating_point() or args[0].is_complex()):
+                # torch.sign and torch.heaviside of NaN are 0 or 1 (numpy's are NaN), and
+                # torch.sign refuses complex values (numpy 2's sign is z / |z|, torch.sgn)
+                plain = torch.sgn if args[0].is_complex() else fn
+                fn = lambda x, *v, **o: torch.where(  # noqa: E731
+                    torch.isnan(x), x.to(torch.result_type(x, *v) if v else x.dtype),
+                    plain(x, *v), **o)
             try:
                 result = fn(*args, **extra)
-            except TypeError:  # torch.maximum and others take tensors only: 0-d ones
-                result = fn(*[a if isinstance(a, torch.Tensor) else
-                              torch.as_tensor(a, device=device) for a in args], **extra)
+            except TypeError:  # torch.maximum and others take tensors only: 0-d ones, of
+                # the dtype numpy's promotion gives (torch.heaviside refuses unlike dtypes)
+                first = next(a for a in args if isinstance(a, torch.Tensor))
+                result = fn(*[a if isinstance(a, torch.Tensor) else torch.as_tensor(
+                    a, dtype=_promoted(torch, first, a), device=device) for a in args],
+                    **extra)
             if out is None and isinstance(result, torch.Tensor):
                 # as numpy: a new array, never the operand itself (torch.positive) nor a
                 # lazy view of it (torch.conj's conjugate bit)

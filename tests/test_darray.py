@@ -901,6 +901,51 @@ def test_torch_products_of_different_dtypes_are_promoted():
 
 
 @pytest.mark.skipif(torch is None, reason="torch")
+def test_torch_isclose_takes_numbers_and_other_dtypes_as_numpy_does():
+    # torch.isclose takes two tensors of one dtype: np.isclose(D, 0.5) of torch parts was
+    # torch's TypeError (as SpmdTypeError), and an int part beside floats its RuntimeError
+    n = spmd_size()
+    A = whole((n + 1, 3))
+    A[0, 1] = 0.5
+    N = np.arange(3 * (n + 1)).reshape(n + 1, 3) % 3
+    for axis in (0, 1):
+        D = distribute(torch.from_numpy(A), axis=axis)
+        I = distribute(torch.from_numpy(N), axis=axis)
+        for got, want in [(np.isclose(D, 0.5), np.isclose(A, 0.5)),
+                          (np.isclose(0.5, D), np.isclose(0.5, A)),
+                          (np.isclose(D, A[0]), np.isclose(A, A[0])),
+                          (np.isclose(I, 1.0), np.isclose(N, 1.0)),
+                          (np.isclose(I, 1), np.isclose(N, 1)),
+                          (np.isclose(D, I), np.isclose(A, N))]:
+            assert got.family == "torch" and got.dtype == torch.bool
+            np.testing.assert_array_equal(value(got), want)
+        assert np.allclose(D, D) and np.allclose(D * 0 + 0.5, 0.5)
+        assert not np.allclose(D, 0.5)
+
+
+@pytest.mark.skipif(torch is None, reason="torch")
+def test_torch_sign_and_heaviside_keep_nan_as_numpy_does():
+    # torch.sign(NaN) is 0 and torch.heaviside(NaN, v) 0 or 1, silently (numpy: NaN);
+    # torch.sign refuses complex values and torch.heaviside a number (numpy 2: z / |z|)
+    n = spmd_size()
+    A = whole((n + 1, 3))
+    A[0, 1] = A[-1, -1] = np.nan
+    Z = A + 1j * A[::-1]
+    for axis in (0, 1):
+        D = distribute(torch.from_numpy(A), axis=axis)
+        for got, want in [(np.sign(D), np.sign(A)), (np.heaviside(D, 0.5),
+                                                      np.heaviside(A, 0.5)),
+                          (np.heaviside(D, D), np.heaviside(A, A)),
+                          (np.sign(distribute(torch.from_numpy(Z), axis=axis)), np.sign(Z))]:
+            assert got.family == "torch" and value(got).dtype == want.dtype
+            np.testing.assert_allclose(value(got), want, rtol=1e-15)  # (complex: torch's
+            # z / |z| rounds its own way)
+        out = D.copy()
+        np.sign(D, out=out)
+        np.testing.assert_array_equal(value(out), np.sign(A))
+
+
+@pytest.mark.skipif(torch is None, reason="torch")
 def test_torch_refusals_name_the_call_and_worker():
     k, n = spmd_index(), spmd_size()
     I = da.distribute(torch.arange(2 * n + 1))

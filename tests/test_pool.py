@@ -323,6 +323,35 @@ def test_ctrl_c_at_a_prompt_stops_every_worker(layout):
         child.close(force=True)
 
 
+def test_a_failing_function_of_the_script_shows_its_file_and_line(tmp_path):
+    # cloudpickle sends a function of the script's __main__ by value and names its code
+    # "<dynamic-code>": the worker's traceback said File "<dynamic-code>", line 7, with
+    # no file and no source line
+    client_side()
+    env, _ = layout_env("2")
+    script = tmp_path / "client.py"
+    script.write_text(textwrap.dedent("""
+        import spmdlab
+        from spmdlab import SpmdError, spmd_index, spmd_plus
+        pool = spmdlab.start_pool(2)
+        def fails():
+            if spmd_index() == 2:
+                raise ValueError("no good")
+            spmd_plus(1)
+        try:
+            pool.spmd(fails)
+        except SpmdError as exc:
+            print("FAILED", exc)
+        pool.delete()
+    """))
+    proc = subprocess.run([sys.executable, str(script)], env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert f'File "{script}", line 7, in fails\n' \
+        '    raise ValueError("no good")' in proc.stdout, proc.stdout
+    assert "<dynamic-code>" not in proc.stdout, proc.stdout
+
+
 def test_workers_that_cannot_recover_from_a_stopped_block_get_a_new_pool():
     env, _ = layout_env("2")
     proc = run_client("""

@@ -435,8 +435,20 @@ def _clip(a, a_min=None, a_max=None, out=None, *, min=None, max=None, **kwargs):
 
 @implements(np.isclose)
 def _isclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
-    return elementwise("numpy.isclose", (a, b), {}, lambda fam, args, kw: _family_call(
-        fam, "isclose", *args, rtol=rtol, atol=atol, equal_nan=equal_nan))
+    def apply(family, args, kwargs):
+        if family is LOCAL["torch"]:
+            import torch
+
+            # torch.isclose takes two tensors of one dtype (a number, or an int part
+            # beside a float one, was torch's TypeError or RuntimeError): numpy's
+            # isclose promotes the two, as torch's result_type does
+            like = next(x for x in args if isinstance(x, torch.Tensor))
+            dtype = torch.result_type(*args)
+            args = [torch.as_tensor(x, dtype=dtype, device=like.device) for x in args]
+        return _family_call(family, "isclose", *args, rtol=rtol, atol=atol,
+                            equal_nan=equal_nan)
+
+    return elementwise("numpy.isclose", (a, b), {}, apply)
 
 
 @implements(np.allclose)

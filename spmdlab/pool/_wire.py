@@ -33,12 +33,52 @@ class Closed(ConnectionError):
     """The other end has gone."""
 
 
+_PICKLER = None
+
+
+def _pickler():
+    """cloudpickle's pickler, but a function's code keeps its file: cloudpickle names
+    every code object it sends by value (a function of a script's ``__main__``, of a
+    cell) ``<dynamic-code>``, so a worker's traceback said ``File "<dynamic-code>",
+    line 27`` with no file and no source line instead of the script's own."""
+    global _PICKLER
+    if _PICKLER is None:
+        import collections
+        import types
+
+        import cloudpickle  # type: ignore[import-untyped,unused-ignore]
+
+        reduce_code = getattr(getattr(cloudpickle, "cloudpickle", None), "_code_reduce",
+                              None)
+        if reduce_code is None:  # (a cloudpickle without it: its own names, as before)
+            _PICKLER = cloudpickle.Pickler
+            return _PICKLER
+
+        def code_reduce(code):
+            make, args = reduce_code(code)
+            return make, tuple(code.co_filename if a == "<dynamic-code>" else a
+                               for a in args)
+
+        class Pickler(cloudpickle.Pickler):  # type: ignore[misc,unused-ignore]
+            dispatch_table = collections.ChainMap(
+                {types.CodeType: code_reduce}, cloudpickle.Pickler.dispatch_table)
+
+        _PICKLER = Pickler
+    return _PICKLER
+
+
+def _dumps(value, buffer_callback=None):
+    import io
+
+    with io.BytesIO() as file:
+        _pickler()(file, protocol=5, buffer_callback=buffer_callback).dump(value)
+        return file.getvalue()
+
+
 def dumps(value):
     """``(pickle, [buffers])`` of ``value``."""
-    import cloudpickle  # type: ignore[import-untyped,unused-ignore]
-
     buffers = []
-    data = cloudpickle.dumps(value, protocol=5, buffer_callback=buffers.append)
+    data = _dumps(value, buffer_callback=buffers.append)
     return data, [b.raw() for b in buffers]
 
 
@@ -46,9 +86,7 @@ def packed(value):
     """One ``bytes`` pickle of ``value``, its arrays in it: a value travelling inside a
     frame that is unpickled apart, later (a worker's exception, of a class the client
     may not be able to import)."""
-    import cloudpickle  # type: ignore[import-untyped,unused-ignore]
-
-    return cloudpickle.dumps(value, protocol=5)
+    return _dumps(value)
 
 
 def unpacked(data):
