@@ -1656,3 +1656,27 @@ def test_a_bfloat16_tensor_scatters_from_its_source():
         assert torch.equal(D.gather(), t)
     assert np.array_equal(value(distribute(t.float().numpy() if spmd_index() == 1 else None,
                                            source=1)), t.float().numpy())
+
+
+@pytest.mark.parametrize("family", ["numpy", "torch"])
+def test_numpys_size_attributes_and_list_methods(family):
+    """``D.nbytes``, ``itemsize``, ``tolist()``, ``take`` and ``repeat`` as numpy's
+    (they were AttributeError)."""
+    if family == "torch":
+        torch = pytest.importorskip("torch")
+        A = torch.arange(12, dtype=torch.float32).reshape(3, 4)
+        host = A.numpy()
+    else:
+        A = np.arange(12, dtype=np.float32).reshape(3, 4)
+        host = A
+    D = da.distribute(A, axis=1)
+    assert D.itemsize == 4 and D.nbytes == 48
+    assert D.tolist() == host.tolist()
+
+    def whole(x):
+        x = x.gather() if isinstance(x, CodistributedArray) else x
+        return x.numpy() if family == "torch" else x
+
+    np.testing.assert_array_equal(whole(D.take([0, 5, 11])), host.take([0, 5, 11]))
+    np.testing.assert_array_equal(whole(D.take([3, 1], axis=1)), host.take([3, 1], axis=1))
+    np.testing.assert_array_equal(whole(D.repeat(2, axis=1)), host.repeat(2, axis=1))

@@ -133,6 +133,17 @@ class CodistributedArray(np.lib.mixins.NDArrayOperatorsMixin):
         """The local parts' array family: ``"numpy"``, ``"torch"`` or ``"cupy"``."""
         return local_family(self._local)
 
+    @property
+    def itemsize(self) -> int:
+        """The bytes of one element."""
+        return int(self._local.itemsize)
+
+    @property
+    def nbytes(self) -> int:
+        """The bytes of the global array's elements (every worker's together; this
+        worker's: ``D.local.nbytes``)."""
+        return self.size * self.itemsize
+
     def __len__(self) -> int:
         return self.shape[0]
 
@@ -532,6 +543,20 @@ class CodistributedArray(np.lib.mixins.NDArrayOperatorsMixin):
                         f"an array of size 1 to a Python scalar (shape {self.shape})")
         value = self[(0,) * self.ndim]
         return value.item() if hasattr(value, "item") else value
+
+    def tolist(self) -> Any:
+        """The global array as nested Python lists, on every worker (collective: a
+        gather)."""
+        return self.gather().tolist()
+
+    def take(self, indices: Any, axis: Any = None) -> Any:
+        """numpy's ``take`` (see ``numpy.take`` on a codistributed array; collective)."""
+        return np.take(self, indices, axis=axis)
+
+    def repeat(self, repeats: Any, axis: Any = None) -> Any:
+        """numpy's ``repeat`` (see ``numpy.repeat`` on a codistributed array;
+        collective)."""
+        return np.repeat(self, repeats, axis=axis)
 
     def argmax(self, axis: Any = None, keepdims: bool = False) -> Any:
         """numpy's ``argmax`` of the global array: see ``numpy.argmax`` on a
