@@ -1680,3 +1680,24 @@ def test_numpys_size_attributes_and_list_methods(family):
     np.testing.assert_array_equal(whole(D.take([0, 5, 11])), host.take([0, 5, 11]))
     np.testing.assert_array_equal(whole(D.take([3, 1], axis=1)), host.take([3, 1], axis=1))
     np.testing.assert_array_equal(whole(D.repeat(2, axis=1)), host.repeat(2, axis=1))
+
+
+def test_matmul_into_out_and_in_place():
+    """``D @= M`` and ``np.matmul(A, B, out=C)`` write the product into the array (in its
+    own distribution), with numpy's checks; ``@=`` was refused ("takes no options")."""
+    rng = np.random.default_rng(7)
+    A, M = rng.standard_normal((5, 4)), rng.standard_normal((4, 4))
+    D = da.distribute(A, axis=0)
+    keep = D
+    D @= M
+    assert D is keep
+    np.testing.assert_allclose(D.gather(), A @ M)
+    C = da.distribute(np.zeros((5, 4)), axis=1)  # another distribution
+    assert np.matmul(da.distribute(A, axis=0), M, out=C) is C
+    np.testing.assert_allclose(C.gather(), A @ M)
+    with pytest.raises(SpmdValueError, match=r"numpy.matmul \(worker \d+ of \d+\): the "
+                       r"product's shape \(5, 3\) is not 'out''s \(5, 4\)"):
+        np.matmul(D, np.ones((4, 3)), out=D)
+    ints = da.distribute(np.zeros((5, 4), dtype=np.int64))
+    with pytest.raises(SpmdTypeError, match="cannot cast the product from float64"):
+        np.matmul(da.distribute(A), M, out=ints)

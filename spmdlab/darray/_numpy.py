@@ -194,14 +194,17 @@ def array_ufunc(self, ufunc, method, inputs, kwargs):
     call = f"numpy.{ufunc.__name__}" + ("" if method == "__call__" else f".{method}")
     if method == "__call__":
         if ufunc is np.matmul:
-            if kwargs:
-                raise error(SpmdTypeError, call, f"takes no options here (got "
-                            f"{sorted(kwargs)})")
+            options = dict(kwargs)
+            out = options.pop("out", None)
+            if options:
+                raise error(SpmdTypeError, call, f"takes no options here but out (got "
+                            f"{sorted(options)})")
             if _outer:  # ``D @ v`` with a ``v`` of each worker's own mixes their answers,
                 # as ``np.dot(D, v)`` would: compared as np.dot's arguments are
                 ref = next(x for x in inputs if isinstance(x, CodistributedArray))
                 _same_arguments(ref, np.matmul, inputs, {})
-            return matmul(call, *inputs)
+            result = matmul(call, *inputs)
+            return result if out is None else _matmul_into(call, result, out)
         if ufunc is np.power and len(inputs) == 2:
             _check_integer_power(call, *inputs)
         return elementwise(call, inputs, kwargs,
@@ -1030,6 +1033,32 @@ implements(np.cumprod)(lambda a, axis=None, dtype=None, out=None:
 
 
 # -- products ---------------------------------------------------------------------------------
+
+
+def _matmul_into(call, result, out):
+    """``np.matmul(..., out=out)`` and ``D @= M``: ``result`` written into the
+    codistributed array ``out`` (moved to its distribution first), numpy's checks:
+    the same shape, and a cast numpy's ``same_kind`` rule allows."""
+    if isinstance(out, tuple) and len(out) == 1:
+        out = out[0]
+    if not isinstance(out, CodistributedArray):
+        raise error(SpmdTypeError, call, f"'out' must be a codistributed array (got "
+                    f"{type(out).__name__})")
+    if not isinstance(result, CodistributedArray) or result.shape != out.shape:
+        shape = result.shape if isinstance(result, CodistributedArray) else np.shape(result)
+        raise error(SpmdValueError, call, f"the product's shape {tuple(shape)} is not "
+                    f"'out''s {out.shape}")
+    out._check_scope(call)
+    if result.family != out.family:
+        raise error(SpmdTypeError, call, f"the product's local parts are {result.family}, "
+                    f"'out''s {out.family}; convert one")
+    if out.family == "numpy" and not np.can_cast(result.dtype, out.dtype, "same_kind"):
+        raise error(SpmdTypeError, call, f"cannot cast the product from {result.dtype} to "
+                    f"'out''s {out.dtype} (numpy's same_kind rule)")
+    if result.codistributor != out.codistributor:
+        result = result.redistribute(out.codistributor)
+    out._local[...] = result._local
+    return out
 
 
 def matmul(call, a, b):
