@@ -382,6 +382,42 @@ def test_workers_that_cannot_recover_from_a_stopped_block_get_a_new_pool():
         "with 2 workers" in proc.stderr, proc.stderr
 
 
+def test_a_restarted_pool_leaves_the_current_pool_current():
+    # a restart started the pool again, and a start makes a pool the current one: the
+    # pool the user had made current since lost that place to the restarted one
+    env, _ = layout_env("2")
+    proc = run_client("""
+        import spmdlab
+        from spmdlab import SpmdError, spmd_index, spmd_plus
+        from spmdlab.matlab import gcp
+        first = spmdlab.start_pool(2)
+        second = spmdlab.Pool(2)
+        print("BEFORE", gcp("nocreate") is second)
+        def refresh_hangs_on_worker_1():
+            import time
+            from spmdlab import _world
+            if spmd_index() == 1:
+                _world.refresh = lambda: time.sleep(300)
+        first.spmd(refresh_hangs_on_worker_1)
+        def fails():
+            if spmd_index() == 2:
+                raise ValueError("no good")
+            spmd_plus(1)
+        try:
+            first.spmd(fails)
+        except SpmdError:
+            pass
+        print("AFTER", first.spmd(lambda: spmd_plus(1))[:], gcp("nocreate") is second)
+        first.delete()
+        print("THEN", gcp("nocreate") is second)
+        second.delete()
+    """, env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "the pool was restarted" in proc.stderr, proc.stderr
+    assert "BEFORE True" in proc.stdout and "AFTER [2, 2] True" in proc.stdout and \
+        "THEN True" in proc.stdout, proc.stdout
+
+
 def test_a_ctrl_c_while_the_refresh_is_sent_waits_until_every_worker_has_it():
     # a Ctrl-C between the refresh's sends (after a failed block): worker 1 waited in
     # its collective for worker 2, which ran the next block; stopped, worker 1 did not

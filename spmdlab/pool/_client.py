@@ -233,7 +233,8 @@ class Pool:
         self.closed = False
         self.start_seconds = time.monotonic() - started
         _current = self
-        _opened.append(self)
+        if self not in _opened:  # (a restart: still one of them)
+            _opened.append(self)
         _install_client()
         _shared.client_pool = self
 
@@ -387,7 +388,10 @@ class Pool:
                 continue
 
     def _restart(self, why):
-        """A new pool of the same size in place of this one (its variables are lost)."""
+        """A new pool of the same size in place of this one (its variables are lost);
+        the current pool stays the current one (it became this one)."""
+        global _current
+        current, client_pool = _current, _shared.client_pool
         self.closed = True
         self._kill()
         self._composites.clear()
@@ -404,6 +408,8 @@ class Pool:
         self._leaving = None
         self._output = _Output()
         self._start()
+        if current is not self and current is not None and not current.closed:
+            _current, _shared.client_pool = current, client_pool
 
     def __enter__(self) -> "Pool":
         return self
