@@ -178,6 +178,20 @@ def run_job(source, n, *, timeout=60, env=None, nodes=1):
     return Job(proc.returncode, proc.stdout, proc.stderr, time.monotonic() - start)
 
 
+def interrupt_the_next_message_count(monkeypatch):
+    """A KeyboardInterrupt raised once, by the next message's count (``_count.p2p``),
+    which spmdlab calls right after posting a send: where a Ctrl-C that came during the
+    post is raised (as the call returns, before its value is kept)."""
+    from spmdlab import _count
+
+    def interrupted(sent=0, received=0):
+        monkeypatch.setattr(_count, "ON", False)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(_count, "p2p", interrupted)
+    monkeypatch.setattr(_count, "ON", True)
+
+
 def line_of(path, marker):
     """The number of the line of file ``path`` that holds ``marker`` (for tests that
     check the ``file:line`` spmdlab names; the lookup's own line is skipped)."""

@@ -9,7 +9,7 @@ import time
 from spmdlab import (DataQueue, SpmdDeadlockError, spmd_barrier, spmd_index, spmd_probe,
                      spmd_receive, spmd_send, spmd_send_receive, spmd_size)
 
-from conftest import same_family
+from conftest import interrupt_the_next_message_count, same_family
 
 pytestmark = pytest.mark.mpi
 
@@ -480,14 +480,7 @@ def test_a_send_in_two_parts_interrupted_between_them_sends_neither(monkeypatch)
     all."""
     if spmd_size() == 1:
         pytest.skip("a message to oneself is one message")
-    from spmdlab import _count
-
-    def interrupted(sent=0, received=0):
-        monkeypatch.setattr(_count, "ON", False)
-        raise KeyboardInterrupt
-
-    monkeypatch.setattr(_count, "p2p", interrupted)
-    monkeypatch.setattr(_count, "ON", True)
+    interrupt_the_next_message_count(monkeypatch)
     with pytest.raises(KeyboardInterrupt):
         spmd_send({"a": np.arange(100_000.0)}, right(), tag=85)
     spmd_send({"b": np.arange(90_000.0) + spmd_index()}, right(), tag=85)
@@ -502,19 +495,12 @@ def test_a_message_interrupted_as_it_is_posted_arrives_whole(monkeypatch):
     """A Ctrl-C raised as a message's send had been posted (here: in the message count
     after it): the request was dropped while active and its buffer freed, and MPI read
     the freed memory as it sent (56 KB: the receiver got other bytes, or an unpickling
-    error). The request is kept by the call that posts it."""
+    error). Its buffer is kept now."""
     if spmd_size() == 1:
         pytest.skip("a message to oneself is not sent through MPI")
     import gc
 
-    from spmdlab import _count
-
-    def interrupted(sent=0, received=0):
-        monkeypatch.setattr(_count, "ON", False)
-        raise KeyboardInterrupt
-
-    monkeypatch.setattr(_count, "p2p", interrupted)
-    monkeypatch.setattr(_count, "ON", True)
+    interrupt_the_next_message_count(monkeypatch)
     with pytest.raises(KeyboardInterrupt):
         spmd_send(np.arange(7000.0) * spmd_index(), right(), tag=88)
     gc.collect()

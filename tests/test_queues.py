@@ -191,18 +191,12 @@ def test_an_item_interrupted_as_it_is_posted_arrives_once_and_whole(monkeypatch)
     item, still held, left again with the next one (the owner got it twice)."""
     import gc
 
-    from spmdlab import _count
+    from conftest import interrupt_the_next_message_count
     if spmd_size() < 2:
         pytest.skip("the owner's own items are not sent through MPI")
     q = PollableDataQueue()
-
-    def interrupted(sent=0, received=0):
-        monkeypatch.setattr(_count, "ON", False)
-        raise KeyboardInterrupt
-
     if spmd_index() == 2:
-        monkeypatch.setattr(_count, "p2p", interrupted)
-        monkeypatch.setattr(_count, "ON", True)
+        interrupt_the_next_message_count(monkeypatch)
         with pytest.raises(KeyboardInterrupt):
             q.send(np.arange(7000.0))
         gc.collect()
