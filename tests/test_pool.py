@@ -1355,24 +1355,9 @@ def test_an_in_place_operation_on_the_client_gives_the_same_distributed_array():
         got = np.divmod(D, 3, out=(Q, R))
         print("SAME", D is E, F is D, got[0] is Q and got[1] is R)
         print("VALUES", gather(E).tolist(), gather(Q).tolist(), gather(R).tolist())
-        pool.delete()
-    """, env)
-    out = proc.stdout
-    assert proc.returncode == 0, out + proc.stderr
-    assert "SAME True True True" in out, out
-    assert "VALUES [2.0, 4.0, 6.0, 8.0] [0.0, 1.0, 2.0, 2.0] [2.0, 1.0, 0.0, 2.0]" in out, out
-
-
-def test_an_in_place_operation_on_the_client_that_fails_on_one_worker_writes_nothing():
-    client_side()
-    # D += x on the client wrote into the workers' own arrays: failed (or stopped by
-    # Ctrl-C) on one worker, it had added on the others, and D held parts of two steps
-    env, _ = layout_env("2")
-    proc = run_client("""
-        import numpy as np
-        import spmdlab
-        from spmdlab.matlab import distributed, gather
-        pool = spmdlab.start_pool(2)
+        # failed on one worker, it writes nothing (it wrote into the workers' own arrays:
+        # failed, or stopped by Ctrl-C, on one worker, it had on the others, and D held
+        # parts of two steps)
         D = distributed(np.zeros(4))
         E, Q, R = (distributed(np.full(4, v)) for v in (7.0, 0.0, 0.0))
         C = pool.spmd(lambda: 2.0 if spmdlab.spmd_index() == 1 else "two")
@@ -1381,7 +1366,7 @@ def test_an_in_place_operation_on_the_client_that_fails_on_one_worker_writes_not
                 op()
             except spmdlab.SpmdError as exc:
                 print("RAISED", str(exc).splitlines()[0])
-        print("VALUES", gather(D).tolist(), gather(Q).tolist(), gather(R).tolist())
+        print("UNWRITTEN", gather(D).tolist(), gather(Q).tolist(), gather(R).tolist())
         D += 2.0
         np.divmod(D, 3, out=(Q, R))
         print("AFTER", gather(D).tolist(), gather(Q).tolist(), gather(R).tolist())
@@ -1389,8 +1374,11 @@ def test_an_in_place_operation_on_the_client_that_fails_on_one_worker_writes_not
     """, env)
     out = proc.stdout
     assert proc.returncode == 0, out + proc.stderr
+    assert "SAME True True True" in out, out
+    assert "VALUES [2.0, 4.0, 6.0, 8.0] [0.0, 1.0, 2.0, 2.0] [2.0, 1.0, 0.0, 2.0]" in out, out
     assert out.count("RAISED spmd: worker 2 of 2 failed") == 2, out
-    assert "VALUES [0.0, 0.0, 0.0, 0.0] [0.0, 0.0, 0.0, 0.0] [0.0, 0.0, 0.0, 0.0]" in out, out
+    assert "UNWRITTEN [0.0, 0.0, 0.0, 0.0] [0.0, 0.0, 0.0, 0.0] [0.0, 0.0, 0.0, 0.0]" in out, \
+        out
     assert "AFTER [2.0, 2.0, 2.0, 2.0] [0.0, 0.0, 0.0, 0.0] [2.0, 2.0, 2.0, 2.0]" in out, out
 
 
