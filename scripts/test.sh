@@ -26,7 +26,8 @@
 # pytest-mpi at 3 workers there with the tree forced (SPMDLAB_TREE_ABOVE=0).
 # Every mpiexec is bounded by a timeout. SPMDLAB_TEST_MPI=mpich (or openmpi) tests one MPI
 # only. About 29-31 minutes on this 2-core VM (fresh-clone runs on 2026-11-27 and -28, nothing
-# else running), more on a busy host.
+# else running), 33.4 minutes after it restarted on an AVX-512 EPYC host (2026-11-28 12:10),
+# more on a busy host.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/_venv.sh
