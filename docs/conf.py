@@ -168,6 +168,26 @@ def _resolve_alias(app, env, node, contnode):
     return None
 
 
+def _viewcode_backlinks(app, env):
+    """viewcode's source pages link each object back to its description as
+    ``<page>#<module>.<name>``, with the module the source was first met under and the
+    page it was last met on. spmdlab describes ``Codistributor`` under
+    ``spmdlab.darray`` and shows it under ``spmdlab`` too (an alias page with no
+    anchors), so those links led nowhere: each module's links go to the name under
+    which most of its objects are described, on the page that describes them (an
+    object described under none keeps no link rather than a broken one)."""
+    objects = env.get_domain("py").objects
+    for modname, entry in getattr(env, "_viewcode_modules", {}).items():
+        if not entry:
+            continue
+        code, tags, used, refname = entry
+        prefixes = {refname, *(name.rsplit(".", 1)[0] for name in objects)}
+        best = max(sorted(prefixes), key=lambda p: sum(f"{p}.{n}" in objects for n in used))
+        described = {n: objects[f"{best}.{n}"].docname for n in used
+                     if f"{best}.{n}" in objects}
+        env._viewcode_modules[modname] = (code, tags, described, best)
+
+
 def _first_overload(mangle):
     """autosummary's tables give a function one short signature; for an overloaded
     function it gets every overload, one a line, and makes nonsense of them
@@ -184,3 +204,4 @@ def setup(app):
     app.connect("missing-reference", _resolve_alias, priority=400)  # before _unresolved
     app.connect("autodoc-process-docstring", _arguments, priority=400)  # before napoleon
     app.connect("missing-reference", _unresolved)
+    app.connect("env-updated", _viewcode_backlinks)

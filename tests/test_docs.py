@@ -8,8 +8,11 @@ the user guide beside them, in ``test_the_site_builds``.
 import doctest
 import inspect
 import os
+import re
 import subprocess
 import sys
+from html import unescape
+from urllib.parse import unquote, urlsplit
 
 import numpy as np
 import pytest
@@ -80,3 +83,30 @@ def test_the_site_builds(tmp_path):
     images = os.listdir(html / "_images")
     for image in os.listdir(os.path.join(ROOT, "docs", "images")):
         assert image in images, f"docs/images/{image} is shown nowhere"
+    broken = _broken_links(html)
+    assert not broken, f"{len(broken)} link(s) lead nowhere, the first: {broken[:5]}"
+
+
+def _broken_links(root):
+    """Every link between the site's own pages (the guide, the reference, the source
+    pages' links back to the descriptions) whose page or anchor does not exist."""
+    anchors = {}
+
+    def ids(path):
+        if path not in anchors:
+            text = path.read_text(encoding="utf-8") if path.is_file() else None
+            anchors[path] = None if text is None else \
+                set(re.findall(r'\b(?:id|name)="([^"]+)"', text))
+        return anchors[path]
+
+    broken = []
+    for page in root.rglob("*.html"):
+        for href in re.findall(r'href="([^"]+)"', page.read_text(encoding="utf-8")):
+            link = urlsplit(unescape(href))
+            if link.scheme or link.netloc:
+                continue
+            target = (page.parent / unquote(link.path)).resolve() if link.path else page
+            found = ids(target)
+            if found is None or (link.fragment and link.fragment not in found):
+                broken.append(f"{page.relative_to(root)} -> {href}")
+    return broken
