@@ -110,19 +110,37 @@ def _write(text):
 
 
 def _ending(pid):
-    """Whether process ``pid`` has begun to end (its leader thread is a zombie)."""
+    """Whether process ``pid`` has begun to end (its leader thread is exiting or a
+    zombie)."""
     try:
         with open(f"/proc/{pid}/stat") as f:
-            return f.read().rpartition(")")[2].split()[0] in ("Z", "X")
-    except (OSError, IndexError):
+            return _exiting(f.read())
+    except OSError:
+        return False
+
+
+_PF_EXITING = 0x4  # the kernel's flag of a thread in exit (include/linux/sched.h)
+
+
+def _exiting(stat):
+    """Whether a ``/proc/<pid>/stat`` line is a thread that has begun to exit: a zombie
+    or dead, or still tearing itself down. A SIGKILLed worker closes its sockets while it
+    tears down, before its leader is a zombie: the launcher may kill, and this watcher
+    see end, a worker of its clean-up first (the watcher once named worker 1 for the
+    SIGKILLed worker 2)."""
+    fields = stat.rpartition(")")[2].split()
+    try:
+        return fields[0] in ("Z", "X") or bool(int(fields[6]) & _PF_EXITING)
+    except (IndexError, ValueError):
         return False
 
 
 def _take(poller, fds, timeout=None):
     """Poll once (``timeout`` in ms; None: until one ends): the watched workers (k, pid)
     that have ended, taken out of ``fds``. A killed worker's process can still be ending
-    (its leader thread a zombie, another thread not yet gone) when the launcher has
-    already killed, and this watcher seen, the rest: it counts as ended too."""
+    (its leader thread exiting or a zombie, another thread not yet gone) when the
+    launcher has already killed, and this watcher seen, the rest: it counts as ended
+    too."""
     try:
         ready = [fd for fd, _ in poller.poll(timeout)]
     except InterruptedError:

@@ -583,15 +583,22 @@ work()
     assert job.stderr.count("### spmdlab:") == 1, job.stderr
 
 
-@pytest.mark.parametrize("how", ["SIGTERM", "SIGSEGV", "SIGKILL"])
-def test_the_watcher_reads_how_a_worker_ended(how, tmp_path):
-    # the watcher's reading of a worker's faulthandler file, without the timing of a job
+def _watchdog():
+    """The watcher's module, loaded as its script is (importing it through the package
+    would start MPI)."""
     import importlib.util
 
     spec = importlib.util.spec_from_file_location(
         "watchdog", os.path.join(os.path.dirname(spmdlab.__file__), "_watchdog.py"))
     watchdog = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(watchdog)
+    return watchdog
+
+
+@pytest.mark.parametrize("how", ["SIGTERM", "SIGSEGV", "SIGKILL"])
+def test_the_watcher_reads_how_a_worker_ended(how, tmp_path):
+    # the watcher's reading of a worker's faulthandler file, without the timing of a job
+    watchdog = _watchdog()
     path = str(tmp_path / "bye")
     stack = 'Current thread 0x1 (most recent call first):\n  File "job.py", line 7 in work\n'
     text = {"SIGTERM": stack,
@@ -604,6 +611,22 @@ def test_the_watcher_reads_how_a_worker_ended(how, tmp_path):
                 "(SIGSEGV)", "SIGKILL": "ended without a word: killed by a signal"}[how]
     assert words.startswith(expected), words
     assert ("line 7 in work" in shown) == (how != "SIGKILL"), shown
+
+
+def test_the_watcher_counts_a_worker_that_is_exiting_as_ended():
+    # a SIGKILLed worker closes its sockets as it tears down, before its leader thread is
+    # a zombie: the launcher's clean-up may end another worker before it, and the watcher
+    # then named that one (worker 1 for the SIGKILLed worker 2, 1 run in 7)
+    watchdog = _watchdog()
+    line = "4242 (python (x)) {} 1 4242 1 0 -1 {} 127 0 0 0"
+    assert not watchdog._exiting(line.format("S", 0x400000))  # asleep
+    assert not watchdog._exiting(line.format("R", 0x400040))  # running
+    assert watchdog._exiting(line.format("R", 0x400044))  # PF_EXITING: tearing down
+    assert watchdog._exiting(line.format("D", 0x4))
+    assert watchdog._exiting(line.format("Z", 0x400000))  # a zombie
+    assert not watchdog._exiting("4242 (python")  # cut short: not known to be ending
+    assert not watchdog._ending(-1)  # no such process
+    assert not watchdog._ending(os.getpid())
 
 
 def _ended_at_once(n):
