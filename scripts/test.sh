@@ -11,7 +11,8 @@
 #     examples that use the core directly, at 4 workers (the other three go through the
 #     training toolkit's same calls; one worker is plain python, the same under both),
 #     and of the interactive pool what depends on the MPI (starting, stopping, faults, a
-#     script and a notebook driving it), its client's side and the guide's code blocks
+#     script and a notebook driving it), its client's side, the guide's code blocks, the
+#     training toolkit's in-process tests and the web monitor of the toolkit's examples
 #     under MPICH only;
 #   - pytest-mpi at 1, 2, 3 and 4 workers on one node (Open MPI: 1, 2 and 4);
 #   - MPICH only: the core's tests at 16 workers (oversubscribed) on two simulated nodes

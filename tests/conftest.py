@@ -139,6 +139,14 @@ def is_open_mpi():
     return MPI.Get_library_version().startswith("Open MPI")
 
 
+def in_process_tested_under_mpich(config):
+    """Skip, in plain pytest under Open MPI, a test that runs in this one process: at one
+    worker it does not depend on the MPI, and the MPICH run covers it (CI time, see
+    scripts/test.sh); pytest-mpi runs it at several workers under both."""
+    if not config.getoption("with_mpi", default=False) and is_open_mpi():
+        pytest.skip("in-process at one worker: tested under MPICH (CI time)")
+
+
 class Job:
     def __init__(self, returncode, stdout, stderr, seconds):
         self.returncode = returncode

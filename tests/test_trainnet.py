@@ -18,6 +18,13 @@ from spmdlab.training import (ArrayDatastore, TrainingOptions, minibatch_predict
 from spmdlab.training.checkpoints import latest_checkpoint  # noqa: E402
 
 
+@pytest.fixture(autouse=True)
+def _once_at_one_worker(request):
+    from conftest import in_process_tested_under_mpich
+
+    in_process_tested_under_mpich(request.config)
+
+
 # -- training_options ----------------------------------------------------------------------
 
 
