@@ -10,6 +10,7 @@ report (``_wait``). The questions and answers travel on ``_world.CTL``.
 import contextlib
 import itertools
 import os
+import runpy
 import struct
 import sys
 import threading
@@ -22,7 +23,12 @@ from ._mpi import MPI
 
 _PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
 _SKIPPED = (_PACKAGE, os.path.dirname(os.path.abspath(np.__file__)) + os.sep)
-_SKIPPED_FILES = (contextlib.__file__, threading.__file__)
+# (runpy's: a pool's worker, python -m spmdlab.pool._worker, has no user's frame below
+# the block's; neither has python -m pkg under mpiexec below the module's)
+_SKIPPED_FILES = (contextlib.__file__, threading.__file__, runpy.__file__, "<frozen runpy>")
+# (on a pool's worker, while a block runs) where its code is, ``name:line``: the site of
+# a call made outside it (the end of spmd(n), which the worker's loop makes)
+block_site = None
 PROGRAM = threading.get_ident()  # the program thread (the one that imported spmdlab)
 # (call, scope, since, kind) while the program thread waits in a spmdlab call (``_wait``
 # sets it): what this worker answers, and what the answering thread reports when it
@@ -52,7 +58,7 @@ def call_site_of(frame):
                                  frame.f_code.co_filename in _SKIPPED_FILES):
         frame = frame.f_back
     if frame is None:
-        return "?"
+        return block_site or "?"
     return f"{_relative(frame.f_code.co_filename)}:{frame.f_lineno}"
 
 

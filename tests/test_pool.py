@@ -352,6 +352,63 @@ def test_a_failing_function_of_the_script_shows_its_file_and_line(tmp_path):
     assert "<dynamic-code>" not in proc.stdout, proc.stdout
 
 
+def test_a_workers_error_shows_the_exceptions_it_was_raised_from():
+    # raise RuntimeError(...) from e on a worker showed the RuntimeError alone: the
+    # KeyError and the lines it came from were lost (spmdlab's own chains still are)
+    client_side()
+    env, _ = layout_env("1")
+    proc = run_client("""
+        import spmdlab
+        pool = spmdlab.start_pool(1)
+        for code in ("def load(k):\\n    return {}[k]\\ntry:\\n    load('weights')\\n"
+                     "except KeyError as e:\\n    raise RuntimeError('could not load') "
+                     "from e",
+                     "try:\\n    int('x')\\nexcept ValueError:\\n    undefined_name",
+                     "try:\\n    int('x')\\nexcept ValueError:\\n    raise KeyError(1) "
+                     "from None",
+                     "spmd_receive(3)"):
+            try:
+                pool.run_cell(code, {})
+            except spmdlab.SpmdError as exc:
+                print("FAILED", exc)
+        pool.delete()
+    """, env)
+    out = proc.stdout
+    assert proc.returncode == 0, out + proc.stderr
+    failures = out.split("FAILED ")[1:]
+    assert len(failures) == 4, out
+    assert "line 2, in load\n    return {}[k]" in failures[0], out
+    assert "KeyError: 'weights'\n\nThe above exception was the direct cause of the " \
+        "following exception:\n\nTraceback (most recent call last):" in failures[0], out
+    assert failures[0].rstrip().endswith("RuntimeError: could not load"), out
+    assert "ValueError: invalid literal for int() with base 10: 'x'\n\nDuring handling " \
+        "of the above exception, another exception occurred:" in failures[1], out
+    assert "ValueError" not in failures[2], out  # (from None)
+    assert failures[3].count("Traceback") == 1, out
+
+
+def test_a_workers_input_ends_at_once():
+    # under MPICH's mpiexec, workers 2 and up read a pipe that never ended: input() or
+    # sys.stdin.read() in a block waited for ever
+    env, _ = layout_env("2")
+    proc = run_client("""
+        import spmdlab
+        pool = spmdlab.start_pool(2)
+        pool.run_cell("import sys, threading\\ngot = []\\nreader = threading.Thread("
+                      "target=lambda: got.append(sys.stdin.read()), daemon=True)\\n"
+                      "reader.start()\\nreader.join(5)\\ngot", {})
+        try:
+            pool.run_cell("input('name? ')", {})
+        except spmdlab.SpmdError as exc:
+            print("FAILED", str(exc).splitlines()[0])
+        pool.delete()
+    """, env, timeout=60)
+    out = proc.stdout
+    assert proc.returncode == 0, out + proc.stderr
+    assert "Worker 1: ['']" in out and "Worker 2: ['']" in out, out
+    assert re.search(r"FAILED spmd: worker [12] of 2 failed.*: EOFError", out), out
+
+
 def test_workers_that_cannot_recover_from_a_stopped_block_get_a_new_pool():
     # and the pool made current since stays current (a restart is a start, which made
     # the restarted pool the current one)
@@ -1370,16 +1427,73 @@ def test_an_in_place_operation_on_the_client_gives_the_same_distributed_array():
         D += 2.0
         np.divmod(D, 3, out=(Q, R))
         print("AFTER", gather(D).tolist(), gather(Q).tolist(), gather(R).tolist())
+        # an element assignment too: worker 2's part cannot take "x", worker 1's wrote
+        G = distributed(np.zeros(4))
+        try:
+            G[:] = np.array([1.0, 2.0, 3.0, "x"], dtype=object)
+        except spmdlab.SpmdError as exc:
+            print("RAISED", str(exc).splitlines()[0])
+        print("UNASSIGNED", gather(G).tolist())
+        G[1:3] = np.array([5.0, 6.0])
+        print("ASSIGNED", gather(G).tolist())
         pool.delete()
     """, env)
     out = proc.stdout
     assert proc.returncode == 0, out + proc.stderr
     assert "SAME True True True" in out, out
     assert "VALUES [2.0, 4.0, 6.0, 8.0] [0.0, 1.0, 2.0, 2.0] [2.0, 1.0, 0.0, 2.0]" in out, out
-    assert out.count("RAISED spmd: worker 2 of 2 failed") == 2, out
+    assert out.count("RAISED spmd: worker 2 of 2 failed") == 3, out
     assert "UNWRITTEN [0.0, 0.0, 0.0, 0.0] [0.0, 0.0, 0.0, 0.0] [0.0, 0.0, 0.0, 0.0]" in out, \
         out
     assert "AFTER [2.0, 2.0, 2.0, 2.0] [0.0, 0.0, 0.0, 0.0] [2.0, 2.0, 2.0, 2.0]" in out, out
+    assert "UNASSIGNED [0.0, 0.0, 0.0, 0.0]" in out, out
+    assert "ASSIGNED [0.0, 5.0, 6.0, 0.0]" in out, out
+
+
+def test_a_cells_last_value_shows_in_worker_order_and_spmd_n_speaks_of_its_workers():
+    client_side()
+    # each worker's last value came as the workers ended the cell (Worker 3, 2, 1); the
+    # errors of spmd(2) on a pool of 3 said "worker 2 of 3"
+    env, _ = layout_env("2")
+    proc = run_client("""
+        import spmdlab
+        pool = spmdlab.start_pool(3)
+        ns = {}
+        pool.run_cell("import time\\ntime.sleep(0.4 * (3 - spmd_index()))\\n"
+                      "print('slept')\\nspmd_index() * 10", ns)
+        pool.run_cell("import time\\ntime.sleep(0.4 * (2 - spmd_index()))\\n"
+                      "spmd_index() * 100", ns, n=2)
+        for code in ("if spmd_index() == 2:\\n    raise ValueError('bad')\\n"
+                     "spmd_barrier()",
+                     "if spmd_index() == 2:\\n    raise KeyboardInterrupt\\n"
+                     "spmd_barrier()",
+                     "if spmd_index() == 1:\\n    spmd_barrier()"):
+            try:
+                pool.run_cell(code, ns, n=2)
+            except BaseException as exc:
+                print("RAISED", type(exc).__name__, str(exc).splitlines()[0])
+        try:
+            pool.spmd_on(2, lambda: 1 / (spmdlab.spmd_index() - 2))
+        except spmdlab.SpmdError as exc:
+            print("RAISED", str(exc).splitlines()[0])
+        pool.delete()
+    """, env)
+    out = proc.stdout
+    assert proc.returncode == 0, out + proc.stderr
+    shown = [line for line in out.splitlines() if re.fullmatch(r"Worker \d: \d+", line)]
+    assert shown == ["Worker 1: 10", "Worker 2: 20", "Worker 3: 30", "Worker 1: 100",
+                     "Worker 2: 200"], out
+    lines = out.splitlines()  # after every worker's output of the cell
+    assert lines.index("Worker 1: 10") > max(i for i, line in enumerate(lines)
+                                             if line.endswith("slept")), out
+    assert "RAISED SpmdError spmd: worker 2 of 2 failed: ValueError: bad" in out, out
+    assert "RAISED KeyboardInterrupt spmd: worker 2 of 2 raised KeyboardInterrupt" in out, \
+        out
+    assert "RAISED spmd: worker 2 of 2 failed: ZeroDivisionError" in out, out
+    assert " of 3" not in out, out
+    # the end of spmd(n) that worker 2 reached is the cell's end (it was said to be at
+    # "<frozen runpy>:88", the worker's own entry)
+    assert re.search(r"worker 2: the end of an spmd block at <spmd cell \d+>:2\n", out), out
 
 
 def test_a_client_operation_stopped_after_some_workers_made_its_tuple_keeps_none_of_it():
@@ -2216,13 +2330,31 @@ def test_what_a_cell_reads_and_assigns():
     assert definitions == {"np", "p", "fn", "K"}
     assert {"b", "f", "g", "n", "k", "q", "outer", "open", "range", "E"} <= loaded
     assert "j" in loaded and "x" in loaded
+    # a function's global binds the cell's name (a counter it bumps came back as the
+    # client's, unchanged, and the next cell sent that one); not a name it only reads,
+    # nor a nested function's own
+    assigned, definitions, _ = _cells.names(textwrap.dedent("""
+        def bump():
+            global counter, seen, table
+            counter += 1
+            print(seen)
+            table[0] = 1
+            def inner():
+                counter = 0
+        def other():
+            level = 5
+    """))
+    assert assigned == ["bump", "counter", "table", "other"], assigned
+    assert definitions == {"bump", "other"}
     assert _cells.is_prompt_name("_i3") and _cells.is_prompt_name("Out")
     assert not _cells.is_prompt_name("_x")
     # a cell's last expression is shown, as Python's prompt shows a line (not None)
     shown = []
     hook, sys.displayhook = sys.displayhook, shown.append
     try:
-        for code in ("a = 2\na * 3", "a = 2", "", "a = 4\nNone", "a = 5\na; a + 1"):
+        for code in ("a = 2\na * 3", "a = 2", "", "a = 4\nNone", "a = 5\na; a + 1",
+                     "a = 6\na;", "a = 7\na;  # (suppressed, as MATLAB's a;)\n",
+                     "a = 8\nf'{a};'"):
             ns: dict = {}
             body, last = _cells.compiled(code)
             exec(body, ns)
@@ -2230,7 +2362,7 @@ def test_what_a_cell_reads_and_assigns():
                 exec(last, ns)
     finally:
         sys.displayhook = hook
-    assert shown == [6, None, 6], shown  # (the displayhook prints None as nothing)
+    assert shown == [6, None, 6, "8;"], shown  # (the displayhook prints None as nothing)
 
 
 def test_a_cell_that_cannot_compile_fails_on_the_client():
@@ -2336,6 +2468,9 @@ def test_a_notebook_kernel_drives_a_pool(layout):
         assert error is not None and error["ename"] == "SpmdError", error
         assert f"worker {n} of {n} failed: ValueError: no good" in error["evalue"]
         assert "line 4" in error["evalue"] and "raise ValueError" in error["evalue"]
+        # named as the notebook numbers it, In[k] (it said the next cell's number)
+        number = re.search(r"<spmd cell \[(\d+)\]>", error["evalue"]).group(1)
+        assert "raise ValueError('no good')" in ok(f"print(In[{number}])")
         # the interrupt button stops a cell stuck in a collective, on every worker
         stuck = "print('waiting')\nimport time\n" + (
             "time.sleep(300)" if n == 1 else

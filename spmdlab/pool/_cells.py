@@ -4,6 +4,8 @@ assigns come back as Composites).
 """
 
 import ast
+import io
+import tokenize
 from typing import List, Set, Tuple
 
 # names an IPython or Jupyter namespace holds that are never the user's variables
@@ -17,9 +19,13 @@ class _Names(ast.NodeVisitor):
         self.definitions: Set[str] = set()  # bound by import, def or class
         self.loaded: Set[str] = set()  # read anywhere, nested functions included
         self._depth = 0  # inside a function, lambda, class or comprehension
+        self._globals: List[Set[str]] = []  # each nested scope's names declared global
 
     def _bind(self, name, definition=False):
-        if self._depth:
+        # in a function, only a name it declares global binds the top level's (a
+        # function the cell calls that bumps a global counter: the client's counter came
+        # back unchanged, and the next cell sent it, undoing the workers' bumps)
+        if self._depth and name not in self._globals[-1]:
             return
         if name not in self.assigned:
             self.assigned.append(name)
@@ -56,10 +62,14 @@ class _Names(ast.NodeVisitor):
     def visit_Global(self, node):
         for name in node.names:
             self.loaded.add(name)
+        if self._globals:
+            self._globals[-1].update(node.names)
 
     def _nested(self, node):
         self._depth += 1
+        self._globals.append(set())
         self.generic_visit(node)
+        self._globals.pop()
         self._depth -= 1
 
     def visit_FunctionDef(self, node):
@@ -140,9 +150,23 @@ def compiled(code: str, filename: str = "<cell>") -> Tuple[object, object]:
     statement apart when that is an expression, compiled as Python's prompt compiles a
     line (``"single"``: its value, unless None, goes to ``sys.displayhook``, printed as
     the worker's output, as IPython shows a cell's last value and MATLAB each worker's
-    unsuppressed result); ``shown`` is None for a cell that ends otherwise."""
+    unsuppressed result); ``shown`` is None for a cell that ends otherwise, or with a
+    semicolon (``x;``: suppressed, as in IPython and MATLAB)."""
     tree = ast.parse(code, filename, "exec")
-    if not tree.body or not isinstance(tree.body[-1], ast.Expr):
+    if not tree.body or not isinstance(tree.body[-1], ast.Expr) or _suppressed(code):
         return compile(tree, filename, "exec"), None
     last = ast.Interactive(body=[tree.body.pop()])
     return compile(tree, filename, "exec"), compile(last, filename, "single")
+
+
+def _suppressed(code: str) -> bool:
+    """Whether the code's last token, comments aside, is ``;`` (as IPython reads it)."""
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO(code).readline))
+    except (tokenize.TokenError, SyntaxError):  # (it parsed: not expected)
+        return False
+    for token in reversed(tokens):
+        if token.type not in (tokenize.ENDMARKER, tokenize.NL, tokenize.NEWLINE,
+                              tokenize.COMMENT, tokenize.INDENT, tokenize.DEDENT):
+            return token.type == tokenize.OP and token.string == ";"
+    return False

@@ -170,6 +170,8 @@ class Pool:
         # main thread may still be printing the output that came before it
         self._arrived: Dict[int, set] = {}
         self._replies: Dict[int, Dict[int, tuple]] = {}
+        # block -> worker -> the text of the cell's last value, shown as the block ends
+        self._shown: Dict[int, Dict[int, str]] = {}
         self._output = _Output()
         self._composites: "weakref.WeakValueDictionary[str, Composite]" = \
             weakref.WeakValueDictionary()
@@ -403,6 +405,7 @@ class Pool:
         self._results.clear()
         self._arrived.clear()
         self._replies.clear()
+        self._shown.clear()
         self._dropped = []
         self._unreadable.clear()
         self._leaving = None
@@ -490,6 +493,8 @@ class Pool:
                                      traceback.format_exc())
         elif kind == "result":
             self._results.setdefault(message[1], {})[message[2]] = message[3]
+        elif kind == "shown":  # a cell's last value: printed as the block ends (_run)
+            self._shown.setdefault(message[1], {})[message[2]] = message[3]
         elif kind == "reply":
             # only the request being waited for: the late replies of one given up (Ctrl-C,
             # a timeout) would otherwise be kept for good (a Composite's large values)
@@ -625,6 +630,7 @@ class Pool:
             # (%%spmd 2 of t = t + 1: t[3] was the client's t). A cell's Composites read
             # under another name are theirs still: y = y * 2 leaves them their y
             n = spec.get("n")
+            # (the workers its messages speak of: "worker 2 of 2" in spmd(2), MATLAB's)
             runs = self.size if n is None else max(n, 1)  # spmd(0): 1
             skipped = dict(spec, fn=None, args=(), kwargs={}, vars={})
             # a Ctrl-C while the block is sent waits until every worker has it: sent to
@@ -697,11 +703,16 @@ class Pool:
             self._waiting = None
             self._arrived.pop(block, None)
             self._output.flush()
+            # a cell's last value, each worker's in worker order (MATLAB's order), once
+            # every worker has ended the block: in the order they ended, it came as
+            # Worker 4, 1, 3, 2
+            for k, text in sorted(self._shown.pop(block, {}).items()):
+                self._output.add(k, "stdout", text + "\n")
         if unstoppable:
             self._restart(f"worker(s) {', '.join(map(str, unstoppable))} did not stop "
                           f"within {STOP_GRACE:g} s")
             if failed is not None:
-                raise _remote_error(call, failed, self.size)
+                raise _remote_error(call, failed, runs)
             raise KeyboardInterrupt("the block was stopped; the pool was restarted")
         outcomes = self._results.pop(block)
         unreadable = self._unreadable.pop(block, None)
@@ -710,18 +721,18 @@ class Pool:
             failures = sorted((k, o[1]) for k, o in outcomes.items() if o[0] == "failed")
             if failures or failed is not None:
                 first = failed if failed is not None else failures[0][1]
-                raise _remote_error(call, first, self.size,
+                raise _remote_error(call, first, runs,
                                     others=[k for k, _ in failures if k != first["worker"]])
             own = sorted(k for k, o in outcomes.items() if o[0] == "stopped" and o[1])
             if own and not interrupted:  # not the user's Ctrl-C: the block's own code's
-                raise KeyboardInterrupt(f"{call}: worker {own[0]} of {self.size} raised "
+                raise KeyboardInterrupt(f"{call}: worker {own[0]} of {runs} raised "
                                         f"KeyboardInterrupt: the block was stopped on "
                                         f"every worker")
             raise KeyboardInterrupt("the block was stopped on every worker")
         if any(o[2:] == ("lost",) for o in outcomes.values()):
             self._refresh()  # a worker caught a collective's SpmdPeerError (see _worker.run)
         if unreadable is not None:  # every worker ended the block before its stop came
-            raise _remote_error(call, unreadable, self.size)
+            raise _remote_error(call, unreadable, runs)
         if interrupted:  # the block had ended everywhere before the stop came: the
             # interrupt is still the user's (a loop of short blocks must stop)
             raise KeyboardInterrupt("the block had ended on every worker")
@@ -1328,7 +1339,13 @@ class Distributed(_OperatorsMixin):
         return self._on_workers(operator.getitem, self, key)
 
     def __setitem__(self, key: Any, value: Any) -> None:
-        self._pool.spmd(operator.setitem, self, key, value)
+        # all or nothing, as the in-place operators (see __array_ufunc__): written into a
+        # copy first, then copied into D's arrays in a block a Ctrl-C waits for. D[:] = C
+        # that failed on one worker (an element its part could not take) had written
+        # the others' parts
+        copy = self._on_workers(_setitem_into_copy, self, key, value)
+        with _wire.interrupts_deferred():
+            self._pool.spmd(_write_into, (self,), (copy,))
 
     def __len__(self) -> int:
         if not self.shape:
@@ -1482,6 +1499,14 @@ def _ufunc_into_copies(ufunc, method, inputs, kwargs):
     copies = tuple(o.copy() for o in kwargs["out"])
     getattr(ufunc, method)(*inputs, **dict(kwargs, out=copies))
     return copies if len(copies) > 1 else copies[0]
+
+
+def _setitem_into_copy(D, key, value):
+    """(On a worker) ``D[key] = value`` written into a copy of ``D``, returned for the
+    client to copy into ``D`` once every worker has it."""
+    copy = D.copy()
+    copy[key] = value
+    return copy
 
 
 def _write_into(out, parts):

@@ -37,7 +37,11 @@ class SpmdMagics(Magics):
                 raise SpmdValueError(f"%%spmd {least} {most}: needs at least m = {least} "
                                      f"workers in the pool, which has {pool.size}")
             n = min(most, pool.size)
-        cell_number = self.shell.execution_count
+        # the number IPython shows as In[k]: the shell's count is the next cell's while
+        # this one runs (the traceback named cell [15] for In[14])
+        running = getattr(self.shell.displayhook, "exec_result", None)
+        cell_number = getattr(running, "execution_count", None) or \
+            self.shell.execution_count
         # a blank first line: the cell's line numbers as the notebook shows them
         pool.run_cell("\n" + cell, self.shell.user_ns, n=n,
                       filename=f"<spmd cell [{cell_number}]>")

@@ -68,6 +68,7 @@ class _Worker:
         # name -> source: the client's handles a cell read under another name (D sent as
         # its D): deleted with the source's value, that the alias would keep for good
         self.aliases = {}
+        self.shown = None  # the text of the running block's last value, if it shows one
 
     # -- output ----------------------------------------------------------------------------
 
@@ -119,6 +120,15 @@ class _Worker:
                 self.conn.send(("out", self.index, name, text))
             except _wire.Closed:
                 os._exit(0)
+
+    def show(self, value):
+        """The displayhook while a cell's last value is shown: its text is kept, to go
+        to the client with the block's outcome (printed there in worker order, as
+        MATLAB prints each worker's unsuppressed result, not as the workers finish)."""
+        if value is None:
+            return
+        builtins._ = value  # (as Python's own displayhook)
+        self.shown = repr(value)
 
     def sync_output(self):
         """Wait until everything written to stdout and stderr so far has gone."""
@@ -346,7 +356,7 @@ class _Worker:
     def run(self, block, spec):
         """Run a block; reply done (with the names it assigned that this worker holds),
         failed (the error and its traceback) or stopped."""
-        from .. import _wait, _world
+        from .. import _stall, _wait, _world
 
         with self.lock:
             self.block, self.stop_requested = block, self.stopped >= block
@@ -354,6 +364,7 @@ class _Worker:
             _wait.finished_block = self.finished.pop(block, set())
             self.finished.clear()
         outcome = ("stopped", None)
+        self.shown = None
         try:
             outcome = self.execute(spec)
         except KeyboardInterrupt:  # the stop's signal, handled as the block ended
@@ -362,6 +373,7 @@ class _Worker:
             # first, with no call before it (Python handles a signal at a call): from
             # here on a stop's signal is dropped (there is one a block)
             self.block = None
+            _stall.block_site = None
             with self.lock:
                 self.stop_requested = False
                 _wait.finished_block = set()
@@ -374,12 +386,15 @@ class _Worker:
             outcome = outcome + ("lost",)
         try:
             self.sync_output()
+            if self.shown is not None:  # (before the outcome: the client has it then)
+                self.conn.send(("shown", block, self.index, self.shown))
             self.conn.send(("result", block, self.index, outcome))
         except _wire.Closed:
             self.client_gone()
 
     def execute(self, spec):
         """Run a block's code: its outcome."""
+        from .. import _stall
         from ..region import spmd
 
         self.before = {name: self.ns.get(name, _MISSING) for name in spec["assigned"]}
@@ -400,13 +415,24 @@ class _Worker:
                                                      code.splitlines(True),
                                                      spec["filename"])
                 compiled, shown = _cells.compiled(code, spec["filename"])
+                # the end of spmd(n), which this loop makes, is at the cell's end (it
+                # was said to be at "<frozen runpy>:88")
+                _stall.block_site = f"{spec['filename']}:{len(code.splitlines())}"
+            elif hasattr(spec["fn"], "__code__"):  # (the end of a function's block: its
+                made = spec["fn"].__code__  # definition)
+                _stall.block_site = f"{_stall._relative(made.co_filename)}:" \
+                    f"{made.co_firstlineno}"
             n = spec.get("n")
             region = spmd(n) if n is not None else None
             for _ in (region if region is not None else [None]):
                 if code is not None:
                     exec(compiled, self.ns)
-                    if shown is not None:  # the cell's last value, shown
-                        exec(shown, self.ns)
+                    if shown is not None:  # the cell's last value, shown (see show)
+                        hook, sys.displayhook = sys.displayhook, self.show
+                        try:
+                            exec(shown, self.ns)
+                        finally:
+                            sys.displayhook = hook
                 else:
                     self.ns[spec["result"]] = spec["fn"](*spec["args"], **spec["kwargs"])
             names = spec["assigned"] + ([spec["result"]] if spec.get("result") else [])
@@ -551,6 +577,29 @@ def describe(exc, index, filename=None):
         exc = shown(*exc.args).with_traceback(exc.__traceback__)
     lines = ["Traceback (most recent call last):\n"] + traceback.format_list(kept) + \
         traceback.format_exception_only(shown, exc)
+    # the exceptions it was raised from (raise ... from e, or in an except block), as
+    # Python shows them: raise RuntimeError("could not load") from e showed no trace of
+    # the KeyError, nor of the lines it came from. Not spmdlab's own (every frame in
+    # spmdlab: an internal error it replaced with a better one)
+    seen, chained = {id(exc)}, exc
+    while True:
+        if chained.__cause__ is not None:
+            chained, link = chained.__cause__, "The above exception was the direct " \
+                "cause of the following exception:"
+        elif chained.__context__ is not None and not chained.__suppress_context__:
+            chained, link = chained.__context__, "During handling of the above " \
+                "exception, another exception occurred:"
+        else:
+            break
+        frames = traceback.extract_tb(chained.__traceback__)
+        outside = [f for f in frames if not f.filename.startswith(package)]
+        if id(chained) in seen or frames and not outside:
+            break
+        seen.add(id(chained))
+        lines[:0] = (["Traceback (most recent call last):\n"] * bool(frames) +
+                     traceback.format_list(outside) +
+                     traceback.format_exception_only(type(chained), chained) +
+                     [f"\n{link}\n\n"])
     try:
         message = str(exc)
     except Exception:  # (raised out of here, it ended the worker, and the pool with it)
@@ -603,6 +652,12 @@ def main():
     # keeps the launcher's stderr, so a killed worker is still named)
     _world.current()
     worker.say_who_leaves()
+    # nothing to read: the client's keyboard is not the workers' (input() on a worker
+    # is at its end at once, as in a batch job). Under MPICH's mpiexec every worker's
+    # stdin was a pipe that never ended: input() on worker 2 waited for ever
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
     worker.capture_output()
     threading.Thread(target=worker.listen, daemon=True, name="spmdlab-pool").start()
     conn.send(("ready", worker.index))
