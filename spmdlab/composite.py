@@ -165,9 +165,10 @@ class Composite:
     # -- helpers --------------------------------------------------------------------------
 
     def _key(self, k: Any) -> Any:
-        """A worker number (or list of them) as the caller spelled it; ``spmdlab.matlab``
-        reads MATLAB's spellings here."""
-        return k
+        """A worker number (or list of them) as the caller spelled it (a 0-d array is
+        one number, as numpy indexes with it); ``spmdlab.matlab`` reads MATLAB's
+        spellings here."""
+        return k.item() if isinstance(k, np.ndarray) and k.ndim == 0 else k
 
     def _held(self):
         return (False, None) if self._value is _UNSET else (True, self._value)

@@ -117,7 +117,9 @@ def _worker(value: Any) -> Any:
 
 def _workers(value: Any) -> Any:
     """``labSend``'s destination: one worker, or a list / range / array of them
-    (``2:numlabs``); an empty one sends nothing (returns [])."""
+    (``2:numlabs``); an empty one sends nothing (returns []). A 0-d array is one."""
+    if isinstance(value, np.ndarray) and value.ndim == 0:
+        return _worker(value.item())
     if isinstance(value, (list, tuple, range, np.ndarray)):
         return [_worker(v) for v in np.asarray(value).reshape(-1).tolist()] \
             if np.size(value) else []

@@ -24,6 +24,9 @@ def test_read_every_worker_value_everywhere():
     for j in range(1, n + 1):
         assert c[j] == j ** 2
     assert c[np.int64(n)] == n ** 2
+    assert c[np.array(n)] == n ** 2  # a 0-d array is one number ([n ** 2] before)
+    assert matlab.Composite(k)[np.array(float(n))] == n
+    assert c.exist(np.array(1)) is True
     assert list(c) == [j ** 2 for j in range(1, n + 1)]
     assert c[:] == [j ** 2 for j in range(1, n + 1)]
     assert c[[n, 1]] == [n ** 2, 1]

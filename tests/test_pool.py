@@ -1866,7 +1866,8 @@ def test_bad_calls_say_what_is_wrong():
             c[1:2]
         except spmdlab.SpmdTypeError as exc:
             print("SLICE", exc)
-        print("PICKED", c[range(1, 2)], c[np.array([1])], c[[]], c[:])
+        print("PICKED", c[range(1, 2)], c[np.array([1])], c[[]], c[:], c[np.array(1)],
+              c.exist(np.array(1)))
         # what cannot be a distributed array is refused on the client: a ragged list
         # raised numpy's ValueError, an unpicklable object a bare TypeError, and a dict
         # failed on every worker after its part was sent
@@ -1916,7 +1917,7 @@ def test_bad_calls_say_what_is_wrong():
     assert "SEND spmd: the client's variable 'lock' (a lock) cannot be sent" in out
     assert "SLICE Composite[1:2]: only c[:] slices a Composite; pick workers with a list " \
         "or range of worker numbers (1-based), such as c[range(2, 2)]" in out, out
-    assert "PICKED [1] [1] [] [1]" in out, out
+    assert "PICKED [1] [1] [] [1] 1 True" in out, out
     assert out.count("DISTRIBUTED distributed (the client): the value must be a numpy array, "
                      "a torch tensor, a CuPy array or numbers (not objects)") == 4, out
     assert "THEN [[1, 2], [3, 4]]" in out, out

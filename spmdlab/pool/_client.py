@@ -1125,8 +1125,8 @@ class Composite:
                                     f"worker numbers (1-based), such as "
                                     f"c[range(2, {size + 1})]")
             return list(range(1, size + 1))
-        if isinstance(k, np.ndarray):
-            k = k.reshape(-1).tolist()
+        if isinstance(k, np.ndarray):  # (a 0-d one is one number, as numpy indexes)
+            k = k.reshape(-1).tolist() if k.ndim else k.item()
         if isinstance(k, (list, tuple, range)):
             return [self._number(call, v) for v in k]
         return self._number(call, k)
