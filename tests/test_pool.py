@@ -2529,3 +2529,18 @@ def test_the_example_notebook_runs():
     text = "".join(o.get("text", "") for cell in notebook.cells if cell.cell_type == "code"
                    for o in cell.get("outputs", []))
     assert "Worker 1:" in text and "accuracy" in text, text
+
+
+def test_a_progress_bars_redraws_keep_their_worker_label(capsys):
+    # a progress bar redraws its line after a \r, over the label: on a terminal the
+    # line showed " 50%" with no "Worker 2:" before it
+    from spmdlab.pool._client import _Output
+
+    output = _Output()
+    output.add(2, "stdout", "a\r\nb\r 10%")
+    output.add(2, "stdout", "\r 50%\n")
+    output.add(1, "stderr", "x\r y")
+    output.flush()
+    out, err = capsys.readouterr()
+    assert out == "Worker 2: a\nWorker 2: b\rWorker 2:  10%\rWorker 2:  50%\n"
+    assert err == "Worker 1: x\rWorker 1:  y\n"

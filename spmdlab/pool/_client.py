@@ -68,11 +68,11 @@ class _Output:
         if rest:
             self.pending[key] = rest
         if lines:
-            self._write(stream, "".join(f"Worker {index}: {line}\n" for line in lines))
+            self._write(stream, "".join(_labelled(index, line) for line in lines))
 
     def flush(self):
         for (index, stream), rest in sorted(self.pending.items()):
-            self._write(stream, f"Worker {index}: {rest}\n")
+            self._write(stream, _labelled(index, rest))
         self.pending.clear()
 
     @staticmethod
@@ -80,6 +80,14 @@ class _Output:
         out = sys.stdout if stream == "stdout" else sys.stderr
         out.write(text)
         out.flush()
+
+
+def _labelled(index: int, line: str) -> str:
+    """``Worker k: line``. A progress bar's ``\\r`` goes back to the start of the line and
+    draws over it: each of its redraws gets the label again (the bar overwrote it); a
+    line's own ``\\r\\n`` ending is one newline."""
+    label = f"Worker {index}: "
+    return label + line.rstrip("\r").replace("\r", "\r" + label) + "\n"
 
 
 def _checked_options(call: str, n: Any, launcher: Any, timeout: Any,
