@@ -573,14 +573,20 @@ class _TorchLocal:
                          result.data_ptr() == a.data_ptr() for a in args):
                     result = result.clone()
             return result
-        host = [a.detach().cpu().numpy() if isinstance(a, torch.Tensor) else a
-                for a in args]
+        def on_host(a):
+            return a.detach().cpu().numpy() if isinstance(a, torch.Tensor) else a
+
+        host = [on_host(a) for a in args]
+        kwargs = {k: on_host(v) for k, v in kwargs.items()}  # (a where= mask)
         out = kwargs.pop("out", None)
+        outs = () if out is None else out if isinstance(out, tuple) else (out,)
+        if outs:  # numpy writes into host copies of the outputs, so that what a where=
+            # mask leaves out keeps the outputs' values (not a new array's garbage)
+            kwargs["out"] = tuple(np.array(on_host(o)) for o in outs)
         result = getattr(ufunc, method)(*host, **kwargs)
         wrap = lambda r: torch.as_tensor(np.asarray(r), device=device)  # noqa: E731
         result = tuple(map(wrap, result)) if isinstance(result, tuple) else wrap(result)
-        if out is not None:
-            outs = out if isinstance(out, tuple) else (out,)
+        if outs:
             for o, r in zip(outs, result if isinstance(result, tuple) else (result,)):
                 o.copy_(r)
             return out

@@ -295,6 +295,7 @@ def test_transpose_and_products(backend):
     for a_axis in (0, 1):
         Da = distribute(backend.make(A), axis=a_axis)
         assert Da.T.axis == 1 - a_axis and np.array_equal(value(Da.T), A.T)
+        assert Da.mT.axis == 1 - a_axis and np.array_equal(value(Da.mT), A.mT)  # numpy 2's
         assert np.allclose(value(Da @ backend.make(v)), A @ v)
         assert np.allclose(value(backend.make(w) @ Da), w @ A)
         assert np.allclose(value(np.dot(Da, backend.make(v))), A @ v)
@@ -311,6 +312,11 @@ def test_transpose_and_products(backend):
                 order
     with pytest.raises(SpmdValueError, match="inner dimensions differ"):
         distribute(A) @ np.ones(n + 5)
+    S = distribute(backend.make(whole((2, n + 1, 3))), axis=1)
+    assert S.mT.axis == 2 and np.array_equal(value(S.mT), whole((2, n + 1, 3)).mT)
+    with pytest.raises(SpmdValueError, match=r"mT \(worker \d+ of \d+\): matrix transpose "
+                       r"with ndim < 2 is undefined"):
+        distribute(backend.make(v)).mT
 
 
 def test_subscripts_read_like_numpy(backend):
@@ -1073,6 +1079,13 @@ def test_variance_with_ddof_past_the_count_is_numpys_nan_or_inf(backend):
                     got = value(getattr(np, name)(D, axis=ax, ddof=ddof))
                     np.testing.assert_array_equal(got, getattr(np, name)(A, axis=ax,
                                                                           ddof=ddof))
+                    # numpy 2's name for ddof (refused as an option before)
+                    got = value(getattr(np, name)(D, axis=ax, correction=ddof))
+                    np.testing.assert_array_equal(got, getattr(np, name)(A, axis=ax,
+                                                                          ddof=ddof))
+    with pytest.raises(SpmdValueError, match=r"numpy.std \(worker \d+ of \d+\): ddof and "
+                       r"correction can't be provided simultaneously"):
+        np.std(D, ddof=1, correction=1)
 
 
 def test_one_and_inf_norms_of_an_empty_matrix_are_numpys_zero(backend):
@@ -1701,3 +1714,114 @@ def test_matmul_into_out_and_in_place():
     ints = da.distribute(np.zeros((5, 4), dtype=np.int64))
     with pytest.raises(SpmdTypeError, match="cannot cast the product from float64"):
         np.matmul(da.distribute(A), M, out=ints)
+
+
+def test_numpys_generalized_ufuncs_vecdot_matvec_vecmat():
+    """numpy 2's ``np.vecdot``, ``np.matvec`` and ``np.vecmat`` reduce over a core
+    dimension: each worker's parts alone gave an array of the operands' shape whose
+    local parts did not match it (garbage gathered, or the job ended); now numpy's
+    results on every split, and a clear error for what is not available."""
+    rng = np.random.default_rng(11)
+    n = spmd_size()
+    A = rng.standard_normal((n + 1, 4)) + 1j * rng.standard_normal((n + 1, 4))
+    v, w = np.arange(4.0), np.arange(n + 1.0) * (1 + 1j)
+    for axis in (0, 1):
+        D = da.distribute(A, axis=axis)
+        for got, expected in [(np.vecdot(D, D), np.vecdot(A, A)),
+                              (np.vecdot(D, D, axis=0), np.vecdot(A, A, axis=0)),
+                              (np.vecdot(D, v), np.vecdot(A, v)),
+                              (np.vecdot(1j * v, D), np.vecdot(1j * v, A)),
+                              (np.matvec(D, v), np.matvec(A, v)),
+                              (np.matvec(D, da.distribute(v)), np.matvec(A, v)),
+                              (np.vecmat(w, D), np.vecmat(w, A))]:
+            assert value(got).shape == expected.shape
+            np.testing.assert_allclose(value(got), expected, rtol=1e-13, atol=1e-13)
+    S = da.distribute(rng.standard_normal((3, n + 1, 4)), axis=1)
+    with pytest.raises(SpmdValueError, match=r"numpy.vecdot \(worker \d+ of \d+\): the "
+                       r"vectors' lengths differ along axis -1"):
+        np.vecdot(S, np.ones(3))
+    with pytest.raises(SpmdTypeError, match=r"numpy.matvec \(worker \d+ of \d+\): only a "
+                       r"matrix and a vector here"):
+        np.matvec(S, v)
+    with pytest.raises(SpmdTypeError, match=r"numpy.vecdot \(worker \d+ of \d+\): not "
+                       r"available .* options \['out'\]"):
+        np.vecdot(S, S, out=S)
+
+
+def test_a_ufuncs_where_mask_is_split_as_its_operands(backend):
+    """``np.divide(A, B, out=C, where=B != 0)``: the mask, replicated (of any shape that
+    broadcasts) or codistributed (in any split), selects the same elements as numpy's.
+    Every worker's block was given the whole mask (numpy's bare broadcasting error, on
+    the workers whose block differed), a codistributed mask was refused, and torch parts
+    filled what the mask left out with a new array's garbage."""
+    n = spmd_size()
+    A = whole((n + 2, 3)) + 0.25  # (no zeros)
+    masks = [A > 0, np.array([True, False, True]), (np.arange(n + 2) % 2 == 0)[:, None]]
+    for axis in (0, 1):
+        D = distribute(backend.make(A), axis=axis)
+        for mask in masks:
+            expected = np.divide(A, A, out=np.full(A.shape, 7.0), where=mask)
+            out = distribute(backend.make(np.full(A.shape, 7.0)), axis=axis)
+            assert np.divide(D, D, out=out, where=mask) is out
+            assert np.array_equal(value(out), expected)
+            whole_mask = np.broadcast_to(mask, A.shape).copy()
+            for mask_axis in (0, 1):
+                out = distribute(backend.make(np.full(A.shape, 7.0)), axis=axis)
+                np.divide(D, D, out=out,
+                          where=distribute(backend.make(whole_mask), axis=mask_axis))
+                assert np.array_equal(value(out), expected), (axis, mask_axis)
+    # large enough that a new array's memory is fresh pages (zeros), not the 7s
+    big = distribute(backend.make(np.ones((300, 300))), axis=0)
+    out = distribute(backend.make(np.full((300, 300), 7.0)), axis=0)
+    np.add(big, 1, out=out, where=np.arange(300) % 2 == 0)
+    assert np.array_equal(value(out)[:, :2], np.tile([2.0, 7.0], (300, 1)))
+    with pytest.raises(SpmdValueError, match=r"numpy.add \(worker \d+ of \d+\): operands of "
+                       r"shapes .* cannot be broadcast together \(the last: where\)"):
+        np.add(D, 1, out=D, where=np.ones((n + 5, 1), bool))
+
+
+@pytest.mark.filterwarnings("ignore:Mean of empty slice:RuntimeWarning")  # numpy's
+def test_reductions_take_numpys_where_and_initial(backend):
+    """``np.sum(D, where=mask)``, ``np.max(D, axis=0, where=mask, initial=0)``,
+    ``np.mean(D, where=mask)`` and ``initial=`` (refused as options before): the mask
+    replicated or codistributed, broadcast as numpy's; max and min exact, sums and means
+    within rounding; an empty max with ``initial`` is ``initial``."""
+    n = spmd_size()
+    A = whole((n + 2, 5))
+    masks = [A > 0, np.array([True, False, True, True, False]),
+             (np.arange(n + 2) % 2 == 0)[:, None]]
+    for axis in (0, 1):
+        D = distribute(backend.make(A), axis=axis)
+        whole_mask = distribute(backend.make(masks[2] & np.ones(A.shape, bool)),
+                                axis=1 - axis)
+        for mask, m in [(masks[0], masks[0]), (masks[1], masks[1]), (masks[2], whole_mask)]:
+            for ax in (None, 0, 1):
+                for got, expected in [
+                        (np.sum(D, axis=ax, where=m), np.sum(A, axis=ax, where=mask)),
+                        (np.prod(D / 3, axis=ax, where=m),
+                         np.prod(A / 3, axis=ax, where=mask)),
+                        (np.any(D > 1, axis=ax, where=m),
+                         np.any(A > 1, axis=ax, where=mask)),
+                        (np.all(D > -3, axis=ax, where=m),
+                         np.all(A > -3, axis=ax, where=mask)),
+                        (np.max(D, axis=ax, where=m, initial=-9),
+                         np.max(A, axis=ax, where=mask, initial=-9)),
+                        (np.min(D, axis=ax, where=m, initial=9, keepdims=True),
+                         np.min(A, axis=ax, where=mask, initial=9, keepdims=True))]:
+                    assert value(got).shape == expected.shape
+                    np.testing.assert_allclose(value(got), expected)
+                with np.errstate(invalid="ignore", divide="ignore"):  # (all left out: nan)
+                    expected = np.mean(A, axis=ax, where=mask)
+                    got = np.mean(D, axis=ax, where=m)
+                np.testing.assert_allclose(value(got), expected)
+        for ax in (None, 0, 1):
+            for name in ("max", "min"):
+                got = getattr(np, name)(D, axis=ax, initial=1.5)
+                assert np.array_equal(value(got), getattr(np, name)(A, axis=ax, initial=1.5))
+            np.testing.assert_allclose(value(np.sum(D, axis=ax, initial=2)),
+                                       np.sum(A, axis=ax, initial=2))
+    empty = distribute(backend.make(np.zeros((0, 3))))
+    assert np.array_equal(value(np.max(empty, axis=0, initial=-1)), [-1.0, -1.0, -1.0])
+    with pytest.raises(SpmdValueError, match=r"numpy.max \(worker \d+ of \d+\): reduction "
+                       r"operation 'maximum' does not have an identity"):
+        np.max(D, where=A > 0)

@@ -233,6 +233,15 @@ def test_nonzero_find(backend):
             same(got, expected)
         same(np.argwhere(D), np.argwhere(A))
         same(np.flatnonzero(col(D) > 0), np.flatnonzero(A[:, 0] > 0))
+        # np.where(condition) is numpy's np.nonzero(condition) (MATLAB's [i, j] =
+        # find(D > 0) ported as numpy writes it; it was refused as a gather)
+        found = np.where(D > 0)
+        assert isinstance(found, tuple) and len(found) == 2
+        for got, expected in zip(found, np.where(A > 0)):
+            same(got, expected)
+        with pytest.raises(SpmdValueError, match=r"numpy.where \(worker \d+ of \d+\): "
+                           r"either both or neither of x and y"):
+            np.where(D > 0, D)
 
 
 def test_diag_triangles(backend):

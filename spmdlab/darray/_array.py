@@ -413,6 +413,15 @@ class CodistributedArray(np.lib.mixins.NDArrayOperatorsMixin):
         """Two axes exchanged (numpy's ``ndarray.swapaxes``): no communication."""
         return cast(CodistributedArray, np.swapaxes(self, axis1, axis2))
 
+    @property
+    def mT(self) -> CodistributedArray:
+        """The last two axes exchanged (numpy's ``ndarray.mT``, a stack of matrices each
+        transposed): no communication."""
+        if self.ndim < 2:
+            raise error(SpmdValueError, "CodistributedArray.mT", f"matrix transpose with "
+                        f"ndim < 2 is undefined (the array has {self.ndim})")
+        return self.swapaxes(-2, -1)
+
     def conj(self) -> Any:
         """The complex conjugate (no communication): ``D.conj().T`` is MATLAB's ``D'``. Of
         real values, a copy in their dtype, as numpy's ``ndarray.conj`` keeps it (the

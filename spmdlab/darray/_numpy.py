@@ -205,6 +205,9 @@ def array_ufunc(self, ufunc, method, inputs, kwargs):
                 _same_arguments(ref, np.matmul, inputs, {})
             result = matmul(call, *inputs)
             return result if out is None else _matmul_into(call, result, out)
+        if ufunc.signature is not None:  # numpy 2's vecdot, matvec, vecmat: not
+            # element-wise (each worker's parts alone gave a wrong global array)
+            return _gufunc(call, ufunc, inputs, kwargs)
         if ufunc is np.power and len(inputs) == 2:
             _check_integer_power(call, *inputs)
         return elementwise(call, inputs, kwargs,
@@ -224,6 +227,56 @@ def array_ufunc(self, ufunc, method, inputs, kwargs):
     raise error(SpmdTypeError, call, f"not available for a codistributed array")
 
 
+def _gufunc(call, ufunc, inputs, kwargs):
+    """numpy 2's generalized ufuncs of vectors and matrices, which reduce over a core
+    dimension: ``np.vecdot(a, b, axis=-1)`` is the sum of ``conj(a) * b`` along ``axis``
+    (the workers' partial sums folded in worker order where it is the split axis: within
+    rounding of numpy's); ``np.matvec(A, v)`` and ``np.vecmat(v, A)`` of a matrix and a
+    vector are ``A @ v`` and ``conj(v) @ A``. Other generalized ufuncs, stacks of
+    matrices and their other options raise SpmdTypeError on every worker."""
+    name = ufunc.__name__
+    options = dict(kwargs)
+    shapes = [x.shape if isinstance(x, CodistributedArray) else np.shape(x)
+              for x in inputs]
+    conj = lambda x: np.conjugate(x) if _kind(x) == "c" else x  # noqa: E731
+    if name == "vecdot" and len(inputs) == 2 and set(options) <= {"axis"}:
+        axis = options.get("axis", -1)
+        if not isinstance(axis, (int, np.integer)) or isinstance(axis, (bool, np.bool_)):
+            raise error(SpmdTypeError, call, f"'axis' must be an int (got {axis!r})")
+        a, b = (np.asarray(x) if isinstance(x, (list, tuple)) else x for x in inputs)
+        cores = []
+        for shape in shapes:
+            if not -len(shape) <= axis < len(shape):
+                raise error(SpmdValueError, call, f"axis {axis} is out of bounds for an "
+                            f"operand of {len(shape)} dimensions (shapes {shapes[0]} and "
+                            f"{shapes[1]})")
+            cores.append(shape[axis])
+        if cores[0] != cores[1]:
+            raise error(SpmdValueError, call, f"the vectors' lengths differ along axis "
+                        f"{axis}: shapes {shapes[0]} and {shapes[1]} ({cores[0]} != "
+                        f"{cores[1]})")
+        if _outer:  # a replicated vector of each worker's own would mix the answers
+            ref = next(x for x in inputs if isinstance(x, CodistributedArray))
+            _same_arguments(ref, None, (a, b), {}, call=call)
+        # numpy moves each operand's core axis to the end, then broadcasts the rest
+        product = conj(np.moveaxis(a, axis, -1)) * np.moveaxis(b, axis, -1)
+        return np.sum(product, axis=-1)
+    if name in ("matvec", "vecmat") and len(inputs) == 2 and not options:
+        matrix, vector = inputs if name == "matvec" else inputs[::-1]
+        if len(np.shape(matrix) if not isinstance(matrix, CodistributedArray)
+               else matrix.shape) == 2 and \
+                len(np.shape(vector) if not isinstance(vector, CodistributedArray)
+                    else vector.shape) == 1:
+            return array_ufunc(None, np.matmul, "__call__", (matrix, vector)
+                               if name == "matvec" else (conj(vector), matrix), {})
+        raise error(SpmdTypeError, call, f"only a matrix and a vector here (shapes "
+                    f"{shapes[0]} and {shapes[1]}); stacks of them are not available for "
+                    f"codistributed arrays")
+    detail = f" with options {sorted(options)}" if options else ""
+    raise error(SpmdTypeError, call, f"not available for a codistributed array{detail} "
+                f"(a generalized ufunc, signature {ufunc.signature!r}); gather it first")
+
+
 # -- element-wise ---------------------------------------------------------------------------
 
 
@@ -240,11 +293,16 @@ def elementwise(call, inputs, kwargs, apply, nout=1):
     outs = () if out is None else (out if isinstance(out, tuple) else (out,))
     if any(o is not None and not isinstance(o, CodistributedArray) for o in outs):
         raise error(SpmdTypeError, call, "'out' must be codistributed arrays")
+    # a ufunc's mask (np.divide(A, B, out=C, where=B != 0)) is broadcast with the
+    # operands and split as they are (a whole one gave each worker's block the global
+    # mask: numpy's bare broadcasting error, or a part of the wrong shape)
+    where = kwargs.pop("where", True)
+    masks = () if where is True else (where,)
     for name, value in kwargs.items():
         if isinstance(value, CodistributedArray):
             raise error(SpmdTypeError, call, f"'{name}' cannot be a codistributed array "
                         f"here; gather it or pass a plain array")
-    arrays = [x for x in inputs if isinstance(x, CodistributedArray)]
+    arrays = [x for x in inputs + masks if isinstance(x, CodistributedArray)]
     ref = (arrays or [o for o in outs if o is not None])[0]
     for x in arrays + [o for o in outs if o is not None]:
         x._check_scope(call)
@@ -253,12 +311,12 @@ def elementwise(call, inputs, kwargs, apply, nout=1):
                         f"families ({ref.family} and {x.family}); convert one")
     try:
         shape = np.broadcast_shapes(*[np.shape(x) if not isinstance(x, CodistributedArray)
-                                      else x.shape for x in inputs])
+                                      else x.shape for x in inputs + masks])
     except ValueError:
         shapes = ", ".join(str(np.shape(x) if not isinstance(x, CodistributedArray)
-                               else x.shape) for x in inputs)
+                               else x.shape) for x in inputs + masks)
         raise error(SpmdValueError, call, f"operands of shapes {shapes} cannot be "
-                    f"broadcast together") from None
+                    f"broadcast together{' (the last: where)' if masks else ''}") from None
     if outs and outs[0] is not None:
         target = outs[0].codistributor
         if outs[0].shape != shape:
@@ -268,6 +326,8 @@ def elementwise(call, inputs, kwargs, apply, nout=1):
         target = _target(arrays, shape, type(ref))
     family = LOCAL[ref.family]
     args = [_aligned(call, x, target, shape, family, ref.local) for x in inputs]
+    if masks:
+        kwargs["where"] = _aligned(call, where, target, shape, family, ref.local)
     if outs:
         kwargs["out"] = tuple(_aligned(call, o, target, shape, family, ref.local)
                               for o in outs)
@@ -390,9 +450,13 @@ def _aligned(call, x, target, shape, family, like):
 
 @implements(np.where)
 def _where(condition, x=None, y=None):
+    if x is None and y is None:
+        # numpy's np.where(condition) is np.nonzero(condition) (MATLAB's [i, j] =
+        # find(D), ported as np.where(D > 0)): codistributed index vectors
+        return _FUNCTIONS[np.nonzero](condition)
     if x is None or y is None:
-        raise error(SpmdTypeError, "numpy.where", "takes three arguments for a "
-                    "codistributed array (the one-argument form would gather indices)")
+        raise error(SpmdValueError, "numpy.where", "either both or neither of x and y "
+                    "should be given")
     return elementwise("numpy.where", (condition, x, y), {},
                        lambda fam, a, kw: _family_call(fam, "where", *a))
 
@@ -669,7 +733,10 @@ def reduction(call, name, a, axis=None, dtype=None, keepdims=False, out=None,
               initial=None, where=None):
     """numpy's reduction ``name`` of codistributed ``a``: local along the other axes,
     folded over the workers in worker order along the distribution axis."""
-    _unsupported(call, out=out, initial=initial, where=where)
+    _unsupported(call, out=out)
+    if initial is not None and initial is not np._NoValue or \
+            where is not None and where is not np._NoValue and where is not True:
+        return _masked(call, name, a, axis, dtype, keepdims, initial, where)
     keepdims = bool(keepdims) if keepdims is not np._NoValue else False
     a._check_scope(call)
     axes = _axes(call, a, axis)
@@ -728,6 +795,58 @@ def reduction(call, name, a, axis=None, dtype=None, keepdims=False, out=None,
     if not keepdims:
         total = total.reshape(shape)
     return _replicated_result(a, total, shape)
+
+
+_IDENTITIES = {"sum": 0, "prod": 1, "any": False, "all": True}
+
+
+def _masked(call, name, a, axis, dtype, keepdims, initial, where):
+    """numpy's ``initial=`` and ``where=`` of a reduction: the elements ``where`` leaves
+    out replaced by the reduction's identity (``initial`` for max and min, which have
+    none), the mask replicated or codistributed, broadcast as numpy does; ``initial``
+    then folded into the result (max and min exact; a float sum or product within
+    rounding of numpy's, which starts from it)."""
+    family = LOCAL[a.family]
+    kind = family.dtype(a.local).kind
+    if initial is not None and initial is not np._NoValue:
+        if name not in ("sum", "prod", "max", "min"):
+            raise error(SpmdTypeError, call, f"'initial' is not available for {name}")
+        try:  # numpy casts it to the result's class (np.sum(ints, initial=1.5) adds 1;
+            # a sum of bools is an int)
+            cast = {"b": bool if name in ("max", "min") else int, "i": int, "u": int}
+            initial = cast.get(kind, lambda v: v)(initial)
+        except (TypeError, ValueError) as exc:
+            raise error(SpmdTypeError, call, f"'initial' must be a number (got "
+                        f"{initial!r})") from exc
+    else:
+        initial = None
+    if where is not None and where is not np._NoValue and where is not True:
+        if name in ("max", "min") and initial is None:
+            raise error(SpmdValueError, call, f"reduction operation "
+                        f"'{'maximum' if name == 'max' else 'minimum'}' does not have an "
+                        f"identity, so to use a where mask one has to specify 'initial'")
+        fill = initial if name in ("max", "min") else _IDENTITIES[name]
+        masked = _FUNCTIONS[np.where](where, a, fill)
+        if masked.shape != a.shape:
+            raise error(SpmdValueError, call, f"a where mask of shape {np.shape(where)} "
+                        f"does not broadcast to the array's shape {a.shape}")
+        a = masked
+    axes = _axes(call, a, axis)
+    if initial is None:
+        return reduction(call, name, a, axis, dtype, keepdims)
+    if name in ("max", "min") and any(a.shape[d] == 0 for d in axes):
+        shape = tuple(1 if d in axes else n for d, n in enumerate(a.shape)) if keepdims \
+            else tuple(n for d, n in enumerate(a.shape) if d not in axes)
+        return _replicated_result(a, family.full(shape, initial, family.dtype(a.local),
+                                                 a.local), shape)
+    total = reduction(call, name, a, axis, dtype, keepdims)
+    fold = {"sum": np.add, "prod": np.multiply, "max": np.maximum,
+            "min": np.minimum}[name]
+    if isinstance(total, CodistributedArray):
+        return total._new(family.apply(fold, "__call__", (total.local, initial), {}),
+                          total._codist)
+    folded = family.apply(fold, "__call__", (total, initial), {})
+    return folded[()] if isinstance(folded, np.ndarray) else folded
 
 
 def layout(a):
@@ -858,7 +977,23 @@ def numpy_dtype(dtype):
 
 @implements(np.mean)
 def mean(a, axis=None, dtype=None, out=None, keepdims=False, where=None):
-    _unsupported("numpy.mean", out=out, where=where)
+    _unsupported("numpy.mean", out=out)
+    if where is not None and where is not np._NoValue and where is not True:
+        # the sum of the elements ``where`` keeps over their count (each exact in worker
+        # order; numpy's mean with a mask, within rounding)
+        kept = _FUNCTIONS[np.where](where, _FUNCTIONS[np.ones_like](a, dtype=np.int64), 0)
+        if kept.shape != a.shape:
+            raise error(SpmdValueError, "numpy.mean", f"a where mask of shape "
+                        f"{np.shape(where)} does not broadcast to the array's shape "
+                        f"{a.shape}")
+        if dtype is None and LOCAL[a.family].dtype(a.local).kind in "biu":
+            dtype = np.float64
+        total = reduction("numpy.mean", "sum", _FUNCTIONS[np.where](where, a, 0), axis,
+                          numpy_dtype(dtype), keepdims)
+        # the counts in the sum's real class, as numpy divides (a float32 mean stays one)
+        real = np.empty(0, LOCAL[a.family].dtype(a.local) if dtype is None
+                        else numpy_dtype(dtype)).real.dtype
+        return total / reduction("numpy.mean", "sum", kept, axis, real, keepdims)
     dtype = numpy_dtype(dtype)
     kind = LOCAL[a.family].dtype(a.local)
     if dtype is None and kind.kind in "biu":
@@ -894,8 +1029,14 @@ def mean(a, axis=None, dtype=None, out=None, keepdims=False, where=None):
 
 @implements(np.var)
 def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, where=None,
-        mean=None, correction=None):
-    _unsupported("numpy.var", out=out, where=where, mean=mean, correction=correction)
+        mean=None, correction=None, *, call="numpy.var"):
+    _unsupported(call, out=out, where=where, mean=mean)
+    if correction is not None and correction is not np._NoValue:  # numpy 2's (the
+        # array API's) name for ddof
+        if ddof != 0:
+            raise error(SpmdValueError, call, "ddof and correction can't be provided "
+                        "simultaneously")
+        ddof = correction
     dtype = numpy_dtype(dtype)
     m = _FUNCTIONS[np.mean](a, axis=axis, dtype=dtype, keepdims=True)
     if LOCAL[a.family].dtype(a.local).kind == "b":  # as numpy (torch cannot subtract bools)
@@ -909,14 +1050,15 @@ def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, where=None,
     else:
         d = np.abs(d)
         squares = d * d
-    total = reduction("numpy.var", "sum", squares, axis, None, keepdims)
+    total = reduction(call, "sum", squares, axis, None, keepdims)
     return total / max(_count(a, axis) - ddof, 0)  # numpy's: nan or inf, never negative
 
 
 @implements(np.std)
 def _std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, where=None,
          mean=None, correction=None):
-    return _sqrt(var(a, axis, dtype, out, ddof, keepdims, where, mean, correction))
+    return _sqrt(var(a, axis, dtype, out, ddof, keepdims, where, mean, correction,
+                     call="numpy.std"))
 
 
 @implements(np.count_nonzero)
