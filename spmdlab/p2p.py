@@ -7,6 +7,7 @@ arrays' raw bytes. Worker numbers are 1-based; tags are non-negative ints.
 
 from __future__ import annotations
 
+import collections
 import itertools
 import struct
 import sys
@@ -294,6 +295,8 @@ def _receive(scope, source, tag, status, call, out=None):
         else:
             _wait.spin(lambda: test(status), scope, call, [scope.world_ranks[source - 1]],
                        kind="recv", tag=tag)
+        # (in the try: a Ctrl-C raised as Get_count returns keeps the message below)
+        buf = inbox[:status.Get_count(MPI.BYTE)]
     except BaseException:
         # A signal's handler runs as a call returns, before its value is kept: a Ctrl-C
         # that came while the inbox's receive was started left ``request`` None with the
@@ -313,7 +316,7 @@ def _receive(scope, source, tag, status, call, out=None):
     finally:
         if box:
             scope.inbox = box
-    return _value(scope, inbox[:status.Get_count(MPI.BYTE)], status, call)
+    return _value(scope, buf, status, call)
 
 
 class _Inbox:
@@ -374,12 +377,34 @@ def _probed(scope, tag, status, call):
 
     (MPICH 5.0 with two nodes or more never completes a receive from any source posted
     after a message from another node has arrived: such a receive must be probed.)"""
-    improbe, mpi_tag = scope.comm.Improbe, MPI.ANY_TAG if tag is None else tag
-    message = _wait.spin(lambda: improbe(MPI.ANY_SOURCE, mpi_tag, status), scope, call,
-                         scope.others, any_of=True, kind="recv", tag=tag)
-    # (a first message: at most an inbox's size, a larger one following its head)
-    buf = bytearray(status.Get_count(MPI.BYTE))
-    message.Recv(buf)
+    comm, mpi_tag = scope.comm, MPI.ANY_TAG if tag is None else tag
+    # The message is matched (Improbe) by a C call that keeps it: a Ctrl-C is raised as a
+    # call returns, before its value is kept, and a message matched then was lost (MPI
+    # gives it to nobody else: the next receive got the message after it). A deque of
+    # one: the cheapest such call; made once a plain look has seen the message.
+    iprobe, found = comm.Iprobe, collections.deque((None,), maxlen=1)
+    where = ((MPI.ANY_SOURCE, mpi_tag, status),)
+    buf = None
+    try:
+        while True:
+            if not iprobe(MPI.ANY_SOURCE, mpi_tag):
+                _wait.spin(lambda: iprobe(MPI.ANY_SOURCE, mpi_tag), scope, call,
+                           scope.others, any_of=True, kind="recv", tag=tag)
+            found.extend(itertools.starmap(comm.Improbe, where))
+            message = found[0]
+            if message is not None:  # (else another thread's receive took it)
+                break
+        # (a first message: at most an inbox's size, a larger one following its head)
+        buf = bytearray(status.Get_count(MPI.BYTE))
+        message.Recv(buf)
+    except BaseException:
+        message = found[0]
+        if message is not None:  # matched: the next receive gets it
+            if message:  # (not yet received: a received message's handle is null)
+                buf = bytearray(status.Get_count(MPI.BYTE))
+                message.Recv(buf)
+            scope.early.append((status.Get_source(), status.Get_tag(), buf))
+        raise
     return buf
 
 
@@ -431,21 +456,27 @@ def _value(scope, buf, status, call):
     be a ``_Following`` kept from a receive that gave up waiting for those bytes."""
     if type(buf) is _Following:
         return buf.value(scope, call)
-    if _count.ON:
-        _count.p2p(received=len(buf))
-    if scope.self_sends:
-        _took_own(scope, status)
     try:  # (no cost unless it raises: this is every small message's way)
+        if _count.ON:
+            _count.p2p(received=len(buf))
         value = _pack.decode_received(buf)
     except Exception as exc:
+        if scope.self_sends:
+            _took_own(scope, status)
         raise _not_unpickled(exc, scope, call, status.Get_source(),
                              status.Get_tag()) from exc
+    except BaseException:
+        # a Ctrl-C before the value was made: the message was lost (its receive had
+        # completed); the next receive from its source gets it
+        scope.early.append((status.Get_source(), status.Get_tag(), buf))
+        raise
+    if scope.self_sends:
+        _took_own(scope, status)
     if value is not _pack.FOLLOWS:
         if type(value) is _SendFailed:
             _refuse_failed(value, scope, call, status.Get_tag())
         return value
-    source, tag = status.Get_source(), status.Get_tag()
-    return _Following(source, tag, *_accept(scope, buf, source, tag)).value(scope, call)
+    return _accept(scope, buf, status.Get_source(), status.Get_tag()).value(scope, call)
 
 
 class _Following:
@@ -464,18 +495,19 @@ class _Following:
         """The message's value once its bytes are in; kept for the next receive if the
         wait for them raises."""
         request, needed = self.request, [scope.world_ranks[self.source]]
+        decoding = False
         try:
             if len(self.full) >= _WAIT_IN_MPI:
                 _wait.wait_body(request, scope, call, needed, collective=False)
             elif not request.Test():
                 _wait.spin(request.Test, scope, call, needed)
-        except BaseException:
+            decoding = True
+            return _pack.decode(self.full)
+        except BaseException as exc:
+            if decoding and isinstance(exc, Exception):  # (not a Ctrl-C: the value's)
+                raise _not_unpickled(exc, scope, call, self.source, self.tag) from exc
             scope.early.append((self.source, self.tag, self))
             raise
-        try:
-            return _pack.decode(self.full)
-        except Exception as exc:
-            raise _not_unpickled(exc, scope, call, self.source, self.tag) from exc
 
 
 def _not_unpickled(exc, scope, call, source, tag):
@@ -489,23 +521,46 @@ def _not_unpickled(exc, scope, call, source, tag):
         f"cannot be unpickled here: {type(exc).__name__}: {exc}")
 
 
-def _accept(scope, head, source, tag):
-    """For a first message whose bytes follow apart: the buffer of the whole message,
-    with the receive of the rest posted, and, for an array sent from its own memory,
-    the sender told so (clear to send)."""
-    total, start, seq = _pack.apart(head)
-    full = _pack.results.empty(_pack._BYTE, total)  # recycled once its values are dropped
-    _pack.begin_whole(full, head, start)
-    request = scope.comm.Irecv(full[start:], source, tag)
-    if seq is None:  # (format 4: it follows unasked)
-        return full, request
-    note = _SEQ.pack(seq)
-    answer = _world.CTL.Isend(note, scope.world_ranks[source], _world.CTS_TAG)
-    if not answer.Test():  # a tiny message: MPI sends it on its own, keep its buffer
-        answer.Free()
-        _Rendezvous.notes.append(note)
-        del _Rendezvous.notes[:-64]
-    return full, request
+def _accept(scope, head, source, tag, keep=None):
+    """For a first message whose bytes follow apart: the ``_Following`` of the whole
+    message, with the receive of the rest posted, and, for an array sent from its own
+    memory, the sender told so (clear to send).
+
+    The head is taken: whatever interrupts this (a Ctrl-C, raised as a call returns,
+    before its value is kept) keeps the message for the next receive from ``source``,
+    its bytes' receive posted (``keep``: a function given its ``_Following`` instead).
+    (The receive's request, dropped as Irecv returned, was freed while active: its bytes
+    landed in a buffer recycled for the next result; raised before it was posted,
+    nothing took them, and the next receive from ``source`` took them for its message:
+    "Message truncated", or wrong values.)"""
+    posted: list = []  # the bytes' receive, kept by the C call that posts it
+    full = None
+    try:
+        total, start, seq = _pack.apart(head)
+        full = _pack.results.empty(_pack._BYTE, total)  # (recycled once its values drop)
+        _pack.begin_whole(full, head, start)
+        posted.extend(map(scope.comm.Irecv, (full[start:],), (source,), (tag,)))
+        if seq is not None:  # (format 3: the array is sent once it is asked for)
+            note = _SEQ.pack(seq)
+            _Rendezvous.notes.append(note)  # (MPI may read it after the request is gone)
+            del _Rendezvous.notes[:-64]
+            answer = _world.CTL.Isend(note, scope.world_ranks[source], _world.CTS_TAG)
+            if not answer.Test():  # a tiny message: MPI sends it on its own
+                answer.Free()
+        return _Following(source, tag, full, posted[0])
+    except BaseException:
+        if not posted:
+            total, start, _ = _pack.apart(head)
+            full = _pack.results.empty(_pack._BYTE, total)
+            _pack.begin_whole(full, head, start)
+            posted.append(scope.comm.Irecv(full[start:], source, tag))
+        # (unasked, the sender of an array sends a copy once its patience runs out)
+        following = _Following(source, tag, full, posted[0])
+        if keep is None:
+            scope.early.append((source, tag, following))
+        else:
+            keep(following)
+        raise
 
 
 _SEQ = struct.Struct("<q")
@@ -944,11 +999,20 @@ def _exchange_in_place(call, scope, destination, source, apart, tag):
     advanced in one loop, so a ring of them never waits on itself and the array is sent
     from its own memory when the receiver is ready."""
     array, family = apart
+    # "taken": the message received (its first message, or its _Following) until its
+    # value is returned: whatever interrupts the exchange keeps it for the next receive
     state = {"value": None, "pending": source is not None, "following": None,
-             "error": None}
+             "error": None, "taken": None}
     status, src = MPI.Status(), None if source is None else source - 1
+    # [the message matched, its buffer]: kept by the C calls that make them (see _probed)
+    found: list = [None]
+    where, improbe = ((src,), (tag,), (status,)), scope.comm.Improbe
+
+    def taken(following):
+        state["taken"] = following
 
     def received(buf):
+        state["taken"] = buf
         state["pending"] = False
         if type(buf) is _Following:  # (kept from a receive that gave up waiting for it)
             state["following"] = buf
@@ -962,7 +1026,7 @@ def _exchange_in_place(call, scope, destination, source, apart, tag):
             state["error"].__cause__ = exc
             return
         if value is _pack.FOLLOWS:  # the rest follows
-            state["following"] = _Following(src, tag, *_accept(scope, buf, src, tag))
+            state["taken"] = state["following"] = _accept(scope, buf, src, tag, taken)
         else:
             state["value"] = value
 
@@ -974,11 +1038,11 @@ def _exchange_in_place(call, scope, destination, source, apart, tag):
     def step():
         sent = sending.step()
         if state["pending"]:
-            message = scope.comm.Improbe(src, tag, status)
-            if message is not None:
-                buf = bytearray(status.Get_count(MPI.BYTE))
-                message.Recv(buf)
-                received(buf)
+            found[:] = map(improbe, *where)
+            if found[0] is not None:
+                found.append(bytearray(status.Get_count(MPI.BYTE)))
+                found[0].Recv(found[1])
+                received(found[1])
         following = state["following"]
         if following is not None and following.request.Test():
             state["following"] = None
@@ -1008,9 +1072,17 @@ def _exchange_in_place(call, scope, destination, source, apart, tag):
             _wait.wait_body(sending.request, scope, call, [sending.world_rank],
                             collective=False)
     except BaseException:
-        sending.give_up()
-        if state["following"] is not None:  # the next receive from source gets it
-            scope.early.append((src, tag, state["following"]))
+        try:
+            kept = state["taken"]
+            if kept is None and found[0] is not None:  # matched, not yet handed over
+                if found[0]:  # (not yet received: a received message's handle is null)
+                    found[1:] = [bytearray(status.Get_count(MPI.BYTE))]
+                    found[0].Recv(found[1])
+                kept = found[1]
+            if kept is not None:  # the next receive from source gets it
+                scope.early.append((src, tag, kept))
+        finally:
+            sending.give_up()
         raise
     finally:
         sending.let_go()

@@ -55,6 +55,7 @@ __all__ = ["DataQueue", "PollableDataQueue", "QueueSet"]
 Q = TypeVar("Q", bound="_Queue")
 
 _CTRL = 0  # tag of control messages: ("close", tag)
+_COUNTED = "counted"  # (_Hub._hand_over: a message received and counted, not handed over)
 _IDLE_SLEEP = 0.01  # an idle thread wakes 100 times a second (its cost: docs/guide/performance.md)
 _BUSY_SLEEP = 0.00005  # while items keep coming or a poller waits for one
 _BUSY_FOR = 0.05  # (for this long after the last item, or after a poller started to wait)
@@ -238,30 +239,52 @@ class _Hub:
         there was any. Under ``busy``, so that each sender's messages are handed over in
         the order sent."""
         got = False
-        while not (once and got):
-            message = chan.comm.Improbe(MPI.ANY_SOURCE, tag, status)
-            if message is None:
-                return got
-            buf = bytearray(status.Get_count(MPI.BYTE))
-            message.Recv([buf, MPI.BYTE])
-            if _count.ON:
-                _count.p2p(received=len(buf))
-            source = status.Get_source()
-            self.received[chan.scope.world_ranks[source]] += 1
-            self._deliver(chan, source, status.Get_tag(), buf)
-            got = True
+        # [the message matched, its buffer], kept by the C calls that make them: a
+        # poller's Ctrl-C is raised as a call returns, before its value is kept (a
+        # message matched or received then was lost: MPI gives it to nobody else)
+        taking: list = [None]
+        where, improbe = ((MPI.ANY_SOURCE,), (tag,), (status,)), chan.comm.Improbe
+        try:
+            while not (once and got):
+                taking[:] = map(improbe, *where)
+                if taking[0] is None:
+                    return got
+                self._hand_over(chan, taking, status)
+                got = True
+        except BaseException as exc:
+            if taking[0] is not None and not isinstance(exc, Exception):
+                self._hand_over(chan, taking, status)  # (a signal's: finish, then raise)
+            raise
         return got
+
+    def _hand_over(self, chan, taking, status):
+        """Receive the message matched in ``taking`` (see ``_receive``) unless it has
+        been, count it unless it has been (``_COUNTED``), and hand its items over;
+        ``taking[0]`` is None once they are."""
+        if taking[0] is not _COUNTED:
+            if taking[0]:  # (not yet received: a received message's handle is null)
+                taking[1:] = [bytearray(status.Get_count(MPI.BYTE))]
+                taking[0].Recv([taking[1], MPI.BYTE])
+            if _count.ON:
+                _count.p2p(received=len(taking[1]))
+            world = chan.scope.world_ranks[status.Get_source()]
+            self.received[world] += 1
+            taking[0] = _COUNTED  # (no call between the two: no Ctrl-C)
+        self._deliver(chan, status.Get_source(), status.Get_tag(), taking[1])
+        taking[0] = None  # (idem)
 
     def take_own(self, queue, status):
         """What a poller does while it waits: take its own queue's messages itself (no
         other queue's, whose listeners run in the receiver thread), unless the receiver
         thread is taking messages now."""
-        if not self.busy.acquire(blocking=False):
-            return
+        held: list = []  # (kept by the C call that takes the lock: see _Rendezvous.start)
         try:  # (the first message: an item is all a poller waits for)
-            self._receive(queue._chan, queue._tag, status, once=True)
+            held.extend(map(self.busy.acquire, (False,)))
+            if held[0]:
+                self._receive(queue._chan, queue._tag, status, once=True)
         finally:
-            self.busy.release()
+            if held and held[0]:
+                self.busy.release()
 
     def spinning(self, change):
         """A poller starts (+1) or stops (-1) taking its messages itself: meanwhile the

@@ -546,6 +546,158 @@ def test_a_receive_interrupted_as_it_is_posted_loses_nothing(monkeypatch, first)
     spmd_barrier()
 
 
+def _interrupt_after(monkeypatch, module, name, times=1):
+    """Patch ``module.name`` so that its next call does its work and then raises
+    KeyboardInterrupt (a Ctrl-C raised as a call returns, before its value is kept)."""
+    real = getattr(module, name)
+
+    def interrupted(*args, **kwargs):
+        monkeypatch.setattr(module, name, real)
+        real(*args, **kwargs)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(module, name, interrupted)
+
+
+def test_a_receive_from_any_worker_interrupted_as_its_probe_matched_loses_nothing(
+        monkeypatch):
+    """A receive from any worker finds its message with a matching probe (MPI's
+    Improbe): a Ctrl-C raised as the probe returned (here: as the wait for it returned)
+    dropped the matched message, which MPI hands to nobody else, and the next receive
+    got the message after it. (A Ctrl-C raised once it is matched, as its size is read:
+    test_a_receive_interrupted_as_it_reads_its_message_size_loses_nothing.)"""
+    if spmd_size() == 1:
+        pytest.skip("a message to oneself")
+    from spmdlab import _wait
+
+    spmd_barrier()
+    if spmd_index() == 2:  # (once worker 1 waits for it)
+        time.sleep(0.3)
+        spmd_send("first", 1, tag=92)
+        spmd_send("second", 1, tag=92)
+    if spmd_index() == 1:
+        _interrupt_after(monkeypatch, _wait, "spin")
+        with pytest.raises(KeyboardInterrupt):
+            spmd_receive(tag=92)
+        assert spmd_probe(2, 92)
+        assert spmd_receive(status=True) == ("first", 2, 92)
+        assert spmd_receive(2, 92) == "second"
+    spmd_barrier()
+
+
+@pytest.mark.parametrize("source", ["given", "any"])
+def test_a_receive_interrupted_once_its_message_came_loses_nothing(monkeypatch, source):
+    """A Ctrl-C raised after a receive completed, before its value was made (here: in
+    the message count): the message was dropped, and the next receive got the one after
+    it."""
+    if spmd_size() == 1:
+        pytest.skip("a message to oneself")
+    spmd_send(np.arange(3) + spmd_index(), right(), tag=93)
+    spmd_send("second", right(), tag=93)
+    spmd_barrier()
+    interrupt_the_next_message_count(monkeypatch)
+    src = left() if source == "given" else None
+    with pytest.raises(KeyboardInterrupt):
+        spmd_receive(src, 93)
+    got, sender, tag = spmd_receive(src, 93, status=True)
+    assert (sender, tag) == (left(), 93) and (got == np.arange(3) + left()).all()
+    assert spmd_receive(left(), 93) == "second"
+    spmd_barrier()
+
+
+@pytest.mark.parametrize("source", ["given", "any"])
+def test_a_receive_interrupted_as_it_reads_its_message_size_loses_nothing(monkeypatch,
+                                                                          source):
+    """A Ctrl-C raised as the size of a message received (or matched, from any worker)
+    was read (MPI's Get_count) dropped the message: the next receive got the one after
+    it."""
+    if spmd_size() == 1:
+        pytest.skip("a message to oneself")
+    from mpi4py import MPI
+
+    from spmdlab import p2p
+
+    armed = [True]
+
+    class Status(MPI.Status):
+        def Get_count(self, datatype=MPI.BYTE):
+            count = super().Get_count(datatype)
+            if armed:
+                armed.clear()
+                raise KeyboardInterrupt
+            return count
+
+    class Proxy:  # spmdlab's MPI, its receives' status read as above
+        def __getattr__(self, name):
+            return Status if name == "Status" else getattr(MPI, name)
+
+    spmd_send(("first", spmd_index()), right(), tag=96)
+    spmd_send("second", right(), tag=96)
+    spmd_barrier()
+    src = left() if source == "given" else None
+    monkeypatch.setattr(p2p, "MPI", Proxy())
+    with pytest.raises(KeyboardInterrupt):
+        spmd_receive(src, 96)
+    monkeypatch.undo()
+    assert spmd_receive(src, 96) == ("first", left())
+    assert spmd_receive(left(), 96) == "second"
+    spmd_barrier()
+
+
+@pytest.mark.parametrize("where", ["before", "after"])
+@pytest.mark.parametrize("kind", ["pickled", "array"])
+def test_a_receive_interrupted_as_it_posts_the_bytes_that_follow_loses_nothing(
+        monkeypatch, where, kind):
+    """A message larger than the inbox comes as a head, then its bytes (``kind``: a
+    large pickled value, sent whole; a large array, by rendezvous), which the receiver
+    posts a receive for once it has the head. A Ctrl-C raised ``before`` that receive
+    was posted: nothing took the bytes, and the next receive from that worker took them
+    for its message ("Message truncated", or wrong values); raised ``after`` it (as
+    Irecv returned): the request was dropped while active, the bytes went into a
+    buffer recycled for a later result, and the message was lost."""
+    if spmd_size() == 1:
+        pytest.skip("a message to oneself is one message")
+    from spmdlab import _pack, p2p
+
+    big = np.arange(200_000, dtype=np.float64) + spmd_index()
+    value = {"a": big} if kind == "pickled" else big
+    spmd_send(value, right(), tag=94)
+    spmd_send("second", right(), tag=94)
+    spmd_barrier()
+    if where == "before":
+        _interrupt_after(monkeypatch, _pack, "begin_whole")
+    else:  # (the receive is posted just before the clear-to-send answer, or the return)
+        _interrupt_after(monkeypatch, p2p, "_Following")
+    with pytest.raises(KeyboardInterrupt):
+        spmd_receive(left(), 94)
+    got = spmd_receive(left(), 94)
+    array = got["a"] if kind == "pickled" else got
+    assert (array == big - spmd_index() + left()).all()
+    assert spmd_receive(left(), 94) == "second"
+    spmd_barrier()
+
+
+def test_an_exchange_interrupted_once_its_message_came_loses_nothing(monkeypatch):
+    """``spmd_send_receive`` of a large array probes for its message while its own
+    leaves: a Ctrl-C raised once the message came (here: as its value was made) dropped
+    it, and the next receive got the one after it."""
+    if spmd_size() == 1:
+        pytest.skip("a message to oneself is one message")
+    from spmdlab import _pack
+
+    big = np.arange(1 << 17, dtype=np.float64) + spmd_index()
+    spmd_send(("first", spmd_index()), right(), tag=95)
+    spmd_send("second", right(), tag=95)
+    spmd_barrier()
+    _interrupt_after(monkeypatch, _pack, "decode")
+    with pytest.raises(KeyboardInterrupt):
+        spmd_send_receive(right(), left(), big, tag=95)
+    assert spmd_receive(left(), 95) == ("first", left())
+    assert spmd_receive(left(), 95) == "second"
+    assert (spmd_receive(left(), 95) == big - spmd_index() + left()).all()
+    spmd_barrier()
+
+
 @pytest.mark.parametrize("size", [3, 100_000])
 def test_a_ctrl_c_while_waiting_for_the_send_lock_does_not_keep_it(size):
     """A Ctrl-C that comes while the program thread waits for the send lock (another

@@ -212,6 +212,55 @@ def test_an_item_interrupted_as_it_is_posted_arrives_once_and_whole(monkeypatch)
     spmd_barrier()
 
 
+@pytest.mark.parametrize("when", ["matched", "received"])
+def test_a_poll_interrupted_as_it_takes_its_item_loses_nothing(monkeypatch, when):
+    """A poll that waits takes its queue's messages itself (MPI's Improbe, then the
+    receive): a Ctrl-C raised once the message was matched (here: as its buffer was
+    made) or received (here: in its count) dropped it, and its items with it (MPI gives
+    a matched message to nobody else)."""
+    import builtins
+    import threading
+
+    from spmdlab import _count, queues
+    if spmd_size() < 2:
+        pytest.skip("the owner's own items are not sent through MPI")
+    q = PollableDataQueue()
+    if spmd_index() == 1:
+        program, raised = threading.get_ident(), []
+
+        def interrupted(real):
+            def call(*args, **kwargs):
+                if threading.get_ident() == program and not raised:
+                    raised.append(True)
+                    real(*args, **kwargs)
+                    raise KeyboardInterrupt
+                return real(*args, **kwargs)
+            return call
+
+        # the poller takes the messages itself: the receiver thread takes none, and the
+        # poller waits for them as long as it takes
+        monkeypatch.setattr(queues._hub, "_take", lambda status: False)
+        monkeypatch.setattr(queues, "_SPIN", 30.0)
+        if when == "matched":
+            monkeypatch.setattr(queues, "bytearray", interrupted(builtins.bytearray),
+                                raising=False)
+        else:
+            monkeypatch.setattr(_count, "p2p", interrupted(_count.p2p))
+            monkeypatch.setattr(_count, "ON", True)
+    spmd_barrier()
+    if spmd_index() == 2:
+        q.send("first")
+        q.send("second")
+    if spmd_index() == 1:
+        with pytest.raises(KeyboardInterrupt):
+            q.poll(timeout=30)
+        monkeypatch.undo()
+        assert q.poll(timeout=30) == "first"
+        assert q.poll(timeout=30) == "second"
+        assert q.poll(timeout=0.5) is None
+    spmd_barrier()
+
+
 def test_per_worker_queues():
     qs = PollableDataQueue.per_worker()
     assert len(qs) == spmd_size() and qs.mine is qs[spmd_index()]
