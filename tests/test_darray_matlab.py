@@ -300,6 +300,20 @@ def test_scatter_from_a_worker():
         assert getLocalPart(D).size == (2 * N + 1 if k == 1 else 0)
 
 
+def test_a_matlab_literal_of_whole_numbers_is_double():
+    # MATLAB's [1 2 3] is double: numpy made codistributed([1, 2, 3]) int64, and D(2) =
+    # 2.5 then stored 2
+    N, k = spmdSize(), spmdIndex()
+    D = codistributed([1, 2, 3])
+    assert D.dtype == np.float64
+    D[1] = 2.5
+    assert gather(D).tolist() == [1.0, 2.5, 3.0]
+    assert codistributed(7).dtype == np.float64
+    assert codistributed(list(range(2 * N)), N).dtype == np.float64  # scattered from N
+    assert codistributed([True, False]).dtype == np.bool_  # logical stays logical
+    assert codistributed(np.arange(3)).dtype == np.int64  # an array keeps its class
+
+
 def test_constructors_take_matlabs_arguments():
     N = spmdSize()
     assert codistributed.zeros(3).shape == (3, 3)

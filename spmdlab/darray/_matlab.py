@@ -226,8 +226,22 @@ def _to_codistributor(call, codist, X_shape):
 
 
 def _as_array(call, X):
-    X = _factories.as_local(call, X)
+    X = _factories.as_local(call, _doubles_of_literals(X))
     return X.reshape(1, 1) if X.ndim == 0 else X
+
+
+def _doubles_of_literals(X):
+    """``X``, with Python ints (a number, lists and tuples of them) as doubles: every
+    MATLAB number is one, and numpy made ``codistributed([1, 2, 3])`` int64, so that a
+    later ``D[1] = 2.5`` stored 2. An array keeps its class; logicals stay logical."""
+    if isinstance(X, (int, list, tuple)) and not isinstance(X, bool):
+        try:
+            values = np.asarray(X)
+        except (TypeError, ValueError):  # (not numbers: refused where it is converted)
+            return X
+        if values.dtype.kind in "iu":
+            return values.astype(np.float64)
+    return X
 
 
 def _not_here(name, why):
@@ -654,7 +668,7 @@ class distributed(codistributed):
     def __new__(cls, X: Any, *args: Any) -> "distributed":
         client = _world.client()
         if client is not None and not args:  # the client of a pool: spread over it
-            return client.distributed(X)
+            return client.distributed(_doubles_of_literals(X))
         if args:
             raise error(SpmdTypeError, "distributed", "takes one argument: "
                         "distributed(X) (use codistributed(X, codist) to choose how)")
