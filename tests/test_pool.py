@@ -1920,11 +1920,11 @@ def test_bad_calls_say_what_is_wrong():
     assert "PICKED [1] [1] [] [1] 1 True" in out, out
     assert out.count("DISTRIBUTED distributed (the client): the value must be a numpy array, "
                      "a torch tensor, a CuPy array or numbers (not objects)") == 4, out
-    assert "THEN [[1, 2], [3, 4]]" in out, out
+    assert "THEN [[1.0, 2.0], [3.0, 4.0]]" in out, out  # MATLAB's literals: doubles
     for lab in (0, 2, -1):
         assert f"LAB gather (the client): 'lab' must be a worker number from 1 to 1 (got " \
             f"{lab}); worker numbers are 1-based" in out, out
-    assert "LAB 1 [1, 2]" in out, out
+    assert "LAB 1 [1.0, 2.0]" in out, out
     for what in ("Composite", "Composite", "distributed array", "distributed array"):
         assert f"COPIED a {what} of a pool can only be sent to that pool's workers: " \
             f"pickle.loads and copy.copy of one on the client are refused" in out, out
