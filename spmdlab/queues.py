@@ -940,6 +940,19 @@ class DataQueue(_Queue):
                 running.discard(me)
 
 
+_NONE = object()  # (poll: no item taken yet)
+
+
+def _take(items, taken):
+    """The oldest of ``items``, also put in ``taken`` (to be given back if the poll is
+    interrupted on its way out). Neither a subscript nor a ``del`` ends in a check for
+    signals, as a call does: once the item is out of ``items`` it is in ``taken``."""
+    item = items[0]
+    del items[0]
+    taken.append(item)
+    return item
+
+
 class PollableDataQueue(_Queue):
     """A queue its owner reads with ``poll`` (MATLAB ``parallel.pool.PollableDataQueue``).
 
@@ -987,8 +1000,33 @@ class PollableDataQueue(_Queue):
                             f"take what has arrived, with poll()")
         items = self._items
         if items or (timeout is not None and timeout <= 0):
-            with self._cond:
-                return items.popleft() if items else default
+            # the item taken is given back at the front if anything interrupts the way
+            # out (a Ctrl-C is raised as a call returns: as the lock was released, the
+            # item popped before it was lost). Neither the subscript nor the del ends in
+            # a check for signals, as a call does: once out of items, it is in item
+            item = _NONE
+            try:
+                with self._cond:
+                    if not items:
+                        return default
+                    item = items[0]
+                    del items[0]
+            except BaseException:
+                if item is not _NONE:
+                    items.appendleft(item)
+                raise
+            return item
+        taken: list = []  # (idem, see _take)
+        try:
+            return self._wait_for_item(timeout, default, taken)
+        except BaseException:
+            if taken:
+                items.appendleft(taken.pop())
+            raise
+
+    def _wait_for_item(self, timeout, default, taken):
+        """``poll``'s wait: the item, put in ``taken`` too (see ``_take``)."""
+        items = self._items
         # For _SPIN the poller takes its queue's messages itself, yielding the core
         # between looks (an answer often comes within microseconds, and the hand-over
         # from the receiver thread costs tens of them); then it sleeps until the
@@ -1004,7 +1042,7 @@ class PollableDataQueue(_Queue):
                 if items:
                     with self._cond:
                         if items:
-                            return items.popleft()
+                            return _take(items, taken)
                 os.sched_yield()
                 now = time.monotonic()
         finally:
@@ -1030,7 +1068,7 @@ class PollableDataQueue(_Queue):
                                 if state is not None or gone_since is _ASK:
                                     break  # (the checks that follow: outside the lock)
                         if items:
-                            return items.popleft()
+                            return _take(items, taken)
                     finally:
                         self._pollers -= 1
                 if gone_since is _ASK:

@@ -261,6 +261,59 @@ def test_a_poll_interrupted_as_it_takes_its_item_loses_nothing(monkeypatch, when
     spmd_barrier()
 
 
+@pytest.mark.parametrize("waits", [False, True])
+def test_a_poll_interrupted_as_it_releases_its_lock_keeps_its_item(waits):
+    """A Ctrl-C raised as the lock is released, once the item was popped (Python raises
+    it as a call returns), lost the item: the next poll gave the one after it. Polled
+    where the items wait already, and where the poll waits for them."""
+    import threading
+
+    q = PollableDataQueue()
+    if spmd_index() == 1:
+        def send():
+            if waits:
+                time.sleep(0.3)
+            q.send("first")
+            q.send("second")
+
+        real, raised, items = q._cond, [], q._items
+        program, arrived = threading.get_ident(), [] if waits else [True]
+
+        class Interrupted:  # raises once, as the poll lets the lock go with "first" taken
+            def __enter__(self):
+                return real.__enter__()
+
+            def __exit__(self, *exc):
+                real.__exit__(*exc)
+                if "first" in items:
+                    arrived.append(True)
+                elif arrived and not raised and threading.get_ident() == program:
+                    raised.append(True)
+                    raise KeyboardInterrupt
+
+            def __getattr__(self, name):
+                return getattr(real, name)
+
+        sender = threading.Thread(target=send)
+        if not waits:
+            send()
+            deadline = time.monotonic() + 30
+            while len(items) < 2 and time.monotonic() < deadline:  # (handed over)
+                time.sleep(0.001)
+        q._cond = Interrupted()
+        if waits:
+            sender.start()
+        with pytest.raises(KeyboardInterrupt):
+            q.poll(timeout=30)
+        q._cond = real
+        if waits:
+            sender.join()
+        assert q.poll(timeout=30) == "first"
+        assert q.poll(timeout=30) == "second"
+        assert q.poll() is None
+    spmd_barrier()
+
+
 def test_per_worker_queues():
     qs = PollableDataQueue.per_worker()
     assert len(qs) == spmd_size() and qs.mine is qs[spmd_index()]
