@@ -1234,7 +1234,7 @@ def mldivide(A: Any, B: Any) -> Any:
         return B / (a.reshape(()) if hasattr(a, "reshape") else a)
     handle = _on_client(A, B)
     if handle is not None:  # the client of a pool: solved by the workers
-        return handle._on_workers(mldivide, A, B)
+        return handle._on_workers("mldivide", mldivide, A, B)
     call = "mldivide"
     ref = None
     if iscodistributed(A) or iscodistributed(B):  # (collective: every worker gathers)

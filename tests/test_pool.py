@@ -923,7 +923,7 @@ def test_a_restarted_pool_refuses_the_old_pools_composites_and_arrays():
     lost = "was made before the pool was restarted"
     for line in ("READ Composite[:]: this Composite", "SET Composite[1] =: this Composite",
                  "SEND spmd: this Composite", "GATHER gather: this distributed array",
-                 "ARITH spmd: this distributed array"):
+                 "ARITH numpy.multiply of D: this distributed array"):
         assert f"{line} {lost}" in out, out
     assert "EXIST [False, False] False <Composite on a pool of 2: elements on no worker" \
         in out, out
@@ -1442,7 +1442,9 @@ def test_an_in_place_operation_on_the_client_gives_the_same_distributed_array():
     assert proc.returncode == 0, out + proc.stderr
     assert "SAME True True True" in out, out
     assert "VALUES [2.0, 4.0, 6.0, 8.0] [0.0, 1.0, 2.0, 2.0] [2.0, 1.0, 0.0, 2.0]" in out, out
-    assert out.count("RAISED spmd: worker 2 of 2 failed") == 3, out
+    # each named as written (it was "spmd: worker 2 of 2 failed", the block's name)
+    for call in ("numpy.add of D", "numpy.divmod of D", "D[:] = ..."):
+        assert f"RAISED {call}: worker 2 of 2 failed" in out, out
     assert "UNWRITTEN [0.0, 0.0, 0.0, 0.0] [0.0, 0.0, 0.0, 0.0] [0.0, 0.0, 0.0, 0.0]" in out, \
         out
     assert "AFTER [2.0, 2.0, 2.0, 2.0] [0.0, 0.0, 0.0, 0.0] [2.0, 2.0, 2.0, 2.0]" in out, out
@@ -1523,7 +1525,7 @@ def test_a_client_operation_stopped_after_some_workers_made_its_tuple_keeps_none
             return parts
 
         try:
-            D._on_workers(tuple_then_late_failure, D)
+            D._on_workers("numpy.nonzero of D", tuple_then_late_failure, D)
         except spmdlab.SpmdError as exc:
             print("FAILED", str(exc).splitlines()[0])
         gc.collect()
@@ -1533,7 +1535,8 @@ def test_a_client_operation_stopped_after_some_workers_made_its_tuple_keeps_none
     """, env)
     out = proc.stdout
     assert proc.returncode == 0, out + proc.stderr
-    assert "FAILED spmd: worker 2 of 2 failed: ValueError: stopped late" in out, out
+    assert "FAILED numpy.nonzero of D: worker 2 of 2 failed: ValueError: stopped late" \
+        in out, out
     assert "HELD [[], []]" in out, out
     assert "AFTER [[1, 2, 3, 4, 5]]" in out, out
 

@@ -937,7 +937,7 @@ def redistribute(D: CodistributedArray, codist: Optional[codistributor1d] = None
     call = "redistribute"
     handle = _on_client(D)
     if handle is not None:  # the client of a pool: moved by the workers
-        return handle._on_workers(redistribute, D, codist)
+        return handle._on_workers("redistribute", redistribute, D, codist)
     D = _check_array(call, D)
     target, err = None, None
     try:
@@ -1065,8 +1065,9 @@ def sortrows(A: Any, *args: Any, nargout: int = 1) -> Any:
     handle = _on_client(A)
     if handle is not None:  # the client of a pool: sorted by the workers
         if nargout == 2:  # [B, I]: each comes back on its own
-            return tuple(handle._on_workers(_sortrows_part, A, args, k) for k in (0, 1))
-        return handle._on_workers(sortrows, A, *args, nargout=nargout)
+            return tuple(handle._on_workers("sortrows", _sortrows_part, A, args, k)
+                         for k in (0, 1))
+        return handle._on_workers("sortrows", sortrows, A, *args, nargout=nargout)
     D = A if isinstance(A, CodistributedArray) else None
     family_name = D.family if D is not None else _factories.local_family(A)
     whole: Any = None if D is not None else np.asarray(
@@ -1204,7 +1205,7 @@ def reshape(A: Any, *sizes: Any) -> Any:
     call = "reshape"
     handle = _on_client(A)
     if handle is not None:  # the client of a pool: reshaped by the workers
-        return handle._on_workers(reshape, A, *sizes)
+        return handle._on_workers("reshape", reshape, A, *sizes)
     count = A.size if isinstance(A, CodistributedArray) else int(np.prod(np.shape(A)))
     shape, err = None, None
     try:
@@ -1258,9 +1259,9 @@ def _extremum(name):
         handle = _on_client(A, *args)
         if handle is not None:  # the client of a pool: found by the workers
             if nargout == 2:  # [M, I]: each comes back on its own
-                return tuple(handle._on_workers(_extremum_part, name, A, args, k)
+                return tuple(handle._on_workers(name, _extremum_part, name, A, args, k)
                              for k in (0, 1))
-            return handle._on_workers(_extremum_part, name, A, args, None)
+            return handle._on_workers(name, _extremum_part, name, A, args, None)
         return matlab(name, A, args, nargout)
     return _named(fn, name)
 

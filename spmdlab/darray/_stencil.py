@@ -109,7 +109,7 @@ def conv2(A: Any, B: Any, C: Any = "full", shape: Optional[str] = None) -> Any:
     """
     handle = _on_client(A, B, C)
     if handle is not None:  # the client of a pool: computed by the workers
-        return handle._on_workers(conv2, A, B, C, shape)
+        return handle._on_workers("conv2", conv2, A, B, C, shape)
     if isinstance(C, str):  # conv2(A, B, shape); shape= names it too
         return _conv2("conv2", "B", A, B, C if shape is None else shape)
     return _separable(A, B, C, "full" if shape is None else shape)
@@ -235,7 +235,7 @@ def filter2(h: Any, X: Any, shape: str = "same") -> Any:
     """
     handle = _on_client(X, h)
     if handle is not None:  # the client of a pool: computed by the workers
-        return handle._on_workers(filter2, h, X, shape)
+        return handle._on_workers("filter2", filter2, h, X, shape)
     return _conv2("filter2", "h", X, h, shape, flip=True)
 
 

@@ -653,8 +653,11 @@ class Pool:
                         if k > 1:
                             raise
                         args = spec.get("args", ())
+                        # (a distributed array's operation: its operands, not the
+                        # arguments of the function that runs it)
                         self._check_sendable(
-                            call, [(f"argument {i + 1}", a) for i, a in enumerate(args)] +
+                            call, [(f"argument {i + 1}" if call == "spmd" else "an operand",
+                                    a) for i, a in enumerate(args)] +
                             [(f"argument {name!r}", a)
                              for name, a in spec.get("kwargs", {}).items()] +
                             [("the function", spec.get("fn"))])
@@ -794,18 +797,24 @@ class Pool:
                 **kwargs: Any) -> "Composite":
         """``spmd`` on the first ``n`` workers (MATLAB ``spmd(n)``): the others skip the
         block and hold no element of the result."""
+        return self._block("spmd", n, fn, args, kwargs)
+
+    def _block(self, call: str, n: Optional[int], fn: Callable[..., Any], args: tuple,
+               kwargs: Dict[str, Any]) -> "Composite":
+        """``spmd_on``, its failures named as ``call`` (a distributed array's operation
+        on the client names itself: "D[:] = ...: worker 2 of 2 failed", not "spmd")."""
         name = f"_spmdlab_result_{next(_names)}"
         n = self._check_n("spmd", n)
         if not callable(fn):
             raise SpmdTypeError(f"spmd: the block must be a function to run on every "
                                 f"worker (got {fn!r} that is a {type(fn).__name__})")
-        self._check_handles("spmd", list(args) + list(kwargs.values()))
+        self._check_handles(call, list(args) + list(kwargs.values()))
         self._check_elements(n, [(f"argument {i + 1}", a) for i, a in enumerate(args)] +
                              [(f"argument {key!r}", a) for key, a in kwargs.items()])
         spec: Dict[str, Any] = {"vars": {}, "aliases": {}, "fn": fn, "args": args,
                                 "kwargs": kwargs, "result": name, "assigned": [], "n": n}
         try:
-            outcomes = self._run(spec, "spmd")
+            outcomes = self._run(spec, call)
             if all(outcomes[k][1].get(name) == "codistributed" for k in outcomes):
                 return Distributed(self, name)  # type: ignore[return-value]
             return self._result(name, outcomes, owned=True)
@@ -1298,8 +1307,10 @@ class Distributed(_OperatorsMixin):
     def _check_current(self, call):
         _check_current(self, call, "distributed array")
 
-    def _on_workers(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
-        """``fn(*args, **kwargs)`` run by every worker, each distributed array among the
+    def _on_workers(self, call: str, fn: Callable[..., Any], /, *args: Any,
+                    **kwargs: Any) -> Any:
+        """``fn(*args, **kwargs)`` run by every worker (its failures named as ``call``,
+        the array written ``D``), each distributed array among the
         arguments its codistributed array there: a codistributed result comes back as a
         distributed array, any other as worker 1's (the value of an operation on a
         codistributed array is the same on every worker). A tuple that holds
@@ -1307,7 +1318,7 @@ class Distributed(_OperatorsMixin):
         tuple, each of them a distributed array (worker 1 could not send it whole)."""
         prefix = f"_spmdlab_part_{next(_names)}"
         try:
-            result = self._pool.spmd(_apart, prefix, fn, *args, **kwargs)
+            result = self._pool._block(call, None, _apart, (prefix, fn) + args, kwargs)
         except BaseException:  # failed or stopped: the workers that had ended the block
             # kept their arrays of a tuple (np.nonzero(D) stopped by Ctrl-C), which no
             # handle would ever free. As many as numpy's dimensions: a tuple of arrays
@@ -1331,29 +1342,35 @@ class Distributed(_OperatorsMixin):
             # a Ctrl-C waits for: each worker stops at its own point, and D += 1 stopped
             # on the workers' own arrays left some parts added to and the others not
             # (restore undoes bindings, not writes into an array)
-            copies = self._on_workers(_ufunc_into_copies, ufunc, method, inputs, kwargs)
+            call = _ufunc_name(ufunc, method)
+            copies = self._on_workers(call, _ufunc_into_copies, ufunc, method, inputs,
+                                      kwargs)
             with _wire.interrupts_deferred():
-                self._pool.spmd(_write_into, out,
-                                copies if isinstance(copies, tuple) else (copies,))
+                self._pool._block(call, None, _write_into, (out, copies if isinstance(
+                    copies, tuple) else (copies,)), {})
             # numpy gives ``out`` itself (the workers wrote into its arrays): D += 1 made
             # D another handle of the same array, and np.add(D, 1, out=D) is D was False
             return out[0] if len(out) == 1 else out
-        return self._on_workers(_ufunc_call, ufunc, method, inputs, kwargs)
+        return self._on_workers(_ufunc_name(ufunc, method), _ufunc_call, ufunc, method,
+                                inputs, kwargs)
 
     def __array_function__(self, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
-        return self._on_workers(func, *args, **kwargs)
+        module = getattr(func, "__module__", None) or "numpy"
+        return self._on_workers(f"{module}.{getattr(func, '__name__', func)} of D", func,
+                                *args, **kwargs)
 
     def __getitem__(self, key: Any) -> Any:
-        return self._on_workers(operator.getitem, self, key)
+        return self._on_workers(f"D[{_subscript(key)}]", operator.getitem, self, key)
 
     def __setitem__(self, key: Any, value: Any) -> None:
         # all or nothing, as the in-place operators (see __array_ufunc__): written into a
         # copy first, then copied into D's arrays in a block a Ctrl-C waits for. D[:] = C
         # that failed on one worker (an element its part could not take) had written
         # the others' parts
-        copy = self._on_workers(_setitem_into_copy, self, key, value)
+        call = f"D[{_subscript(key)}] = ..."
+        copy = self._on_workers(call, _setitem_into_copy, self, key, value)
         with _wire.interrupts_deferred():
-            self._pool.spmd(_write_into, (self,), (copy,))
+            self._pool._block(call, None, _write_into, ((self,), (copy,)), {})
 
     def __len__(self) -> int:
         if not self.shape:
@@ -1361,36 +1378,36 @@ class Distributed(_OperatorsMixin):
         return self.shape[0]
 
     def __contains__(self, value: Any) -> bool:  # (D == value).any(), as the workers'
-        return bool(self._on_workers(operator.contains, self, value))
+        return bool(self._on_workers("... in D", operator.contains, self, value))
 
     def __iter__(self) -> Iterator[Any]:
         for i in range(len(self)):
             yield self[i]
 
     def __bool__(self) -> bool:
-        return bool(self._on_workers(bool, self))
+        return bool(self._on_workers("bool(D)", bool, self))
 
     # a number of one element, as the codistributed array's own (an error, on the
     # workers, naming the call, for more elements)
     def __float__(self) -> float:
-        return float(self._on_workers(float, self))
+        return float(self._on_workers("float(D)", float, self))
 
     def __int__(self) -> int:
-        return int(self._on_workers(int, self))
+        return int(self._on_workers("int(D)", int, self))
 
     def __complex__(self) -> complex:
-        return complex(self._on_workers(complex, self))
+        return complex(self._on_workers("complex(D)", complex, self))
 
     def __round__(self, ndigits: Optional[int] = None) -> Any:
-        return self._on_workers(round, self, ndigits)
+        return self._on_workers("round(D)", round, self, ndigits)
 
     @property
     def T(self) -> Any:
-        return self._on_workers(operator.attrgetter("T"), self)
+        return self._on_workers("D.T", operator.attrgetter("T"), self)
 
     @property
     def dtype(self) -> Any:
-        return self._on_workers(operator.attrgetter("dtype"), self)
+        return self._on_workers("D.dtype", operator.attrgetter("dtype"), self)
 
     @property
     def size(self) -> int:
@@ -1411,9 +1428,9 @@ class Distributed(_OperatorsMixin):
         if found is None:
             raise AttributeError(f"a distributed array on the client has no {name!r}")
         if callable(found):
-            return lambda *args, **kwargs: self._on_workers(_method_call, self, name, args,
-                                                            kwargs)
-        return self._on_workers(operator.attrgetter(name), self)
+            return lambda *args, **kwargs: self._on_workers(f"D.{name}(...)", _method_call,
+                                                            self, name, args, kwargs)
+        return self._on_workers(f"D.{name}", operator.attrgetter(name), self)
 
     def gather(self) -> Any:
         """The whole array on the client."""
@@ -1507,6 +1524,21 @@ def _ufunc_into_copies(ufunc, method, inputs, kwargs):
     copies = tuple(o.copy() for o in kwargs["out"])
     getattr(ufunc, method)(*inputs, **dict(kwargs, out=copies))
     return copies if len(copies) > 1 else copies[0]
+
+
+def _ufunc_name(ufunc, method):
+    """How a ufunc's failure on the workers is named: ``numpy.add of D``,
+    ``numpy.add.reduce of D``."""
+    name = getattr(ufunc, "__name__", repr(ufunc))
+    return f"numpy.{name}{'' if method == '__call__' else '.' + method} of D"
+
+
+def _subscript(key):
+    """A distributed array's subscript as written: ``0:2, 1``, ``:``, ``[0, 2]``."""
+    parts = key if isinstance(key, tuple) else (key,)
+    return ", ".join("..." if p is Ellipsis else _shown_key(p) if isinstance(p, slice)
+                     else "<array>" if hasattr(p, "shape") and getattr(p, "ndim", 0)
+                     else repr(p) for p in parts) if parts else "()"
 
 
 def _setitem_into_copy(D, key, value):
