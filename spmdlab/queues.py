@@ -276,12 +276,16 @@ class _Hub:
     def take_own(self, queue, status):
         """What a poller does while it waits: take its own queue's messages itself (no
         other queue's, whose listeners run in the receiver thread), unless the receiver
-        thread is taking messages now."""
+        thread is taking messages now. A plain look first: most looks find nothing, and
+        they cost one probe, not the lock and the match that keep what they take."""
+        chan = queue._chan
+        if not chan.comm.Iprobe(MPI.ANY_SOURCE, queue._tag):
+            return
         held: list = []  # (kept by the C call that takes the lock: see _Rendezvous.start)
         try:  # (the first message: an item is all a poller waits for)
             held.extend(map(self.busy.acquire, (False,)))
             if held[0]:
-                self._receive(queue._chan, queue._tag, status, once=True)
+                self._receive(chan, queue._tag, status, once=True)
         finally:
             if held and held[0]:
                 self.busy.release()
@@ -940,9 +944,6 @@ class DataQueue(_Queue):
                 running.discard(me)
 
 
-_NONE = object()  # (poll: no item taken yet)
-
-
 def _take(items, taken):
     """The oldest of ``items``, also put in ``taken`` (to be given back if the poll is
     interrupted on its way out). Neither a subscript nor a ``del`` ends in a check for
@@ -999,25 +1000,14 @@ class PollableDataQueue(_Queue):
                             f"it would wait for, so none could come; a listener may only "
                             f"take what has arrived, with poll()")
         items = self._items
-        if items or (timeout is not None and timeout <= 0):
-            # the item taken is given back at the front if anything interrupts the way
-            # out (a Ctrl-C is raised as a call returns: as the lock was released, the
-            # item popped before it was lost). Neither the subscript nor the del ends in
-            # a check for signals, as a call does: once out of items, it is in item
-            item = _NONE
-            try:
-                with self._cond:
-                    if not items:
-                        return default
-                    item = items[0]
-                    del items[0]
-            except BaseException:
-                if item is not _NONE:
-                    items.appendleft(item)
-                raise
-            return item
-        taken: list = []  # (idem, see _take)
+        # the item taken (see _take) is given back at the front if anything interrupts
+        # the way out: a Ctrl-C is raised as a call returns, and one raised as the lock
+        # was released lost the item popped before it
+        taken: list = []
         try:
+            if items or (timeout is not None and timeout <= 0):
+                with self._cond:
+                    return _take(items, taken) if items else default
             return self._wait_for_item(timeout, default, taken)
         except BaseException:
             if taken:
